@@ -1,0 +1,189 @@
+"""Unit quaternions and rotation vectors: the rotation part of the manifold (R^3 x H)^n.
+
+Conventions (used throughout the package):
+
+- A quaternion is an array ``[..., 4]`` = ``[w, x, y, z]`` (scalar first, the paper's
+  ``[e_s; e_v]``). A body's quaternion maps body coordinates to world coordinates.
+- Angular velocities and rotation increments are *world-frame* rotation vectors, so the
+  configuration update (2.13)/(2.16) is written ``e ⊞ ψ = exp(ψ) ⋆ e``. The paper writes the
+  right-multiplied form ``e ⋆ exp(ψ_body)``; the two agree with ``ψ = R(e) ψ_body``.
+- ``a ⊟ b`` is the world-frame rotation vector ψ with ``a = b ⊞ ψ``: exactly (3.23) via the
+  logarithm, or with the small-angle residual form (3.24) ``2 e'_s e'_v``.
+
+All functions are pure, broadcast over leading dimensions, and differentiable. The exponential
+and logarithm switch to Taylor expansions near the identity behind a double ``where`` so their
+values *and* derivatives are exact there (the rule of appendix D.2, ``d exp(ψ)/dψ |_0 = [0; ½ I]``,
+comes out of the expansion, so no custom JVP is needed).
+"""
+
+from __future__ import annotations
+
+from mb_estimation.numerics import jax
+
+jnp = jax.numpy
+
+# Below this squared angle [rad^2] the Taylor branches are used. Their truncation error is
+# O(θ^6 / 10^5) < 1e-17 there.
+_SMALL_ANGLE_SQUARED = 1e-4
+
+
+def quat_multiply(a, b):
+    """Hamilton product ``a ⋆ b`` of quaternions ``[..., 4]``."""
+    aw, ax, ay, az = jnp.moveaxis(a, -1, 0)
+    bw, bx, by, bz = jnp.moveaxis(b, -1, 0)
+    return jnp.stack(
+        [
+            aw * bw - ax * bx - ay * by - az * bz,
+            aw * bx + ax * bw + ay * bz - az * by,
+            aw * by - ax * bz + ay * bw + az * bx,
+            aw * bz + ax * by - ay * bx + az * bw,
+        ],
+        axis=-1,
+    )
+
+
+def quat_conjugate(e):
+    """Conjugate ``e*`` (the inverse of a unit quaternion)."""
+    return e * jnp.array([1.0, -1.0, -1.0, -1.0])
+
+
+def quat_normalize(e):
+    """Scale ``e`` to unit length."""
+    return e / jnp.linalg.norm(e, axis=-1, keepdims=True)
+
+
+def quat_to_matrix(e):
+    """Rotation matrix ``R(e)`` ``[..., 3, 3]`` of a unit quaternion (body → world)."""
+    w, x, y, z = jnp.moveaxis(e, -1, 0)
+    return jnp.stack(
+        [
+            jnp.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
+            jnp.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
+            jnp.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
+        ],
+        axis=-2,
+    )
+
+
+def quat_rotate(e, v):
+    """Rotate vectors ``v [..., 3]`` by unit quaternions ``e``: ``R(e) v``."""
+    w = e[..., :1]
+    u = e[..., 1:]
+    t = 2.0 * jnp.cross(u, v)
+    return v + w * t + jnp.cross(u, t)
+
+
+def quat_from_axis_angle(axis, angle):
+    """Unit quaternion of a rotation by ``angle`` [rad] about the unit vector ``axis``."""
+    half = 0.5 * jnp.asarray(angle)[..., None]
+    return jnp.concatenate([jnp.cos(half), jnp.sin(half) * axis], axis=-1)
+
+
+def quat_exp(rotation_vector):
+    """Quaternion ``exp(ψ) = [cos(|ψ|/2); sin(|ψ|/2) ψ/|ψ|]`` of a rotation vector (2.13), (D.8).
+
+    Well-behaved at ``ψ = 0``: value ``[1, 0, 0, 0]`` and derivative ``[0; ½ I]`` (D.12).
+    """
+    psi = jnp.asarray(rotation_vector)
+    theta2 = jnp.sum(psi * psi, axis=-1, keepdims=True)
+    small = theta2 < _SMALL_ANGLE_SQUARED
+    safe_theta2 = jnp.where(small, 1.0, theta2)
+    theta = jnp.sqrt(safe_theta2)
+    # sin(θ/2)/θ and cos(θ/2), each with its Taylor series in θ² near zero (D.11).
+    sinc_half = jnp.where(
+        small,
+        0.5 - theta2 / 48.0 + theta2 * theta2 / 3840.0,
+        jnp.sin(0.5 * theta) / theta,
+    )
+    cos_half = jnp.where(
+        small,
+        1.0 - theta2 / 8.0 + theta2 * theta2 / 384.0,
+        jnp.cos(0.5 * theta),
+    )
+    return jnp.concatenate([cos_half, sinc_half * psi], axis=-1)
+
+
+def quat_log(e):
+    """Rotation vector ψ of a unit quaternion, the shortest one (|ψ| ≤ π): inverse of quat_exp.
+
+    Equals (3.23) ``2 arccos(e_s) e_v / sqrt(1 - e_s²)`` written with ``atan2`` (accurate for all
+    angles), after flipping ``e → −e`` when ``e_s < 0`` (both represent the same rotation).
+    """
+    e = jnp.where(e[..., :1] < 0.0, -e, e)
+    w = e[..., :1]
+    v = e[..., 1:]
+    n2 = jnp.sum(v * v, axis=-1, keepdims=True)
+    # 2 atan2(n, w) / n with n = |v|; near n = 0 use 2/w (1 - n²/(3w²) + n⁴/(5w⁴)).
+    small = n2 < _SMALL_ANGLE_SQUARED
+    safe_n2 = jnp.where(small, 1.0, n2)
+    n = jnp.sqrt(safe_n2)
+    r2 = n2 / (w * w)
+    scale = jnp.where(
+        small,
+        2.0 / w * (1.0 - r2 / 3.0 + r2 * r2 / 5.0 - r2 * r2 * r2 / 7.0),
+        2.0 * jnp.arctan2(n, w) / n,
+    )
+    return scale * v
+
+
+def boxplus(e, rotation_vector):
+    """``e ⊞ ψ = exp(ψ) ⋆ e`` (2.14): rotate ``e`` by the world-frame rotation vector ψ."""
+    return quat_multiply(quat_exp(rotation_vector), e)
+
+
+def boxminus(a, b):
+    """``a ⊟ b`` (2.15), exact via the logarithm (3.23): ψ such that ``a = b ⊞ ψ``."""
+    return quat_log(quat_multiply(a, quat_conjugate(b)))
+
+
+def boxminus_small_angle(a, b):
+    """``a ⊟ b`` in the small-angle residual form (3.24): ``2 e'_s e'_v``, ``e' = a ⋆ b*``.
+
+    Equals :func:`boxminus` to first order, is smooth everywhere and invariant to the sign of
+    either quaternion. The paper uses it when and only when computing rotation residuals.
+    """
+    d = quat_multiply(a, quat_conjugate(b))
+    return 2.0 * d[..., :1] * d[..., 1:]
+
+
+def skew(v):
+    """Cross-product matrix ``[v]×`` ``[..., 3, 3]`` with ``[v]× w = v × w``."""
+    x, y, z = jnp.moveaxis(v, -1, 0)
+    zero = jnp.zeros_like(x)
+    return jnp.stack(
+        [
+            jnp.stack([zero, -z, y], -1),
+            jnp.stack([z, zero, -x], -1),
+            jnp.stack([-y, x, zero], -1),
+        ],
+        axis=-2,
+    )
+
+
+def quat_from_matrix(rotation):
+    """Unit quaternion (``w ≥ 0``) of a rotation matrix ``[..., 3, 3]`` (Shepperd's method).
+
+    Of the four algebraically equivalent formulas, the one with the largest pivot is used.
+    """
+    m = jnp.asarray(rotation)
+    m00, m11, m22 = m[..., 0, 0], m[..., 1, 1], m[..., 2, 2]
+    trace = m00 + m11 + m22
+    candidates = jnp.stack(
+        [
+            jnp.stack([1 + trace, m[..., 2, 1] - m[..., 1, 2], m[..., 0, 2] - m[..., 2, 0],
+                       m[..., 1, 0] - m[..., 0, 1]], -1),
+            jnp.stack([m[..., 2, 1] - m[..., 1, 2], 1 + m00 - m11 - m22,
+                       m[..., 0, 1] + m[..., 1, 0], m[..., 0, 2] + m[..., 2, 0]], -1),
+            jnp.stack([m[..., 0, 2] - m[..., 2, 0], m[..., 0, 1] + m[..., 1, 0],
+                       1 - m00 + m11 - m22, m[..., 1, 2] + m[..., 2, 1]], -1),
+            jnp.stack([m[..., 1, 0] - m[..., 0, 1], m[..., 0, 2] + m[..., 2, 0],
+                       m[..., 1, 2] + m[..., 2, 1], 1 - m00 - m11 + m22], -1),
+        ],
+        axis=-2,
+    )
+    pivots = jnp.stack([1 + trace, 1 + m00 - m11 - m22, 1 - m00 + m11 - m22,
+                        1 - m00 - m11 + m22], -1)
+    best = jnp.argmax(pivots, axis=-1)
+    chosen = jnp.take_along_axis(candidates, best[..., None, None], axis=-2)[..., 0, :]
+    q = quat_normalize(chosen)
+    return jnp.where(q[..., :1] < 0.0, -q, q)

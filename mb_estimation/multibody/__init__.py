@@ -1,0 +1,33 @@
+"""Rigid multibody dynamics in maximal coordinates: SPOOK forward steps and inverse dynamics.
+
+Pure JAX, float64, no I/O. See :mod:`.system` (bodies, hinges), :mod:`.constraints` (rows),
+:mod:`.stepper` (forward step, rollouts) and :mod:`.inverse` (impulse residuals).
+"""
+
+from mb_estimation.multibody.constraints import ConstraintRows, constraint_rows
+from mb_estimation.multibody.inverse import impulse_residuals, initial_state_residual
+from mb_estimation.multibody.state import (
+    BodyStates,
+    configuration_boxminus,
+    configuration_boxplus,
+    state_boxminus,
+    state_boxplus,
+)
+from mb_estimation.multibody.stepper import rollout, simulate, spook_step
+from mb_estimation.multibody.system import (
+    WORLD,
+    Bodies,
+    Hinge,
+    Multibody,
+    energy,
+    joint_angles,
+    joint_rates,
+    states_from_joints,
+)
+
+__all__ = [
+    "WORLD", "Bodies", "BodyStates", "ConstraintRows", "Hinge", "Multibody",
+    "configuration_boxminus", "configuration_boxplus", "constraint_rows", "energy",
+    "impulse_residuals", "initial_state_residual", "joint_angles", "joint_rates", "rollout",
+    "simulate", "spook_step", "state_boxminus", "state_boxplus", "states_from_joints",
+]

@@ -1,0 +1,232 @@
+"""A multibody system: rigid bodies, frictional hinges and gravity (paper §2.1, §4.3, appendix F).
+
+A :class:`Multibody` is an immutable pytree: arrays (masses, inertias, anchors, compliances,
+friction, motor gain…) are leaves, so a rig can build it from (traced) parameters and everything
+downstream differentiates with respect to them; the topology (which body each hinge connects,
+whether it has a motor or dry friction) is static.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mb_estimation import lie
+from mb_estimation.multibody.state import BodyStates
+from mb_estimation.numerics import jax
+
+jnp = jax.numpy
+
+WORLD = -1  # index used for the world as a hinge's parent
+
+
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True)
+class Bodies:
+    """Inertial properties of ``nb`` rigid bodies.
+
+    Attributes:
+        mass: ``[nb]`` [kg].
+        inertia: principal moments about the centre of mass in body axes, ``[nb, 3]`` [kg m^2].
+    """
+
+    mass: jax.Array
+    inertia: jax.Array
+
+
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True)
+class Hinge:
+    """A frictional hinge joint between ``parent`` (a body index or :data:`WORLD`) and ``child``.
+
+    The attachment frame ``a`` is fixed in the parent (origin ``parent_anchor``, axes
+    ``parent_frame``), frame ``b`` in the child. The hinge axis is the x axis of both frames;
+    the holonomic rows (F.1) keep the origins together and ``x_a ⟂ y_b, z_b``. The joint angle
+    is the rotation of ``b`` relative to ``a`` about x; it is zero when the frames coincide.
+
+    Attributes:
+        parent, child: body indices (static). ``child`` must be the hinge's own index in the
+            system (each body hangs on exactly one hinge, listed parent-first).
+        has_motor: a motor row (F.3) on this hinge, driven by one input (static).
+        has_dry_friction: a dry friction row on the hinge axis (static).
+        parent_anchor, child_anchor: frame origins in body coordinates [m], ``[3]``.
+        parent_frame, child_frame: unit quaternions frame → body, ``[4]``.
+        compliance_linear: ε of the three translational rows [m/N].
+        compliance_rotational: ε of the two rotational rows [rad/(N m)]; also regularises the
+            dry friction row.
+        damping: τ of the holonomic rows [s] (2.9).
+        viscous: b of the viscous row (F.2) [N m s/rad].
+        motor_gain: K, torque per input unit [N m/V].
+        shaft_inertia: J_shaft of the motor row (F.3) [kg m^2].
+        friction_coefficient: the dry friction impulse is bounded by
+            ``(friction_coefficient + stribeck_delta exp(-stribeck_zeta ω_k²)) Σ|λ_hinge|``,
+            i.e. μ·r for the Furuta hinges [m] and the Stribeck law (4.1) for the pendulum.
+        stribeck_delta: static minus kinetic part of that coefficient [m].
+        stribeck_zeta: transition rate ζ of (4.1) [s²/rad²].
+    """
+
+    parent: int = field(metadata=dict(static=True))
+    child: int = field(metadata=dict(static=True))
+    has_motor: bool = field(metadata=dict(static=True))
+    has_dry_friction: bool = field(metadata=dict(static=True))
+    parent_anchor: jax.Array
+    child_anchor: jax.Array
+    parent_frame: jax.Array
+    child_frame: jax.Array
+    compliance_linear: jax.Array
+    compliance_rotational: jax.Array
+    damping: jax.Array
+    viscous: jax.Array
+    motor_gain: jax.Array
+    shaft_inertia: jax.Array
+    friction_coefficient: jax.Array
+    stribeck_delta: jax.Array
+    stribeck_zeta: jax.Array
+
+
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True)
+class Multibody:
+    """Bodies, hinges (parent-first, hinge ``i`` carries body ``i``) and gravity [m/s², world]."""
+
+    bodies: Bodies
+    hinges: tuple[Hinge, ...]
+    gravity: jax.Array
+
+    @property
+    def num_bodies(self) -> int:
+        return self.bodies.mass.shape[-1]
+
+    @property
+    def num_inputs(self) -> int:
+        return sum(1 for hinge in self.hinges if hinge.has_motor)
+
+
+def world_inertia(system: Multibody, orientation):
+    """World-frame inertia tensors ``J = R J_body Rᵀ`` (2.3), ``[nb, 3, 3]`` [kg m^2]."""
+    rotation = lie.quat_to_matrix(orientation)
+    return rotation @ (system.bodies.inertia[:, :, None] * jnp.swapaxes(rotation, -1, -2))
+
+
+def mass_matrix(system: Multibody, state: BodyStates):
+    """Block-diagonal mass matrix ``M(q) = diag(m_i I, J_i(q))`` (2.3)-(2.4), ``[6nb, 6nb]``."""
+    nb = system.num_bodies
+    inertia = world_inertia(system, state.orientation)
+    blocks = jnp.zeros((nb, 6, 6))
+    blocks = blocks.at[:, :3, :3].set(system.bodies.mass[:, None, None] * jnp.eye(3))
+    blocks = blocks.at[:, 3:, 3:].set(inertia)
+    return jax.scipy.linalg.block_diag(*blocks)
+
+
+def inverse_mass_matrix(system: Multibody, state: BodyStates):
+    """``M(q)^{-1}`` ``[6nb, 6nb]``, from the inverse principal inertias (no matrix inversion)."""
+    nb = system.num_bodies
+    rotation = lie.quat_to_matrix(state.orientation)
+    inverse_inertia = rotation @ (
+        (1.0 / system.bodies.inertia)[:, :, None] * jnp.swapaxes(rotation, -1, -2)
+    )
+    blocks = jnp.zeros((nb, 6, 6))
+    blocks = blocks.at[:, :3, :3].set((1.0 / system.bodies.mass)[:, None, None] * jnp.eye(3))
+    blocks = blocks.at[:, 3:, 3:].set(inverse_inertia)
+    return jax.scipy.linalg.block_diag(*blocks)
+
+
+def applied_forces(system: Multibody, state: BodyStates):
+    """Gravity and fictitious forces ``f + f_g`` (2.3): ``[m g; -ω × J ω]`` per body, ``[6nb]``."""
+    inertia = world_inertia(system, state.orientation)
+    omega = state.angular_velocity
+    gyroscopic = -jnp.cross(omega, jnp.einsum("bij,bj->bi", inertia, omega))
+    gravity = system.bodies.mass[:, None] * system.gravity
+    return jnp.concatenate([gravity, gyroscopic], axis=-1).reshape(-1)
+
+
+def energy(system: Multibody, state: BodyStates):
+    """Kinetic plus gravitational potential energy [J] (zero potential at the world origin)."""
+    inertia = world_inertia(system, state.orientation)
+    omega = state.angular_velocity
+    kinetic = 0.5 * jnp.sum(system.bodies.mass * jnp.sum(state.linear_velocity**2, axis=-1))
+    kinetic += 0.5 * jnp.sum(jnp.einsum("bi,bij,bj->b", omega, inertia, omega))
+    potential = -jnp.sum(system.bodies.mass * (state.position @ system.gravity))
+    return kinetic + potential
+
+
+def _body_pose(state: BodyStates, index: int):
+    """Orientation, position, linear and angular velocity of body ``index`` or of the world."""
+    if index == WORLD:
+        zero = jnp.zeros(3)
+        return jnp.array([1.0, 0.0, 0.0, 0.0]), zero, zero, zero
+    return (
+        state.orientation[index],
+        state.position[index],
+        state.linear_velocity[index],
+        state.angular_velocity[index],
+    )
+
+
+def hinge_frames(hinge: Hinge, state: BodyStates):
+    """World quaternions of the attachment frames ``a`` (parent) and ``b`` (child)."""
+    parent_orientation = _body_pose(state, hinge.parent)[0]
+    frame_a = lie.quat_multiply(parent_orientation, hinge.parent_frame)
+    frame_b = lie.quat_multiply(state.orientation[hinge.child], hinge.child_frame)
+    return frame_a, frame_b
+
+
+def hinge_angle(hinge: Hinge, state: BodyStates):
+    """Joint angle [rad] in (-π, π]: rotation of frame ``b`` relative to ``a`` about x."""
+    frame_a, frame_b = hinge_frames(hinge, state)
+    axes_a = lie.quat_to_matrix(frame_a)
+    y_b = lie.quat_rotate(frame_b, jnp.array([0.0, 1.0, 0.0]))
+    return jnp.arctan2(axes_a[:, 2] @ y_b, axes_a[:, 1] @ y_b)
+
+
+def hinge_rate(hinge: Hinge, state: BodyStates):
+    """Relative angular velocity about the hinge axis ``x_b`` [rad/s] (the row Ḡ of F.2)."""
+    _, frame_b = hinge_frames(hinge, state)
+    axis = lie.quat_rotate(frame_b, jnp.array([1.0, 0.0, 0.0]))
+    parent_omega = _body_pose(state, hinge.parent)[3]
+    return (state.angular_velocity[hinge.child] - parent_omega) @ axis
+
+
+def joint_angles(system: Multibody, state: BodyStates):
+    """All hinge angles ``[n_hinges]`` [rad], wrapped to (-π, π]."""
+    return jnp.stack([hinge_angle(hinge, state) for hinge in system.hinges])
+
+
+def joint_rates(system: Multibody, state: BodyStates):
+    """All hinge rates ``[n_hinges]`` [rad/s]."""
+    return jnp.stack([hinge_rate(hinge, state) for hinge in system.hinges])
+
+
+def states_from_joints(system: Multibody, angles, rates) -> BodyStates:
+    """Body states at zero constraint violation for given hinge angles [rad] and rates [rad/s].
+
+    Forward kinematics along the tree: the inverse of :func:`joint_angles`/:func:`joint_rates`,
+    used for initial states (appendix G.3) and for states from measured angles (§4.4).
+    """
+    nb = system.num_bodies
+    orientation = [None] * nb
+    position = [None] * nb
+    linear = [None] * nb
+    angular = [None] * nb
+    x_axis = jnp.array([1.0, 0.0, 0.0])
+    for i, hinge in enumerate(system.hinges):
+        if hinge.child != i:
+            raise ValueError(f"hinge {i} must carry body {i}, it carries body {hinge.child}")
+        if hinge.parent == WORLD:
+            e_p = jnp.array([1.0, 0.0, 0.0, 0.0])
+            r_p = v_p = w_p = jnp.zeros(3)
+        else:
+            e_p, r_p, v_p, w_p = (orientation[hinge.parent], position[hinge.parent],
+                                  linear[hinge.parent], angular[hinge.parent])
+        frame_a = lie.quat_multiply(e_p, hinge.parent_frame)
+        frame_b = lie.quat_multiply(frame_a, lie.quat_from_axis_angle(x_axis, angles[i]))
+        e_c = lie.quat_multiply(frame_b, lie.quat_conjugate(hinge.child_frame))
+        anchor = r_p + lie.quat_rotate(e_p, hinge.parent_anchor)
+        r_c = anchor - lie.quat_rotate(e_c, hinge.child_anchor)
+        axis = lie.quat_rotate(frame_a, x_axis)
+        w_c = w_p + rates[i] * axis
+        v_anchor = v_p + jnp.cross(w_p, anchor - r_p)
+        orientation[i], position[i] = e_c, r_c
+        angular[i] = w_c
+        linear[i] = v_anchor + jnp.cross(w_c, r_c - anchor)
+    return BodyStates(jnp.stack(position), jnp.stack(orientation), jnp.stack(linear),
+                      jnp.stack(angular))

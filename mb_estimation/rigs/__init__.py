@@ -1,0 +1,52 @@
+"""Rigs: multibody systems built from named parameters (paper §4.2, §4.3; DESIGN §3).
+
+A :class:`Rig` couples a :class:`~mb_estimation.rigs.parameters.RigSpec` (names, units, joints,
+inputs) with a pure function building the :class:`~mb_estimation.multibody.Multibody` from a
+mapping of parameter values (floats or traced arrays). The observation function is the rig's
+hinge angles, :func:`mb_estimation.multibody.joint_angles`, and its inverse is
+:func:`mb_estimation.multibody.states_from_joints`: both rigs observe exactly their hinges.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from mb_estimation.multibody import Multibody
+from mb_estimation.numerics import jax
+from mb_estimation.rigs.parameters import FURUTA, PENDULUM, PENDULUM_FRICTION_MODELS, RigSpec
+
+jnp = jax.numpy
+
+
+@dataclass(frozen=True)
+class Rig:
+    """A rig: its spec and ``build(parameters) -> Multibody``."""
+
+    spec: RigSpec
+    build: Callable[[Mapping[str, jax.Array]], Multibody]
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+def parameter_arrays(values: Mapping[str, object]) -> dict[str, jax.Array]:
+    """Parameter values (floats, quaternion lists) as float64 arrays, keyed by name."""
+    return {name: jnp.asarray(value, dtype=jnp.float64) for name, value in values.items()}
+
+
+def get_rig(name: str, friction: str | None = None) -> Rig:
+    """The rig called ``name`` (``furuta`` or ``pendulum``; the pendulum takes a friction model)."""
+    from mb_estimation.rigs import furuta, pendulum
+
+    if name == FURUTA.name:
+        return Rig(FURUTA, furuta.build_system)
+    if name == PENDULUM.name:
+        model = friction or "dry"
+        if model not in PENDULUM_FRICTION_MODELS:
+            raise ValueError(f"unknown pendulum friction model {model!r}; "
+                             f"choose one of {', '.join(PENDULUM_FRICTION_MODELS)}")
+        return Rig(PENDULUM, functools.partial(pendulum.build_system, friction=model))
+    raise ValueError(f"unknown rig {name!r}; choose furuta or pendulum")

@@ -1,0 +1,98 @@
+"""The Furuta pendulum (paper §4.3) in the geometry of DESIGN §3.
+
+World: y up, nominal gravity ``(0, -9.82, 0)`` rotated by ``tilt``. Hinge 1 at the origin, axis
+world +y, carries arm A (body 0); θ1 rotates A about +y. A's frame at θ1 = 0: ``x_A`` = world x
+(along the arm), ``y_A`` = -world z, ``z_A`` = world y. A's centre of mass at ``l1 x_A``, hinge 2
+at ``lA x_A`` with axis ``x_A``; θ2 rotates pendulum B (body 1) relative to A about ``x_A``,
+0 hanging down, π upright. B's frame at θ1 = θ2 = 0: ``x_B`` = -world y (along the rod towards
+B's centre of mass, which sits at hinge 2 + ``l2 x_B``), ``y_B`` = world x (swing axis),
+``z_B`` = world z. Inertias are principal in the body frames. The motor applies ``K u`` about
++y on A with shaft inertia ``J_shaft`` (F.3); both hinges have viscous (F.2) and dry friction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from mb_estimation import lie
+from mb_estimation.multibody import WORLD, Bodies, Hinge, Multibody
+from mb_estimation.numerics import jax
+
+jnp = jax.numpy
+
+GRAVITY = 9.82  # [m/s^2], fixed magnitude (paper §4.3)
+
+
+def _frame(x_axis, y_axis):
+    """Quaternion of the right-handed frame with the given x and y axes (z = x × y)."""
+    x, y = np.asarray(x_axis, float), np.asarray(y_axis, float)
+    return lie.quat_from_matrix(jnp.asarray(np.stack([x, y, np.cross(x, y)], axis=1)))
+
+
+# Hinge 1: frame a in the world and frame b in A coincide at θ1 = 0; x = world +y = z_A.
+HINGE1_WORLD_FRAME = _frame([0, 1, 0], [1, 0, 0])
+HINGE1_ARM_FRAME = _frame([0, 0, 1], [1, 0, 0])
+# Hinge 2: frame a = A's own axes (x = x_A); frame b in B coincides with it at θ2 = 0 (x = y_B).
+HINGE2_ARM_FRAME = _frame([1, 0, 0], [0, 1, 0])
+HINGE2_PENDULUM_FRAME = _frame([0, 1, 0], [0, 0, -1])
+
+
+def gravity_vector(tilt):
+    """Gravity [m/s^2]: nominal ``(0, -9.82, 0)`` rotated by the unit quaternion ``tilt``."""
+    return lie.quat_rotate(lie.quat_normalize(tilt), jnp.array([0.0, -GRAVITY, 0.0]))
+
+
+def build_system(params: Mapping[str, jax.Array]) -> Multibody:
+    """The Furuta pendulum as a :class:`Multibody` from parameters named as in DESIGN §3."""
+    p = params
+    zero = jnp.zeros(())
+    bodies = Bodies(
+        mass=jnp.stack([p["m_A"], p["m_B"]]),
+        inertia=jnp.stack(
+            [
+                jnp.stack([p["J_Axx"], p["J_Ayy"], p["J_Azz"]]),
+                jnp.stack([p["J_Bxx"], p["J_Byy"], p["J_Bzz"]]),
+            ]
+        ),
+    )
+    hinge1 = Hinge(
+        parent=WORLD,
+        child=0,
+        has_motor=True,
+        has_dry_friction=True,
+        parent_anchor=jnp.zeros(3),
+        child_anchor=jnp.stack([-p["l1"], zero, zero]),
+        parent_frame=HINGE1_WORLD_FRAME,
+        child_frame=HINGE1_ARM_FRAME,
+        compliance_linear=p["eps_lin1"],
+        compliance_rotational=p["eps_rot1"],
+        damping=p["tau1"],
+        viscous=p["b1"],
+        motor_gain=p["K"],
+        shaft_inertia=p["J_shaft"],
+        friction_coefficient=p["mu1"] * p["r1"],
+        stribeck_delta=zero,
+        stribeck_zeta=zero,
+    )
+    hinge2 = Hinge(
+        parent=0,
+        child=1,
+        has_motor=False,
+        has_dry_friction=True,
+        parent_anchor=jnp.stack([p["lA"] - p["l1"], zero, zero]),
+        child_anchor=jnp.stack([-p["l2"], zero, zero]),
+        parent_frame=HINGE2_ARM_FRAME,
+        child_frame=HINGE2_PENDULUM_FRAME,
+        compliance_linear=p["eps_lin2"],
+        compliance_rotational=p["eps_rot2"],
+        damping=p["tau2"],
+        viscous=p["b2"],
+        motor_gain=zero,
+        shaft_inertia=zero,
+        friction_coefficient=p["mu2"] * p["r2"],
+        stribeck_delta=zero,
+        stribeck_zeta=zero,
+    )
+    return Multibody(bodies=bodies, hinges=(hinge1, hinge2), gravity=gravity_vector(p["tilt"]))

@@ -1,0 +1,144 @@
+"""Names, units and admissible ranges of every rig's model parameters.
+
+Pure Python: the config loader (``mb_estimation.io.config``) validates user input against these
+specs, the rigs build their multibody systems from values keyed by these names, and the estimator
+uses the bounds as the default box B of paper §3.1.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ParameterSpec:
+    """One model parameter.
+
+    ``kind`` is ``"scalar"`` (a float) or ``"quaternion"`` (a unit quaternion ``[w, x, y, z]``
+    with three degrees of freedom, estimated in its tangent space). ``lower``/``upper`` bound the
+    value of a scalar parameter (the default box when it is free); they are ignored for
+    quaternions.
+    """
+
+    name: str
+    unit: str
+    description: str
+    lower: float = 0.0
+    upper: float = math.inf
+    kind: str = "scalar"
+
+    @property
+    def size(self) -> int:
+        """Number of stored numbers (1 or 4)."""
+        return 4 if self.kind == "quaternion" else 1
+
+    @property
+    def tangent_size(self) -> int:
+        """Number of degrees of freedom (1 or 3)."""
+        return 3 if self.kind == "quaternion" else 1
+
+
+@dataclass(frozen=True)
+class RigSpec:
+    """What a rig is made of, as far as configuration and recordings are concerned."""
+
+    name: str
+    parameters: tuple[ParameterSpec, ...]
+    joints: tuple[str, ...]  # observed joint angles, in the order the rig reports them
+    inputs: tuple[str, ...]  # control inputs, in order (empty: the rig is not actuated)
+
+    def parameter(self, name: str) -> ParameterSpec:
+        for spec in self.parameters:
+            if spec.name == name:
+                return spec
+        raise KeyError(name)
+
+    @property
+    def parameter_names(self) -> tuple[str, ...]:
+        return tuple(spec.name for spec in self.parameters)
+
+
+_INERTIA = "kg m^2"
+_TINY = 1e-12  # strictly positive lower bound for quantities the model divides by
+
+
+def _hinge_specs(index: str) -> tuple[ParameterSpec, ...]:
+    suffix = index
+    return (
+        ParameterSpec(f"eps_lin{suffix}", "m/N", f"translational compliance of hinge {index}",
+                      lower=_TINY),
+        ParameterSpec(f"eps_rot{suffix}", "rad/(N m)", f"rotational compliance of hinge {index}",
+                      lower=_TINY),
+        ParameterSpec(f"tau{suffix}", "s",
+                      f"constraint damping (relaxation time) of hinge {index}"),
+    )
+
+
+FURUTA = RigSpec(
+    name="furuta",
+    parameters=(
+        ParameterSpec("l1", "m", "hinge 1 to the centre of mass of arm A, along x_A"),
+        ParameterSpec("lA", "m", "hinge 1 to hinge 2, along x_A"),
+        ParameterSpec("l2", "m", "hinge 2 to the centre of mass of pendulum B, along x_B"),
+        ParameterSpec("m_A", "kg", "mass of arm A", lower=_TINY),
+        ParameterSpec("m_B", "kg", "mass of pendulum B", lower=_TINY),
+        ParameterSpec("J_Axx", _INERTIA, "inertia of A about x_A (along the arm)", lower=_TINY),
+        ParameterSpec("J_Ayy", _INERTIA, "inertia of A about y_A", lower=_TINY),
+        ParameterSpec("J_Azz", _INERTIA, "inertia of A about z_A (the motor axis)", lower=_TINY),
+        ParameterSpec("J_Bxx", _INERTIA, "inertia of B about x_B (along the rod)", lower=_TINY),
+        ParameterSpec("J_Byy", _INERTIA, "inertia of B about y_B (the swing axis)", lower=_TINY),
+        ParameterSpec("J_Bzz", _INERTIA, "inertia of B about z_B", lower=_TINY),
+        ParameterSpec("J_shaft", _INERTIA, "motor shaft inertia on hinge 1 (paper F.3)"),
+        ParameterSpec("K", "N m/V", "motor gain: torque per volt", lower=-math.inf),
+        ParameterSpec("b1", "N m s/rad", "viscous friction of hinge 1 (paper F.2)"),
+        ParameterSpec("b2", "N m s/rad", "viscous friction of hinge 2 (paper F.2)"),
+        ParameterSpec("mu1", "1", "dry friction coefficient of hinge 1"),
+        ParameterSpec("mu2", "1", "dry friction coefficient of hinge 2"),
+        ParameterSpec("r1", "m", "internal friction distance of hinge 1"),
+        ParameterSpec("r2", "m", "internal friction distance of hinge 2"),
+        ParameterSpec("tilt", "quaternion", "rotation applied to nominal gravity (0, -9.82, 0)",
+                      kind="quaternion"),
+        *_hinge_specs("1"),
+        *_hinge_specs("2"),
+    ),
+    joints=("arm", "pendulum"),
+    inputs=("voltage",),
+)
+
+# The parameter set the paper estimates for the real rig (§4.6): 13 degrees of freedom.
+FURUTA_PAPER_FREE = ("K", "J_Axx", "J_Ayy", "J_Azz", "J_Byy", "J_Bzz", "b1", "b2", "mu1", "mu2",
+                     "tilt")
+
+PENDULUM = RigSpec(
+    name="pendulum",
+    parameters=(
+        ParameterSpec("m_P", "kg", "mass of the pendulum", lower=_TINY),
+        ParameterSpec("l", "m", "hinge to the centre of mass"),
+        ParameterSpec("J_P", _INERTIA, "inertia about the centre of mass in the plane of swing",
+                      lower=_TINY),
+        ParameterSpec("b", "N m s/rad", "viscous friction of the hinge"),
+        ParameterSpec("r_mu", "m", "dry friction (friction: dry): coefficient times distance"),
+        ParameterSpec("r_mu_k", "m", "Stribeck kinetic part (friction: stribeck), paper (4.1)"),
+        ParameterSpec("r_mu_delta", "m", "Stribeck static minus kinetic part, paper (4.1)"),
+        ParameterSpec("zeta", "s^2/rad^2", "Stribeck transition rate, paper (4.1)"),
+        ParameterSpec("tilt", "quaternion", "rotation applied to nominal gravity (0, -9.82, 0)",
+                      kind="quaternion"),
+        ParameterSpec("eps_lin", "m/N", "translational compliance of the hinge", lower=_TINY),
+        ParameterSpec("eps_rot", "rad/(N m)", "rotational compliance of the hinge", lower=_TINY),
+        ParameterSpec("tau", "s", "constraint damping (relaxation time) of the hinge"),
+    ),
+    joints=("pendulum",),
+    inputs=(),
+)
+
+# Friction models of the single pendulum (paper §4.2 / §4.5).
+PENDULUM_FRICTION_MODELS = ("viscous", "dry", "stribeck")
+
+RIGS = {spec.name: spec for spec in (FURUTA, PENDULUM)}
+
+# Compliance parameters that `--compliance EPS` sets at once, per rig.
+COMPLIANCE_PARAMETERS = {
+    "furuta": ("eps_lin1", "eps_rot1", "eps_lin2", "eps_rot2"),
+    "pendulum": ("eps_lin", "eps_rot"),
+}

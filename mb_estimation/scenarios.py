@@ -1,0 +1,159 @@
+"""Experiment scenarios for simulation: initial joint state and the input law (DESIGN §1.3).
+
+Pure numerics. Each scenario gives the initial joint angles and rates and an input function
+``input_fn(sample_index, state) -> inputs`` evaluated once per recording sample and held in
+between, exactly as a digital controller on the rig does (so the recorded voltage, replayed with
+a zero-order hold, reproduces the run):
+
+- ``release``: θ1 = 0, θ2 = π − 0.03, at rest, zero voltage (appendix G.3). For the single
+  pendulum: θ = π − 0.3.
+- ``swingup``: from hanging at rest, an energy-shaping controller pumps the pendulum up and a
+  linear state feedback catches it upright.
+- ``pulse``: a 1 s voltage pulse starting at 0.5 s.
+- ``multisine``: a sum of sines (0.2–3 Hz, Schroeder phases) — rich excitation.
+
+Amplitudes are motor torques [N m], converted to volts with the rig's gain ``K``, so every
+scenario excites any rig alike whatever its voltage scale.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg
+
+from mb_estimation.multibody import joint_angles, joint_rates
+from mb_estimation.numerics import jax
+from mb_estimation.rigs.furuta import GRAVITY
+
+jnp = jax.numpy
+
+SCENARIOS = ("release", "swingup", "pulse", "multisine")
+ACTUATED_SCENARIOS = ("swingup", "pulse", "multisine")
+
+PULSE_START_S = 0.5
+PULSE_LENGTH_S = 1.0
+PULSE_TORQUE = 0.2  # [N m]
+MULTISINE_FREQUENCIES_HZ = np.linspace(0.2, 3.0, 8)
+MULTISINE_PEAK_TORQUE = 0.3  # [N m], roughly
+SWINGUP_TORQUE_LIMIT = 10.0  # [N m]
+SWINGUP_ENERGY_GAIN = 10.0  # [N m / J]: torque per joule of missing pendulum energy
+SWINGUP_ARM_DAMPING = 1.0  # [N m s/rad]: keeps the arm from spinning away while pumping
+SWINGUP_KICK_TORQUE = 2.0  # [N m]: starts the swing from rest
+# The balance controller takes over within this angle of upright [rad].
+SWINGUP_CATCH_ANGLE = 0.35
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """Initial joint state and sample-and-hold input law of a simulated experiment."""
+
+    name: str
+    initial_angles: tuple[float, ...]
+    initial_rates: tuple[float, ...]
+    input_fn: Callable
+
+
+def multisine_torque(time_s):
+    """Multisine torque [N m] at ``time_s``: equal amplitudes, Schroeder phases (low crest)."""
+    freqs = MULTISINE_FREQUENCIES_HZ
+    count = len(freqs)
+    phases = -np.pi * np.arange(count) * (np.arange(count) + 1) / count
+    amplitude = MULTISINE_PEAK_TORQUE / np.sqrt(count)
+    t = jnp.asarray(time_s)[..., None]
+    return amplitude * jnp.sum(jnp.sin(2 * np.pi * freqs * t + phases), axis=-1)
+
+
+def pulse_torque(time_s):
+    """Pulse torque [N m]: ``PULSE_TORQUE`` on [0.5 s, 1.5 s), zero elsewhere."""
+    t = jnp.asarray(time_s)
+    on = (t >= PULSE_START_S) & (t < PULSE_START_S + PULSE_LENGTH_S)
+    return jnp.where(on, PULSE_TORQUE, 0.0)
+
+
+def _scalar_parameters(params: Mapping[str, object]) -> dict[str, float]:
+    return {name: float(np.asarray(value).reshape(-1)[0]) for name, value in params.items()
+            if name != "tilt"}
+
+
+def furuta_balance_gain(params: Mapping[str, float]) -> np.ndarray:
+    """LQR gain for the upright Furuta pendulum from a reduced-coordinate linearisation.
+
+    State ``(θ1, θ2 − π, θ̇1, θ̇2)``, input voltage. Only used to catch the pendulum at the end
+    of the swing-up; any stabilising gain would do.
+    """
+    p = _scalar_parameters(params)
+    m11 = (p["J_shaft"] + p["J_Azz"] + p["m_A"] * p["l1"] ** 2 + p["m_B"] * p["lA"] ** 2
+           + p["J_Bxx"])
+    m12 = -p["m_B"] * p["lA"] * p["l2"]
+    m22 = p["J_Byy"] + p["m_B"] * p["l2"] ** 2
+    mass = np.array([[m11, m12], [m12, m22]])
+    stiffness = np.array([[0.0, 0.0], [0.0, p["m_B"] * GRAVITY * p["l2"]]])
+    damping = np.diag([p["b1"], p["b2"]])
+    minv = np.linalg.inv(mass)
+    a = np.block([[np.zeros((2, 2)), np.eye(2)], [minv @ stiffness, -minv @ damping]])
+    b = np.concatenate([np.zeros(2), minv @ np.array([p["K"], 0.0])])[:, None]
+    q = np.diag([1.0, 10.0, 0.1, 0.1])
+    r = np.array([[1.0]])
+    riccati = scipy.linalg.solve_continuous_are(a, b, q, r)
+    return (np.linalg.solve(r, b.T @ riccati)).ravel()
+
+
+def _swingup_input(system, params):
+    """Energy shaping (Åström–Furuta) plus an LQR catch, torque saturated at 10 N m.
+
+    The pendulum's energy grows when the arm accelerates against ``θ̇2 cos θ2`` (the coupling
+    ``m_B lA l2 cos θ2`` of arm and pendulum); bang-bang pumping in that direction, scaled by
+    the missing energy, with arm-rate damping, brings it up; near upright the balance gain of
+    :func:`furuta_balance_gain` takes over.
+    """
+    p = _scalar_parameters(params)
+    if p["K"] == 0.0:
+        raise ValueError("the swingup scenario needs a motor gain K ≠ 0")
+    swing_inertia = p["J_Byy"] + p["m_B"] * p["l2"] ** 2
+    top_energy = 2.0 * p["m_B"] * GRAVITY * p["l2"]
+    gain = jnp.asarray(furuta_balance_gain(params))
+    volts_per_newton_metre = 1.0 / p["K"]
+
+    def input_fn(_j, state):
+        theta = joint_angles(system, state)
+        rate = joint_rates(system, state)
+        energy = 0.5 * swing_inertia * rate[1] ** 2 + p["m_B"] * GRAVITY * p["l2"] * (
+            1.0 - jnp.cos(theta[1])
+        )
+        at_rest = jnp.abs(rate[1]) + jnp.abs(theta[1]) < 1e-3
+        pumping = (
+            -SWINGUP_ENERGY_GAIN * (top_energy - energy) * jnp.sign(rate[1] * jnp.cos(theta[1]))
+            - SWINGUP_ARM_DAMPING * rate[0]
+            + jnp.where(at_rest, SWINGUP_KICK_TORQUE, 0.0)
+        ) * volts_per_newton_metre
+        upright_error = jnp.arctan2(jnp.sin(theta[1] - jnp.pi), jnp.cos(theta[1] - jnp.pi))
+        balance = -gain @ jnp.stack([theta[0], upright_error, rate[0], rate[1]])
+        voltage = jnp.where(jnp.abs(upright_error) < SWINGUP_CATCH_ANGLE, balance, pumping)
+        limit = SWINGUP_TORQUE_LIMIT * abs(volts_per_newton_metre)
+        return jnp.clip(voltage, -limit, limit)[None]
+
+    return input_fn
+
+
+def make_scenario(name: str, rig_name: str, system, params, sample_period_s: float) -> Scenario:
+    """The scenario ``name`` for a built ``system`` of rig ``rig_name`` with its ``params``."""
+    if name not in SCENARIOS:
+        raise ValueError(f"unknown scenario {name!r}; choose one of {', '.join(SCENARIOS)}")
+    if rig_name == "pendulum":
+        if name != "release":
+            raise ValueError(f"scenario {name!r} needs a motor; the pendulum rig has none "
+                             "(use release)")
+        return Scenario(name, (np.pi - 0.3,), (0.0,), lambda j, state: jnp.zeros(0))
+    if name == "release":
+        return Scenario(name, (0.0, np.pi - 0.03), (0.0, 0.0), lambda j, state: jnp.zeros(1))
+    if name == "swingup":
+        return Scenario(name, (0.0, 0.0), (0.0, 0.0), _swingup_input(system, params))
+    gain = _scalar_parameters(params)["K"]
+    if gain == 0.0:
+        raise ValueError(f"the {name} scenario needs a motor gain K ≠ 0")
+    torque = pulse_torque if name == "pulse" else multisine_torque
+    return Scenario(name, (0.0, 0.0), (0.0, 0.0),
+                    lambda j, state: (torque(j * sample_period_s) / gain)[None])

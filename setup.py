@@ -1,0 +1,46 @@
+"""Packaging for mb_estimation: an ament_python ROS 2 package that is also pip-installable."""
+
+from glob import glob
+
+from setuptools import find_packages, setup
+
+package_name = "mb_estimation"
+
+setup(
+    name=package_name,
+    version="0.1.0",
+    description=(
+        "Joint parameter and state estimation for a Furuta pendulum rig with regularized "
+        "time-discrete multibody dynamics"
+    ),
+    license="Apache-2.0",
+    packages=find_packages(exclude=["test", "test.*"]),
+    data_files=[
+        ("share/ament_index/resource_index/packages", ["resource/" + package_name]),
+        ("share/" + package_name, ["package.xml"]),
+        ("share/" + package_name + "/launch", sorted(glob("launch/*.launch.py"))),
+        ("share/" + package_name + "/config", sorted(glob("config/*.yaml"))),
+        ("share/" + package_name + "/config/examples", sorted(glob("config/examples/*.yaml"))),
+    ],
+    python_requires=">=3.10",
+    install_requires=[
+        "jax>=0.4.30",
+        "jaxlib>=0.4.30",
+        "numpy>=1.24",
+        "scipy>=1.10",
+        "rosbags>=0.10",
+        "pyyaml>=6.0",
+        "matplotlib>=3.7",
+    ],
+    extras_require={
+        "test": ["pytest>=7.4", "hypothesis>=6.80", "ruff>=0.5"],
+        "dds": ["cyclonedds>=0.10.5"],
+    },
+    zip_safe=False,
+    entry_points={
+        "console_scripts": [
+            "mb-estimation = mb_estimation.cli:main",
+            "estimator_node = mb_estimation.transport.ros_node:main",
+        ],
+    },
+)

@@ -1,0 +1,179 @@
+"""Physics of the SPOOK model: inverse consistency, energy, constraint violation, dry friction.
+
+Compiled functions are module-level and shared by the tests (compilation dominates run time).
+"""
+
+import numpy as np
+import pytest
+
+from mb_estimation import multibody as mb
+from mb_estimation.io.config import load_config
+from mb_estimation.multibody.constraints import holonomic_constraints
+from mb_estimation.multibody.stepper import spook_step
+from mb_estimation.multibody.system import mass_matrix, world_inertia
+from mb_estimation.numerics import jax
+from mb_estimation.rigs import get_rig, parameter_arrays
+from mb_estimation.rigs.parameters import PENDULUM
+
+jnp = jax.numpy
+STEP = 1e-3
+
+
+def furuta_values(repo_root, **changes):
+    values = dict(load_config(repo_root / "config/furuta_synthetic.yaml").parameters)
+    values.update(changes)
+    return values
+
+
+@jax.jit
+def _trajectory_residuals(system, states, inputs):
+    def one(a, b, u):
+        return (mb.impulse_residuals(system, a, b, u, STEP, exact_rotation=True),
+                mb.impulse_residuals(system, a, b, u, STEP, exact_rotation=False))
+    return jax.vmap(one)(states[:-1], states[1:], inputs)
+
+
+@jax.jit
+def _simulate(system, initial, inputs):
+    return mb.simulate(system, initial, inputs, STEP)
+
+
+def test_inverse_dynamics_reproduces_forward_steps(repo_root):
+    """Done-means 1: forward states give round-off impulse residuals with the exact ⊟ (3.23).
+
+    Motor input, tilt, viscous and dry friction (sliding and sticking) are all active. With the
+    small-angle residual form (3.24) exactly its known error remains: ψ_small = sin|ψ| ψ/|ψ|
+    for the true rotation vector ψ = h ω_{k+1}, i.e. Δp_q = J_k (ψ_small − ψ)/h per body.
+    """
+    values = furuta_values(repo_root, mu1=0.02, mu2=0.01, eps_lin1=1e-5, eps_rot1=1e-5,
+                           eps_lin2=1e-5, eps_rot2=1e-5,
+                           tilt=list(np.array([1.0, 0.03, -0.01, 0.02]) / np.linalg.norm(
+                               [1.0, 0.03, -0.01, 0.02])))
+    system = get_rig("furuta").build(parameter_arrays(values))
+    initial = mb.states_from_joints(system, jnp.array([0.2, 2.5]), jnp.array([1.0, -2.0]))
+    steps = 1500
+    voltage = 0.4 * np.sin(np.arange(steps) * STEP * 7.0) * (np.arange(steps) < 900)
+    inputs = jnp.asarray(voltage)[:, None]
+    states = _simulate(system, initial, inputs)
+    exact, small = _trajectory_residuals(system, states, inputs)
+    exact, small = np.asarray(exact), np.asarray(small)
+
+    momentum = jax.vmap(lambda s: mass_matrix(system, s) @ s.velocity.reshape(-1))(states)
+    scale = np.max(np.abs(momentum))
+    assert np.max(np.abs(exact)) < 1e-10 * scale
+
+    # Friction was both sliding and sticking along the way (the test covers the clip).
+    solutions = jax.vmap(lambda s, u: spook_step(system, s, u, STEP)[1])(states[:-1], inputs)
+    at_bound = np.isclose(np.abs(solutions.friction_multipliers), solutions.friction_bounds,
+                          rtol=1e-9)
+    assert at_bound.any() and (~at_bound).any()
+
+    psi = STEP * np.asarray(states.angular_velocity[1:])  # [k, body, 3]
+    angle = np.linalg.norm(psi, axis=-1, keepdims=True)
+    psi_small = np.sin(angle) * psi / angle
+    inertia = np.asarray(jax.vmap(lambda s: world_inertia(system, s.orientation))(states[:-1]))
+    predicted = np.einsum("kbij,kbj->kbi", inertia, psi_small - psi) / STEP
+    rotational = small[:, 12:].reshape(-1, 2, 6)[:, :, 3:]
+    assert np.max(np.abs(rotational)) > 1e3 * np.max(np.abs(exact))
+    np.testing.assert_allclose(rotational, predicted, atol=1e-10 * scale)
+
+
+def test_impulse_residual_derivatives_match_finite_differences(repo_root):
+    """Forward-mode derivatives of the residual w.r.t. a parameter and a state entry."""
+    values = furuta_values(repo_root, mu1=0.02, mu2=0.01)
+    params = parameter_arrays(values)
+    rig = get_rig("furuta")
+    system = rig.build(params)
+    state = mb.states_from_joints(system, jnp.array([0.3, 2.0]), jnp.array([0.5, -1.0]))
+    next_state, _ = spook_step(system, state, jnp.array([0.3]), 0.01)
+    next_state = mb.state_boxplus(next_state, 1e-3 * jnp.sin(jnp.arange(24.0)).reshape(2, 12))
+
+    def residual(j_byy, delta):
+        p = dict(params, J_Byy=j_byy)
+        moved = mb.state_boxplus(next_state, delta)
+        return mb.impulse_residuals(rig.build(p), state, moved, jnp.array([0.3]), 0.01)
+
+    zero = jnp.zeros((2, 12))
+    direction = jnp.cos(jnp.arange(24.0)).reshape(2, 12)
+    tangent = jax.jvp(lambda j, d: residual(j, d), (params["J_Byy"], zero),
+                      (jnp.ones(()), direction))[1]
+    eps = 1e-7
+    numeric = (residual(params["J_Byy"] + eps, eps * direction)
+               - residual(params["J_Byy"] - eps, -eps * direction)) / (2 * eps)
+    np.testing.assert_allclose(tangent, numeric, rtol=1e-5, atol=1e-9)
+
+
+def test_initial_state_residual_vanishes_on_the_constraint_surface(repo_root):
+    system = get_rig("furuta").build(parameter_arrays(furuta_values(repo_root)))
+    state = mb.states_from_joints(system, jnp.array([0.4, 1.0]), jnp.array([2.0, -3.0]))
+    assert np.max(np.abs(mb.initial_state_residual(system, state, 0.01))) < 1e-9
+    shifted = mb.state_boxplus(state, 1e-4 * jnp.ones((2, 12)))
+    assert np.max(np.abs(mb.initial_state_residual(system, shifted, 0.01))) > 1e-4
+
+
+@pytest.fixture(scope="module")
+def free_swing(repo_root):
+    """Frictionless, unactuated Furuta, h = 1e-3, 20 s, from a 1.2 rad swing with arm motion."""
+    values = furuta_values(repo_root, b1=0.0, b2=0.0, mu1=0.0, mu2=0.0, tau1=0.0, tau2=0.0)
+    system = get_rig("furuta").build(parameter_arrays(values))
+    initial = mb.states_from_joints(system, jnp.array([0.0, 0.6]), jnp.array([1.0, 0.0]))
+
+    @jax.jit
+    def run(system, initial):
+        def step(state, _):
+            nxt, solution = spook_step(system, state, jnp.zeros(1), STEP)
+            violation, _ = holonomic_constraints(system, nxt)
+            shaft = 0.5 * values["J_shaft"] * mb.joint_rates(system, nxt)[0] ** 2
+            return nxt, (mb.energy(system, nxt) + shaft, violation, solution.multipliers,
+                         mb.joint_angles(system, nxt))
+        return jax.lax.scan(step, initial, None, length=20000)
+
+    _, (energy, violation, multipliers, angles) = run(system, initial)
+    shaft0 = 0.5 * values["J_shaft"] * 1.0**2
+    return values, float(mb.energy(system, initial) + shaft0), np.asarray(energy), \
+        np.asarray(violation), np.asarray(multipliers), np.asarray(angles)
+
+
+def test_energy_is_conserved_without_friction(free_swing):
+    """Done-means 3 (partly): within 1 % over 20 s at h = 1e-3 for this swing.
+
+    Not met in general: see benchmarks/RESULTS.md (faster motion and constraint damping τ > 0
+    lose more).
+    """
+    _, initial, energy, _, _, angles = free_swing
+    assert np.ptp(angles[:, 1]) > 1.0 and np.ptp(np.unwrap(angles[:, 0])) > 1.0  # real motion
+    assert np.max(np.abs(energy - initial)) < 0.01 * abs(initial)
+
+
+def test_constraint_violation_is_of_order_compliance_times_force(free_swing):
+    values, _, _, violation, multipliers, _ = free_swing
+    for hinge, rows in ((1, slice(0, 3)), (2, slice(7, 10))):
+        gap = np.linalg.norm(violation[:, rows], axis=1)
+        force = np.linalg.norm(multipliers[:, rows], axis=1) / STEP
+        ratio = gap / (values[f"eps_lin{hinge}"] * force)
+        assert 0.3 < np.median(ratio) < 3.0, (hinge, np.median(ratio))
+
+
+def _pendulum(angle, r_mu):
+    values = {spec.name: 0.0 for spec in PENDULUM.parameters}
+    values.update(m_P=0.2, l=0.1, J_P=0.004, b=0.0, r_mu=r_mu, tilt=[1.0, 0.0, 0.0, 0.0],
+                  eps_lin=1e-6, eps_rot=1e-6, tau=0.002)
+    system = get_rig("pendulum", "dry").build(parameter_arrays(values))
+    initial = mb.states_from_joints(system, jnp.array([angle]), jnp.array([0.0]))
+    states = _simulate(system, initial, jnp.zeros((2000, 0)))
+    return np.asarray(jax.vmap(lambda s: mb.joint_angles(system, s))(states))[:, 0]
+
+
+def test_dry_friction_sticks_below_the_bound_and_slides_above():
+    """Done-means 4: gravity torque m g l sin θ against the bound r_mu·Σ|λ| ≈ r_mu m g.
+
+    The pendulum sticks iff l sin θ < r_mu: with l = 0.1 m and r_mu = 0.01 m the threshold is
+    θ = asin(0.1) = 0.1002 rad. Sticking still creeps at the regularised friction row's rate
+    σ λ_F = (4/h²) ε_rot γ · m g l sin θ h ≈ 7.8e-6 rad/s here (1.6e-5 rad in 2 s).
+    """
+    stuck = _pendulum(0.09, 0.01)
+    assert np.max(np.abs(stuck - 0.09)) < 2e-5
+    sliding = _pendulum(0.11, 0.01)
+    assert 0.11 - sliding.min() > 1e-2  # slid down until the bound held again
+    frictionless = _pendulum(0.09, 0.0)
+    assert frictionless.min() < 0.0  # without friction the same start swings through
