@@ -28,7 +28,7 @@ setup(
         "jaxlib>=0.4.30",
         "numpy>=1.24",
         "scipy>=1.10",
-        "rosbags>=0.10",
+        "rosbags>=0.11",
         "pyyaml>=6.0",
         "matplotlib>=3.7",
     ],

@@ -30,6 +30,7 @@ STEP = 1e-3
 
 
 def main() -> None:
+    """Time the scanned rollout and the per-step Python loop; print (and save) the results."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=20000)
     parser.add_argument("--repeats", type=int, default=5)
