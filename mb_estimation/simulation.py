@@ -10,8 +10,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mb_estimation.multibody import BodyStates, joint_angles, joint_rates, rollout
-from mb_estimation.multibody import states_from_joints as _states_from_joints
+from mb_estimation.multibody import (
+    BodyStates,
+    joint_angles,
+    joint_rates,
+    rollout,
+    states_from_joints,
+)
 from mb_estimation.numerics import jax
 from mb_estimation.rigs import Rig, parameter_arrays
 from mb_estimation.scenarios import make_scenario
@@ -84,7 +89,7 @@ def simulate_recording(
     params = parameter_arrays(values)
     system = rig.build(params)
     plan = make_scenario(scenario, rig.name, system, params, 1.0 / rate_hz)
-    initial = _states_from_joints(system, jnp.asarray(plan.initial_angles),
+    initial = states_from_joints(system, jnp.asarray(plan.initial_angles),
                                   jnp.asarray(plan.initial_rates))
 
     @jax.jit
