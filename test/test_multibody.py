@@ -123,14 +123,12 @@ def free_swing(repo_root):
         def step(state, _):
             nxt, solution = spook_step(system, state, jnp.zeros(1), STEP)
             violation, _ = holonomic_constraints(system, nxt)
-            shaft = 0.5 * values["J_shaft"] * mb.joint_rates(system, nxt)[0] ** 2
-            return nxt, (mb.energy(system, nxt) + shaft, violation, solution.multipliers,
+            return nxt, (mb.energy(system, nxt), violation, solution.multipliers,
                          mb.joint_angles(system, nxt))
         return jax.lax.scan(step, initial, None, length=20000)
 
     _, (energy, violation, multipliers, angles) = run(system, initial)
-    shaft0 = 0.5 * values["J_shaft"] * 1.0**2
-    return values, float(mb.energy(system, initial) + shaft0), np.asarray(energy), \
+    return values, float(mb.energy(system, initial)), np.asarray(energy), \
         np.asarray(violation), np.asarray(multipliers), np.asarray(angles)
 
 

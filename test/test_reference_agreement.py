@@ -16,14 +16,17 @@ agreement extends through the transient, which is what ``test_release_transient_
 import numpy as np
 import pytest
 import yaml
-from reference_furuta import simulate_reference
+from reference_furuta import energy_reference, simulate_reference
 
 from mb_estimation.cli import main
 from mb_estimation.io.bags import read_float64, read_joint_states
 from mb_estimation.io.config import load_config
-from mb_estimation.rigs import get_rig
+from mb_estimation.multibody import energy, states_from_joints
+from mb_estimation.numerics import jax
+from mb_estimation.rigs import get_rig, parameter_arrays
 from mb_estimation.simulation import simulate_recording
 
+jnp = jax.numpy
 TOLERANCE_RAD = 2e-3
 
 
@@ -73,3 +76,15 @@ def test_release_transient_agrees_with_near_rigid_hinges(repo_root):
     error = np.max(np.abs(recording.joint_angles - reference["theta"]))
     assert np.max(np.abs(recording.joint_rates[:, 0])) > 30.0  # the transient is in the span
     assert error < TOLERANCE_RAD, error
+
+
+def test_energy_matches_the_reference_model(repo_root):
+    """``multibody.energy`` (bodies plus motor shaft) equals the rigid model's energy."""
+    values = dict(load_config(repo_root / "config/furuta_synthetic.yaml").parameters)
+    values.update(J_shaft=3e-3, tilt=list(np.array([1.0, 0.1, 0.0, -0.05]) / np.linalg.norm(
+        [1.0, 0.1, 0.0, -0.05])))
+    system = get_rig("furuta").build(parameter_arrays(values))
+    angles, rates = np.array([0.7, 2.2]), np.array([3.0, -1.5])
+    state = states_from_joints(system, jnp.asarray(angles), jnp.asarray(rates))
+    np.testing.assert_allclose(float(energy(system, state)),
+                               energy_reference(values, angles, rates), rtol=1e-12)

@@ -140,11 +140,18 @@ def applied_forces(system: Multibody, state: BodyStates):
 
 
 def energy(system: Multibody, state: BodyStates):
-    """Kinetic plus gravitational potential energy [J] (zero potential at the world origin)."""
+    """Kinetic plus gravitational potential energy [J] (zero potential at the world origin).
+
+    The kinetic part includes each motor shaft's ``½ J_shaft θ̇²`` (F.3): the shaft inertia is
+    part of the model although it belongs to no body.
+    """
     inertia = world_inertia(system, state.orientation)
     omega = state.angular_velocity
     kinetic = 0.5 * jnp.sum(system.bodies.mass * jnp.sum(state.linear_velocity**2, axis=-1))
     kinetic += 0.5 * jnp.sum(jnp.einsum("bi,bij,bj->b", omega, inertia, omega))
+    for hinge in system.hinges:
+        if hinge.has_motor:
+            kinetic += 0.5 * hinge.shaft_inertia * hinge_rate(hinge, state) ** 2
     potential = -jnp.sum(system.bodies.mass * (state.position @ system.gravity))
     return kinetic + potential
 
