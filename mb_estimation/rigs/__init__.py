@@ -37,8 +37,12 @@ def parameter_arrays(values: Mapping[str, object]) -> dict[str, jax.Array]:
     return {name: jnp.asarray(value, dtype=jnp.float64) for name, value in values.items()}
 
 
+@functools.cache
 def get_rig(name: str, friction: str | None = None) -> Rig:
-    """The rig called ``name`` (``furuta`` or ``pendulum``; the pendulum takes a friction model)."""
+    """The rig called ``name`` (``furuta`` or ``pendulum``; the pendulum takes a friction model).
+
+    Cached: the same rig object comes back, so compiled estimator functions are shared.
+    """
     from mb_estimation.rigs import furuta, pendulum
 
     if name == FURUTA.name:

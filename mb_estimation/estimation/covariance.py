@@ -1,0 +1,92 @@
+"""Linearised parameter covariance (§3.7, (3.26)-(3.32)) from the LM factorisation.
+
+With the weights folded into the residuals (``r = W^{1/2} Δz``) and ``J = [J_χ J_x]``, the
+states are eliminated by variable projection,
+
+    T = (I - J_x (J_xᵀJ_x)⁻¹ J_xᵀ) J_χ            (3.32)
+
+and the covariance of the estimated parameters is the sandwich
+
+    Λ_χχ = (TᵀT)⁻¹ Tᵀ Ĉ T (TᵀT)⁻¹                 (3.31)
+
+where ``Ĉ`` is the covariance of the (weighted) residuals estimated from the fit itself: the
+sample covariances (3.26)/(3.27) of the observation rows and of the impulse rows, each shared by
+all steps. ``(J_xᵀJ_x)⁻¹ J_xᵀJ_χ`` reuses the block-tridiagonal solve of the LM step at zero
+damping, so ``T`` is formed block by block in linear time. Directions of χ that the data does
+not determine at all (``TᵀT`` singular to working precision, like a rotation of ``tilt`` about
+gravity) get an infinite standard deviation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from mb_estimation.estimation.linear_algebra import Elimination, backward_solve
+from mb_estimation.estimation.residuals import Linearization
+from mb_estimation.numerics import jax
+
+jnp = jax.numpy
+
+# Eigenvalues of the scaled TᵀT below this fraction of the largest count as "not determined".
+SINGULAR_THRESHOLD = 1e-12
+
+
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True)
+class ProjectedBlocks:
+    """One recording's share of ``TᵀT`` and of ``TᵀĈT`` (both ``[p, p]``)."""
+
+    information: jax.Array
+    middle: jax.Array
+
+
+def projected_blocks(lin: Linearization, elimination: Elimination, num_impulse_rows: int,
+                     impulse_covariance, observation_covariance) -> ProjectedBlocks:
+    """``T_k = C_k - A_k Y_{k-1} - B_k Y_k`` with ``Y = (J_xᵀJ_x)⁻¹ J_xᵀJ_χ``; sums over k."""
+    solved = backward_solve(elimination, elimination.coupling_solve)  # Y [n, s, p]
+    previous = jnp.concatenate([jnp.zeros_like(solved[:1]), solved[:-1]])
+    projected = (lin.parameters - jnp.einsum("kms,ksp->kmp", lin.previous, previous)
+                 - jnp.einsum("kms,ksp->kmp", lin.current, solved))
+    impulse, observation = projected[:, :num_impulse_rows], projected[:, num_impulse_rows:]
+    middle = (jnp.einsum("kmp,mn,knq->pq", impulse, impulse_covariance, impulse)
+              + jnp.einsum("kmp,mn,knq->pq", observation, observation_covariance, observation))
+    return ProjectedBlocks(jnp.einsum("kmp,kmq->pq", projected, projected), middle)
+
+
+def residual_covariances(residuals: list[np.ndarray], num_impulse_rows: int,
+                         observed: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Sample covariances (3.26)/(3.27) of the impulse rows and of the observed rows."""
+    impulse = np.concatenate([r[:, :num_impulse_rows] for r in residuals])
+    observation = np.concatenate([r[o > 0, num_impulse_rows:]
+                                  for r, o in zip(residuals, observed, strict=False)])
+    return (impulse.T @ impulse / max(len(impulse) - 1, 1),
+            observation.T @ observation / max(len(observation) - 1, 1))
+
+
+def parameter_covariance(information: np.ndarray, middle: np.ndarray) -> np.ndarray:
+    """``Λ = (TᵀT)⁻¹ TᵀĈT (TᵀT)⁻¹`` (3.31), ``inf`` on the variance of undetermined directions.
+
+    ``TᵀT`` is scaled to unit diagonal before its (pseudo-)inverse so that parameters of very
+    different magnitude (inertias ~1e-3 kg m², gains ~1 N m/V) do not mask each other.
+    """
+    size = len(information)
+    if size == 0:
+        return np.zeros((0, 0))
+    if not (np.all(np.isfinite(information)) and np.all(np.isfinite(middle))):
+        return np.diag(np.full(size, np.inf))
+    scale = np.sqrt(np.clip(np.diag(information), 0.0, None))
+    determined = scale > 0
+    safe = np.where(determined, scale, 1.0)
+    scaled = information / np.outer(safe, safe)
+    values, vectors = np.linalg.eigh(scaled)
+    keep = values > SINGULAR_THRESHOLD * max(values.max(), 0.0)
+    inverse = (vectors[:, keep] / values[keep]) @ vectors[:, keep].T
+    inverse = inverse / np.outer(safe, safe)
+    covariance = inverse @ middle @ inverse
+    loading = (vectors[:, ~keep] ** 2).sum(axis=1)
+    undetermined = ~determined | (loading > 1e-6)
+    covariance[undetermined, :] = np.where(np.eye(size, dtype=bool)[undetermined], np.inf, 0.0)
+    covariance[:, undetermined] = covariance[undetermined, :].T
+    return covariance

@@ -1,0 +1,101 @@
+"""The result of one estimation: everything a caller needs, nothing internal (DESIGN §9)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class IterationRecord:
+    """One accepted Levenberg–Marquardt iterate (iteration 0 is the initial guess).
+
+    ``cost`` and its parts are mean squared errors per time step; ``parameters`` holds the
+    free parameter values; ``damping`` is α after the iteration; ``elapsed_s`` is wall time
+    since the solve started (compilation included).
+    """
+
+    iteration: int
+    cost: float
+    observation_mse: float
+    impulse_mse: float
+    parameters: dict[str, np.ndarray]
+    damping: float
+    gradient_norm: float
+    step_norm: float
+    elapsed_s: float
+
+
+@dataclass(frozen=True)
+class RecordingEstimate:
+    """Estimated (shadow) states of one recording on its grid.
+
+    ``time_s [n]``; ``joint_angles [n, n_joints]`` [rad] (multi-turn) and ``joint_rates``
+    [rad/s] of the estimated states; body states as ``position [n, nb, 3]`` [m],
+    ``orientation [n, nb, 4]``, ``linear_velocity`` [m/s], ``angular_velocity`` [rad/s];
+    ``observation_mse``/``impulse_mse`` of this recording.
+    """
+
+    name: str
+    time_s: np.ndarray
+    joint_angles: np.ndarray
+    joint_rates: np.ndarray
+    position: np.ndarray
+    orientation: np.ndarray
+    linear_velocity: np.ndarray
+    angular_velocity: np.ndarray
+    observation_mse: float
+    impulse_mse: float
+
+    @property
+    def mse(self) -> float:
+        return self.observation_mse + self.impulse_mse
+
+
+@dataclass(frozen=True)
+class EstimationResult:
+    """Parameters, standard deviations, states, costs, history, status and timings.
+
+    Attributes:
+        parameters: every model parameter as used (fixed and estimated), by name.
+        free: the estimated parameters' names, in order.
+        std: standard deviation per free parameter (3 tangent values for a quaternion) in the
+            parameter's unit; ``inf`` where the data does not determine it.
+        excited: per free parameter, whether the data determines it (see ``estimate``).
+        covariance: ``[p, p]`` linearised covariance of ``δχ`` (tangent order of ``free``).
+        recordings: the estimated states per recording.
+        cost: final mean squared error per time step, ``observation_mse + impulse_mse``.
+        iterations: accepted LM iterations.
+        converged: True when a tolerance was met.
+        status: ``gradient``, ``step``, ``no_progress`` or ``max_iterations``.
+        message: one human-readable line.
+        history: one :class:`IterationRecord` per accepted iterate, starting with the guess.
+        compile_time_s / solve_time_s: compilation (first use of a problem shape) and the rest.
+    """
+
+    parameters: dict[str, np.ndarray]
+    free: tuple[str, ...]
+    std: dict[str, np.ndarray]
+    excited: dict[str, bool]
+    covariance: np.ndarray
+    recordings: tuple[RecordingEstimate, ...]
+    cost: float
+    observation_mse: float
+    impulse_mse: float
+    iterations: int
+    converged: bool
+    status: str
+    message: str
+    history: tuple[IterationRecord, ...] = field(repr=False)
+    compile_time_s: float = 0.0
+    solve_time_s: float = 0.0
+    settings: dict = field(default_factory=dict)
+
+    @property
+    def wall_time_s(self) -> float:
+        return self.compile_time_s + self.solve_time_s
+
+    @property
+    def num_steps(self) -> int:
+        return sum(len(r.time_s) for r in self.recordings)

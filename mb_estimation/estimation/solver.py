@@ -1,0 +1,387 @@
+"""Joint state and parameter estimation by Levenberg–Marquardt (§3.4, Algorithm 1).
+
+:func:`estimate` takes an :class:`EstimationProblem` (rig, parameter values, which are free and
+their box, recordings on the grid) and returns one
+:class:`~mb_estimation.estimation.result.EstimationResult`. With no free parameters it is the
+state-only estimation used for cross-validation (§4.5).
+
+Per iteration: residual and Jacobian blocks per recording (compiled, linear in the steps), then
+for each trial damping α the block-tridiagonal elimination, the exact box QP in χ, the state
+back-substitution and the cost at ``(x ⊞ δx, χ ⊞ δχ)``. The gain ratio ρ compares the cost
+reduction with the reduction the linear model predicts, ``‖r‖² - ‖r + Jδ‖²``, which stays exact
+when the box cuts the step. Compiled functions are cached by problem shape and shared by all
+solves in the process; compilation time is reported separately.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from mb_estimation.estimation.covariance import (
+    parameter_covariance,
+    projected_blocks,
+    residual_covariances,
+)
+from mb_estimation.estimation.linear_algebra import (
+    damping_scale,
+    eliminate_states,
+    linearized_change,
+    normal_equations,
+    solve_box_qp,
+    state_step,
+)
+from mb_estimation.estimation.parameters import (
+    FreeParameters,
+    parameters_boxplus,
+    tangent_bounds,
+)
+from mb_estimation.estimation.residuals import (
+    ModelStructure,
+    StepData,
+    linearize,
+    recording_residuals,
+)
+from mb_estimation.estimation.result import EstimationResult, IterationRecord, RecordingEstimate
+from mb_estimation.multibody import (
+    BodyStates,
+    configuration_boxminus,
+    joint_angles,
+    joint_rates,
+    state_boxplus,
+    states_from_joints,
+)
+from mb_estimation.multibody.state import with_velocity
+from mb_estimation.numerics import jax
+from mb_estimation.rigs import Rig, parameter_arrays
+from mb_estimation.signals import GridData
+
+jnp = jax.numpy
+
+MAX_DAMPING = 2.0**32  # Algorithm 1
+# Damping α·diag(H) (Marquardt's scaling, invariant to the units of states and parameters);
+# the diagonal is floored at DAMPING_FLOOR·max(diag H) for directions the data cannot see.
+INITIAL_DAMPING = 1e-6
+DAMPING_FLOOR = 1e-12
+COVARIANCE_REGULARIZATION = 1e-12
+
+
+@dataclass(frozen=True)
+class SolverSettings:
+    """Method settings of one solve (paper §3.4, §4.4).
+
+    ``kappa``: state error weight κ (``Ω⁻¹ = κI``); ``max_iterations``; stop when the projected
+    gradient norm ``‖Jᵀr‖ ≤ gradient_tolerance`` or the step norm ``‖δ‖ ≤ step_tolerance``.
+    """
+
+    kappa: float = 100.0
+    max_iterations: int = 20
+    gradient_tolerance: float = 10.0
+    step_tolerance: float = 1e-6
+
+
+@dataclass(frozen=True)
+class EstimationProblem:
+    """What to estimate from which data.
+
+    ``parameters``: every model parameter's value (the free ones: initial guesses) by name;
+    ``free``: names of the estimated parameters; ``lower``/``upper``: their box (scalars);
+    ``recordings``: the data on the grid, all with the same step ``dt``.
+    """
+
+    rig: Rig
+    parameters: Mapping[str, object]
+    free: tuple[str, ...]
+    lower: Mapping[str, float]
+    upper: Mapping[str, float]
+    recordings: tuple[GridData, ...]
+
+    @property
+    def dt(self) -> float:
+        return self.recordings[0].dt
+
+
+class _Compiler:
+    """Compiled executables keyed by function, static structure and argument shapes.
+
+    Shared across solves (tests, the online node's windows, benchmark repeats); each new
+    compilation adds its time to ``seconds``.
+    """
+
+    _executables: dict = {}
+
+    def __init__(self):
+        self.seconds = 0.0
+
+    def __call__(self, function, static, *args):
+        leaves, tree = jax.tree_util.tree_flatten(args)
+        key = (function, static, tree, tuple((np.shape(x), jnp.result_type(x)) for x in leaves))
+        executable = self._executables.get(key)
+        if executable is None:
+            started = time.perf_counter()
+            bound = function if static is None else functools.partial(function, static)
+            executable = jax.jit(bound).lower(*args).compile()
+            self.seconds += time.perf_counter() - started
+            self._executables[key] = executable
+        return executable(*args)
+
+
+def _initial_states(structure: ModelStructure, fixed, free_values, filtered_angles, dt):
+    """States from filtered angles (§4.4): zero-violation configurations, velocities (4.3)."""
+    system = structure.system(fixed, free_values)
+    zero_rates = jnp.zeros(filtered_angles.shape[1])
+    configurations = jax.vmap(lambda a: states_from_joints(system, a, zero_rates))(
+        filtered_angles)
+    velocity = configuration_boxminus(configurations[1:], configurations[:-1]) / dt
+    velocity = jnp.concatenate([velocity[:1], velocity])
+    return with_velocity(configurations, velocity)
+
+
+def _linearize(structure, fixed, free_values, states, data):
+    lin = linearize(structure, fixed, free_values, states, data)
+    return lin, normal_equations(lin)
+
+
+def _propose(structure, fixed, free_values, states, data, lin, elimination, parameter_step):
+    """Trial point of one recording and the sums the gain ratio needs."""
+    step = state_step(elimination, parameter_step)
+    num_bodies = states.position.shape[-2]
+    moved = state_boxplus(states, step.reshape(step.shape[0], num_bodies, 12))
+    residuals = recording_residuals(structure, fixed, free_values, moved, data)
+    model = lin.residuals + linearized_change(lin, step, parameter_step)
+    return moved, residuals, jnp.sum(model**2), jnp.sum(step**2)
+
+
+def _shadow(structure, fixed, free_values, states):
+    system = structure.system(fixed, free_values)
+    return (jax.vmap(lambda s: joint_angles(system, s))(states),
+            jax.vmap(lambda s: joint_rates(system, s))(states))
+
+
+def _covariance_blocks(num_impulse_rows, lin, normal, scale, impulse_covariance,
+                       observation_covariance):
+    # (J_xᵀJ_x)⁻¹ with a regularisation far below the data's information (§3.7)
+    elimination = eliminate_states(normal, COVARIANCE_REGULARIZATION, scale)
+    return projected_blocks(lin, elimination, num_impulse_rows, impulse_covariance,
+                            observation_covariance)
+
+
+def _cost_parts(residuals: Sequence[np.ndarray], num_impulse_rows: int):
+    impulse = sum(float(np.sum(r[:, :num_impulse_rows] ** 2)) for r in residuals)
+    observation = sum(float(np.sum(r[:, num_impulse_rows:] ** 2)) for r in residuals)
+    return impulse, observation
+
+
+def _excited(kind: str, std: np.ndarray, value: np.ndarray, initial: np.ndarray) -> bool:
+    """Whether the data determines the parameter.
+
+    A scalar is excited when its standard deviation is at most ``max(|value|, |initial|)``:
+    like Table 4's ``J_Axx = 0(200)`` a parameter the data leaves free is not, while one that
+    the data pins at its bound 0 with a small standard deviation is.
+    A quaternion (``tilt``) acts only through the direction of gravity, two degrees of
+    freedom: it is excited when at least two tangent directions are known within 0.1 rad.
+    """
+    if kind == "quaternion":
+        return int(np.sum(np.asarray(std) <= 0.1)) >= 2
+    scale = max(abs(float(value)), abs(float(initial)))
+    return bool(np.isfinite(std).all() and float(std[0]) <= scale)
+
+
+def estimate(problem: EstimationProblem, settings: SolverSettings = SolverSettings(), *,
+             initial_states: Sequence[BodyStates] | None = None,
+             progress: Callable[[IterationRecord], None] | None = None) -> EstimationResult:
+    """Estimate the free parameters and all states of ``problem`` (Algorithm 1).
+
+    ``initial_states`` (one stacked :class:`BodyStates` per recording) warm-starts the states;
+    by default they come from the filtered angles (§4.4). ``progress`` is called with every
+    accepted iterate.
+    """
+    if not problem.recordings:
+        raise ValueError("no recordings to estimate from")
+    dts = {round(r.dt, 12) for r in problem.recordings}
+    if len(dts) != 1:
+        raise ValueError(f"all recordings must share one grid step, got {sorted(dts)}")
+    started = time.perf_counter()
+    compiler = _Compiler()
+    rig = problem.rig
+    free = FreeParameters.of(rig.spec, problem.free)
+    structure = ModelStructure(rig, free)
+    values = parameter_arrays(problem.parameters)
+    fixed = {k: v for k, v in values.items() if k not in free.names}
+    free_values = {k: values[k] for k in free.names}
+    initial_free = {k: np.asarray(v) for k, v in free_values.items()}
+    datas = [
+        StepData(jnp.asarray(r.measured_angles), jnp.asarray(r.inputs), jnp.asarray(r.observed),
+                 jnp.asarray(r.dt), jnp.asarray(np.sqrt(settings.kappa)))
+        for r in problem.recordings
+    ]
+    if initial_states is None:
+        states = [compiler(_initial_states, structure, fixed, free_values,
+                           jnp.asarray(r.filtered_angles), jnp.asarray(r.dt))
+                  for r in problem.recordings]
+    else:
+        states = list(initial_states)
+    num_bodies = states[0].position.shape[-2]
+    num_impulse_rows = 12 * num_bodies
+    num_steps = sum(r.num_steps for r in problem.recordings)
+
+    def linearize_all(free_values, states):
+        pairs = [compiler(_linearize, structure, fixed, free_values, x, d)
+                 for x, d in zip(states, datas, strict=False)]
+        return [p[0] for p in pairs], [p[1] for p in pairs]
+
+    def gradient_norm(normals, free_values):
+        state_part = sum(float(jnp.sum(n.state_gradient**2)) for n in normals)
+        gradient = np.sum([np.asarray(n.parameter_gradient) for n in normals], axis=0)
+        low, high = tangent_bounds(free, free_values, problem.lower, problem.upper)
+        # the projected gradient: no component that would push χ out of the box
+        gradient = np.where((low >= 0) & (gradient > 0) | (high <= 0) & (gradient < 0), 0.0,
+                            gradient)
+        return float(np.sqrt(state_part + np.sum(gradient**2)))
+
+    def damping_scales(normals):
+        parameter_diagonal = np.sum([np.diag(np.asarray(n.parameter_matrix)) for n in normals],
+                                    axis=0)
+        largest = max(max(float(jnp.max(jnp.diagonal(n.diagonal, axis1=1, axis2=2)))
+                          for n in normals), float(np.max(parameter_diagonal, initial=0.0)))
+        floor = DAMPING_FLOOR * largest
+        return ([compiler(damping_scale, None, n, jnp.asarray(floor)) for n in normals],
+                np.maximum(parameter_diagonal, floor))
+
+    def record(iteration, residuals, damping, gradient, step):
+        impulse, observation = _cost_parts(residuals, num_impulse_rows)
+        entry = IterationRecord(
+            iteration=iteration, cost=(impulse + observation) / num_steps,
+            observation_mse=observation / num_steps, impulse_mse=impulse / num_steps,
+            parameters={k: np.asarray(v) for k, v in free_values.items()}, damping=damping,
+            gradient_norm=gradient, step_norm=step, elapsed_s=time.perf_counter() - started)
+        history.append(entry)
+        if progress is not None:
+            progress(entry)
+
+    lins, normals = linearize_all(free_values, states)
+    residuals = [np.asarray(lin.residuals) for lin in lins]
+    cost = sum(float(np.sum(r**2)) for r in residuals)
+    state_scales, parameter_scale = damping_scales(normals)
+    damping = INITIAL_DAMPING
+    history: list[IterationRecord] = []
+    gradient = gradient_norm(normals, free_values)
+    record(0, residuals, damping, gradient, float("nan"))
+    status = "max_iterations"
+    iteration = 0
+    while iteration < settings.max_iterations:
+        if gradient <= settings.gradient_tolerance:
+            status = "gradient"
+            break
+        growth = 2.0
+        while True:
+            eliminations = [compiler(eliminate_states, None, n, jnp.asarray(damping), scale)
+                            for n, scale in zip(normals, state_scales, strict=False)]
+            schur = sum(np.asarray(n.parameter_matrix) + np.asarray(e.schur)
+                        for n, e in zip(normals, eliminations, strict=False))
+            schur = schur + damping * np.diag(parameter_scale)
+            reduced_gradient = sum(np.asarray(n.parameter_gradient) + np.asarray(e.schur_gradient)
+                                   for n, e in zip(normals, eliminations, strict=False))
+            low, high = tangent_bounds(free, free_values, problem.lower, problem.upper)
+            try:
+                parameter_step = solve_box_qp(schur, reduced_gradient, low, high)
+            except np.linalg.LinAlgError:
+                parameter_step = None
+            accepted = False
+            if parameter_step is not None:
+                delta = jnp.asarray(parameter_step)
+                trial_values = parameters_boxplus(free, free_values, delta)
+                trials = [compiler(_propose, structure, fixed, trial_values, x, d, lin, e, delta)
+                          for x, d, lin, e in zip(states, datas, lins, eliminations, strict=False)]
+                trial_residuals = [np.asarray(t[1]) for t in trials]
+                trial_cost = sum(float(np.sum(r**2)) for r in trial_residuals)
+                model_cost = sum(float(t[2]) for t in trials)
+                step_norm = float(np.sqrt(sum(float(t[3]) for t in trials)
+                                          + np.sum(parameter_step**2)))
+                predicted = cost - model_cost
+                ratio = (cost - trial_cost) / predicted if predicted > 0 else -1.0
+                accepted = bool(np.isfinite(trial_cost) and np.isfinite(ratio) and ratio > 0)
+            if accepted:
+                break
+            growth = min(2.0 * growth, MAX_DAMPING)
+            damping = min(growth * damping, MAX_DAMPING)
+            if damping >= MAX_DAMPING:
+                break
+        if not accepted:
+            status = "no_progress"
+            break
+        iteration += 1
+        free_values = trial_values
+        states = [t[0] for t in trials]
+        cost = trial_cost
+        lins, normals = linearize_all(free_values, states)
+        state_scales, parameter_scale = damping_scales(normals)
+        residuals = [np.asarray(lin.residuals) for lin in lins]
+        damping *= max(1.0 / 3.0, 1.0 - (2.0 * ratio - 1.0) ** 3)
+        gradient = gradient_norm(normals, free_values)
+        record(iteration, residuals, damping, gradient, step_norm)
+        if step_norm <= settings.step_tolerance:
+            status = "step"
+            break
+    else:
+        if gradient <= settings.gradient_tolerance:
+            status = "gradient"
+
+    impulse_cov, observation_cov = residual_covariances(
+        residuals, num_impulse_rows, [np.asarray(r.observed) for r in problem.recordings])
+    blocks = [compiler(_covariance_blocks, num_impulse_rows, lin, n, scale,
+                       jnp.asarray(impulse_cov), jnp.asarray(observation_cov))
+              for lin, n, scale in zip(lins, normals, state_scales, strict=False)]
+    covariance = parameter_covariance(sum(np.asarray(b.information) for b in blocks),
+                                      sum(np.asarray(b.middle) for b in blocks))
+    std, excited = {}, {}
+    for name, kind in zip(free.names, free.kinds, strict=False):
+        part = free.slices[name]
+        std[name] = np.sqrt(np.diag(covariance)[part])
+        excited[name] = _excited(kind, std[name], np.asarray(free_values[name]),
+                                 initial_free[name])
+
+    estimates = []
+    for grid, x, r in zip(problem.recordings, states, residuals, strict=False):
+        angles, rates = compiler(_shadow, structure, fixed, free_values, x)
+        angles = np.asarray(angles)
+        # continue the measured (multi-turn) angles rather than wrap to (-π, π]
+        angles = grid.measured_angles + np.arctan2(np.sin(angles - grid.measured_angles),
+                                                   np.cos(angles - grid.measured_angles))
+        impulse, observation = _cost_parts([r], num_impulse_rows)
+        estimates.append(RecordingEstimate(
+            name=grid.name, time_s=grid.time_s, joint_angles=angles,
+            joint_rates=np.asarray(rates), position=np.asarray(x.position),
+            orientation=np.asarray(x.orientation), linear_velocity=np.asarray(x.linear_velocity),
+            angular_velocity=np.asarray(x.angular_velocity),
+            observation_mse=observation / grid.num_steps, impulse_mse=impulse / grid.num_steps))
+
+    converged = status in ("gradient", "step")
+    final = history[-1]
+    descriptions = {
+        "gradient": "converged: gradient norm below tolerance",
+        "step": "converged: step below tolerance",
+        "no_progress": "stopped: no damping gives a decrease (a local minimum to working "
+                       "precision, or a poorly scaled problem)",
+        "max_iterations": f"stopped at the iteration limit ({settings.max_iterations}) "
+                          "before a tolerance was met",
+    }
+    message = (f"{descriptions[status]}; {iteration} iterations, cost {final.cost:.4g} "
+               f"(observation {final.observation_mse:.4g}, impulse {final.impulse_mse:.4g})")
+    total = time.perf_counter() - started
+    parameters = {k: np.asarray(v) for k, v in {**fixed, **free_values}.items()}
+    return EstimationResult(
+        parameters=parameters, free=free.names, std=std, excited=excited, covariance=covariance,
+        recordings=tuple(estimates), cost=final.cost, observation_mse=final.observation_mse,
+        impulse_mse=final.impulse_mse, iterations=iteration, converged=converged, status=status,
+        message=message, history=tuple(history), compile_time_s=compiler.seconds,
+        solve_time_s=total - compiler.seconds,
+        settings={"dt": problem.dt, "kappa": settings.kappa,
+                  "max_iterations": settings.max_iterations,
+                  "gradient_tolerance": settings.gradient_tolerance,
+                  "step_tolerance": settings.step_tolerance},
+    )

@@ -1,0 +1,59 @@
+"""The pipeline shared by the command line and the node: config + recordings → estimate.
+
+recording → signals (grid) → estimation problem → result (DESIGN §2: data flows one way).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+
+from mb_estimation.estimation import (
+    EstimationProblem,
+    EstimationResult,
+    IterationRecord,
+    SolverSettings,
+    estimate,
+)
+from mb_estimation.io.config import Config
+from mb_estimation.rigs import get_rig
+from mb_estimation.signals import GridData, Recording, prepare_recording
+
+
+def prepare(config: Config, recordings: Sequence[Recording], *, start_s: float | None = None,
+            end_s: float | None = None) -> tuple[GridData, ...]:
+    """Every recording on the config's estimation grid."""
+    method = config.method
+    return tuple(prepare_recording(r, method.dt, method.filter_cutoff_hz, start_s=start_s,
+                                   end_s=end_s) for r in recordings)
+
+
+def solver_settings(config: Config) -> SolverSettings:
+    """The LM settings of the config's method section."""
+    method = config.method
+    return SolverSettings(kappa=method.kappa, max_iterations=method.max_iterations,
+                          gradient_tolerance=method.gradient_tolerance,
+                          step_tolerance=method.step_tolerance)
+
+
+def calibrate(config: Config, grids: Sequence[GridData], *, estimate_parameters: bool = True,
+              progress: Callable[[IterationRecord], None] | None = None) -> EstimationResult:
+    """Estimate the config's free parameters and the states from recordings on the grid.
+
+    With ``estimate_parameters=False`` only the states (cross-validation, §4.5).
+    """
+    free = tuple(config.free) if estimate_parameters else ()
+    problem = EstimationProblem(
+        rig=get_rig(config.rig, config.friction),
+        parameters=config.parameters,
+        free=free,
+        lower={name: config.free[name].lower for name in free},
+        upper={name: config.free[name].upper for name in free},
+        recordings=tuple(grids),
+    )
+    return estimate(problem, solver_settings(config), progress=progress)
+
+
+def method_summary(config: Config) -> dict:
+    """The method settings as written into parameters.yaml."""
+    return asdict(config.method)

@@ -1,0 +1,41 @@
+"""`mb-estimation calibrate` and `crossval` end to end on a short simulated bag."""
+
+from __future__ import annotations
+
+import yaml
+
+from mb_estimation.cli import main
+
+
+def test_calibrate_and_crossval_write_their_files(tmp_path, capsys):
+    bag = tmp_path / "bag"
+    assert main(["simulate", "swingup", "--config", "furuta_synthetic", "--output", str(bag),
+                 "--duration", "0.6", "--dt", "1e-3"]) == 0
+    out = tmp_path / "fit"
+    status = main(["calibrate", str(bag), "--config", "furuta_synthetic", "--free", "J_Azz",
+                   "--set", "J_Azz=0.005", "--compliance", "1e-4", "--max-iterations", "3",
+                   "--output", str(out), "--quiet"])
+    assert status == 0
+    document = yaml.safe_load((out / "parameters.yaml").read_text())
+    assert set(document) >= {"parameters", "fixed", "fit", "method"}
+    entry = document["parameters"]["J_Azz"]
+    assert set(entry) == {"value", "std", "unit", "excited"} and entry["unit"] == "kg m^2"
+    assert "J_Azz" not in document["fixed"] and document["fixed"]["m_A"] == 0.238
+    assert document["fit"]["steps"] == 61 and document["method"]["kappa"] == 100.0
+    ros = yaml.safe_load((out / "ros_parameters.yaml").read_text())
+    assert ros["mb_estimator"]["ros__parameters"]["estimate.J_Azz"] == entry["value"]
+    lines = (out / "states.csv").read_text().splitlines()
+    assert lines[0].startswith("recording,time_s,theta_arm,theta_pendulum") and len(lines) == 62
+
+    assert main(["crossval", str(bag), "--config", "furuta_synthetic", "--compliance", "1e-4",
+                 "--parameters", str(out / "parameters.yaml"), "--max-iterations", "3",
+                 "--output", str(out), "--quiet"]) == 0
+    scores = yaml.safe_load((out / "crossval.yaml").read_text())
+    score = scores["recordings"][0]["mse"]
+    assert score > 0 and scores["mean_mse"] == score
+
+
+def test_calibrate_missing_bag_is_one_line(tmp_path, capsys):
+    assert main(["calibrate", str(tmp_path / "nope"), "--config", "furuta",
+                 "--output", str(tmp_path / "o")]) == 2
+    assert capsys.readouterr().err.strip().endswith("no such bag")
