@@ -277,16 +277,18 @@ def estimate(problem: EstimationProblem, settings: SolverSettings = SolverSettin
         if gradient <= settings.gradient_tolerance:
             status = "gradient"
             break
+        # independent of the damping: summed once per linearisation
+        parameter_matrix = sum(np.asarray(n.parameter_matrix) for n in normals)
+        parameter_gradient = sum(np.asarray(n.parameter_gradient) for n in normals)
+        low, high = tangent_bounds(free, free_values, problem.lower, problem.upper)
         growth = 2.0
         while True:
             eliminations = [compiler(eliminate_states, None, n, jnp.asarray(damping), scale)
                             for n, scale in zip(normals, state_scales, strict=False)]
-            schur = sum(np.asarray(n.parameter_matrix) + np.asarray(e.schur)
-                        for n, e in zip(normals, eliminations, strict=False))
-            schur = schur + damping * np.diag(parameter_scale)
-            reduced_gradient = sum(np.asarray(n.parameter_gradient) + np.asarray(e.schur_gradient)
-                                   for n, e in zip(normals, eliminations, strict=False))
-            low, high = tangent_bounds(free, free_values, problem.lower, problem.upper)
+            schur = (parameter_matrix + sum(np.asarray(e.schur) for e in eliminations)
+                     + damping * np.diag(parameter_scale))
+            reduced_gradient = parameter_gradient + sum(np.asarray(e.schur_gradient)
+                                                        for e in eliminations)
             try:
                 parameter_step = solve_box_qp(schur, reduced_gradient, low, high)
             except np.linalg.LinAlgError:
