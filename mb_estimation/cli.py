@@ -177,7 +177,8 @@ def _print_parameters(result, truth=None):
         print(line)
 
 
-def _run_calibration(config, bags, args, output: Path):
+def _run_calibration(config, bags, args, output: Path, truth=None):
+    """Read, prepare, estimate, write the outputs and print the summary."""
     from mb_estimation import pipeline
     from mb_estimation.io.recordings import read_recording
     from mb_estimation.io.results import write_outputs
@@ -191,6 +192,10 @@ def _run_calibration(config, bags, args, output: Path):
               f"states of {len(grids)} recording(s), {steps} steps of {config.method.dt} s")
     result = pipeline.calibrate(config, grids, progress=_progress(args))
     write_outputs(output, result, config.rig_spec, pipeline.method_summary(config))
+    print(result.message)
+    _print_parameters(result, truth)
+    print(f"wrote {output}/parameters.yaml, ros_parameters.yaml, states.csv "
+          f"({result.compile_time_s:.1f} s compiling, {result.solve_time_s:.1f} s solving)")
     return result
 
 
@@ -198,10 +203,6 @@ def _calibrate(args) -> int:
     _check_bags(args.bags)
     config = _load_config(args)
     result = _run_calibration(config, args.bags, args, Path(args.output))
-    print(result.message)
-    _print_parameters(result)
-    print(f"wrote {args.output}/parameters.yaml, ros_parameters.yaml, states.csv "
-          f"({result.compile_time_s:.1f} s compiling, {result.solve_time_s:.1f} s solving)")
     return 0 if result.converged or result.status == "max_iterations" else 1
 
 
@@ -256,11 +257,7 @@ def _demo(args) -> int:
                              set_values={name: initial.parameters[name] for name in free},
                              compliance=initial.parameters["eps_lin1"])
     print("2/2 calibrating from Table 1's initial values (config furuta)")
-    result = _run_calibration(config, [bag], args, output)
-    print(result.message)
-    _print_parameters(result, truth.parameters)
-    print(f"wrote {output}/parameters.yaml, ros_parameters.yaml, states.csv "
-          f"({result.compile_time_s:.1f} s compiling, {result.solve_time_s:.1f} s solving)")
+    _run_calibration(config, [bag], args, output, truth.parameters)
     return 0
 
 
