@@ -4,7 +4,8 @@ The unknowns of one recording are the states ``x_0..x_{n-1}`` on the grid; all r
 the free parameters χ. Residual block ``k`` (``m = 12 nb + n_joints`` rows) stacks
 
 * ``√κ Δp_k``: for ``k = 0`` the initial-state residual (3.16)-(3.17), for ``k ≥ 1`` the impulse
-  residuals (3.7)-(3.8) of the transition ``x_{k-1} → x_k`` with the small-angle ⊟ (3.24);
+  residuals (3.7)-(3.8) of the transition ``x_{k-1} → x_k`` (exact ⊟, see
+  :func:`~mb_estimation.multibody.impulse_residuals`);
 * ``Δy_k``: the observation residual (3.6), ``wrap(h(x_k) - y_k)`` (weight ``R⁻¹ = I``), zero
   where ``y_k`` is missing.
 
