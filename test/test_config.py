@@ -104,8 +104,8 @@ def test_furuta_is_table_1():
     assert config.free["J_Azz"] == Bounds(FURUTA.parameter("J_Azz").lower, math.inf)
     assert config.free["tilt"] == Bounds(-math.inf, math.inf)
     method = config.method
-    assert (method.dt, method.kappa, method.max_iterations) == (0.01, 100.0, 20)
-    assert (method.gradient_tolerance, method.step_tolerance) == (10.0, 1e-6)
+    assert (method.dt, method.kappa, method.max_iterations) == (0.01, 100.0, 60)
+    assert (method.gradient_tolerance, method.step_tolerance) == (1e-2, 1e-6)
     assert config.recording.joints == {"arm": JointMapping("arm"),
                                        "pendulum": JointMapping("pendulum")}
     assert "J_Azz" not in config.fixed_parameters and config.fixed_parameters["l1"] == 0.128

@@ -82,8 +82,8 @@ class SolverSettings:
     """
 
     kappa: float = 100.0
-    max_iterations: int = 20
-    gradient_tolerance: float = 10.0
+    max_iterations: int = 60
+    gradient_tolerance: float = 1e-2
     step_tolerance: float = 1e-6
 
 

@@ -21,8 +21,8 @@ Schema (every value in SI units)::
       dt: 0.01                 # estimation time step h [s]
       kappa: 100.0             # state error weight (Omega^-1 = kappa I)
       filter_cutoff_hz: 10.0   # zero-phase Butterworth low-pass for initial states [Hz]
-      max_iterations: 20       # Levenberg-Marquardt iteration limit
-      gradient_tolerance: 10.0 # stop when |g| <= this
+      max_iterations: 60       # Levenberg-Marquardt iteration limit
+      gradient_tolerance: 1.0e-2 # stop when |g| <= this
       step_tolerance: 1.0e-6   # stop when |delta| <= this
     simulation:                # forward simulation defaults, all optional
       dt: 1.0e-4               # simulation time step [s]
@@ -150,8 +150,8 @@ class MethodSettings:
     dt: float = 0.01  # estimation time step h [s]
     kappa: float = 100.0  # state error weight, Omega^-1 = kappa I
     filter_cutoff_hz: float = 10.0  # Butterworth cutoff for the initial states [Hz]
-    max_iterations: int = 20  # Levenberg-Marquardt iteration limit
-    gradient_tolerance: float = 10.0  # epsilon_g
+    max_iterations: int = 60  # Levenberg-Marquardt iteration limit
+    gradient_tolerance: float = 1e-2  # epsilon_g (the paper: 10)
     step_tolerance: float = 1e-6  # epsilon_delta
 
 
