@@ -25,8 +25,9 @@ import time
 
 import numpy as np
 
-from mb_estimation.estimation import EstimationProblem, SolverSettings, estimate
+from mb_estimation.estimation import SolverSettings, estimate
 from mb_estimation.io.config import apply_overrides, builtin_config_path, load_config
+from mb_estimation.pipeline import estimation_problem
 from mb_estimation.rigs import get_rig
 from mb_estimation.signals import Recording, prepare_recording
 from mb_estimation.simulation import simulate_recording
@@ -69,7 +70,6 @@ def main() -> None:
 
     truth, fit = configs(args.data)
     time_s, clean_angles, inputs = noise_free_recording(truth, args.data)
-    rig = get_rig("furuta")
     names = fit.free_names
     runs = []
     for seed in range(args.seeds):
@@ -77,10 +77,7 @@ def main() -> None:
                                                                   clean_angles.shape)
         grid = prepare_recording(Recording(f"seed {seed}", time_s, noisy, time_s, inputs),
                                  GRID_STEP, fit.method.filter_cutoff_hz)
-        problem = EstimationProblem(
-            rig=rig, parameters=fit.parameters, free=names,
-            lower={n: b.lower for n, b in fit.free.items()},
-            upper={n: b.upper for n, b in fit.free.items()}, recordings=(grid,))
+        problem = estimation_problem(fit, (grid,))
         started = time.perf_counter()
         result = estimate(problem, SETTINGS)
         runs.append(result)

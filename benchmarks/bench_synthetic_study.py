@@ -20,8 +20,9 @@ import json
 
 import numpy as np
 
-from mb_estimation.estimation import EstimationProblem, SolverSettings, estimate
+from mb_estimation.estimation import SolverSettings, estimate
 from mb_estimation.io.config import apply_overrides, builtin_config_path, load_config
+from mb_estimation.pipeline import estimation_problem
 from mb_estimation.rigs import get_rig
 from mb_estimation.signals import Recording, prepare_recording
 from mb_estimation.simulation import simulate_recording
@@ -46,11 +47,7 @@ def fit_one(scenario: str, step: float, data: str) -> dict:
                           set_values=START, compliance=1e-4)
     grid = prepare_recording(Recording(scenario, sim.time_s, sim.measured_angles, sim.time_s,
                                        sim.inputs), step, fit.method.filter_cutoff_hz)
-    problem = EstimationProblem(
-        rig=get_rig("furuta"), parameters=fit.parameters, free=FREE,
-        lower={n: fit.free[n].lower for n in FREE}, upper={n: fit.free[n].upper for n in FREE},
-        recordings=(grid,))
-    result = estimate(problem, SETTINGS)
+    result = estimate(estimation_problem(fit, (grid,)), SETTINGS)
     row = {"scenario": scenario, "h": step, "data": data, "status": result.status,
            "iterations": result.iterations, "cost": result.cost,
            "observation_mse": result.observation_mse, "impulse_mse": result.impulse_mse,

@@ -133,8 +133,9 @@ def _build_parser() -> argparse.ArgumentParser:
     demo = commands.add_parser(
         "demo", help="simulate a swing-up and calibrate from it (built-in defaults)",
         description="Simulate a 10 s swing-up with config furuta_synthetic (Table G.5, noise "
-        "0.001 rad), then estimate the 13 parameters of paper §4.6 from Table 1's initial "
-        "values (compliance 1e-4) and print truth vs estimate ± std.")
+        "0.001 rad) at the estimation model's hinge compliance (1e-4) and step (0.01 s), then "
+        "estimate the 13 parameters of paper §4.6 from Table 1's initial values and print "
+        "truth vs estimate ± std.")
     demo.add_argument("--output", default="mb_estimation_demo", metavar="DIR",
                       help="output folder (default mb_estimation_demo)")
     demo.add_argument("--duration", type=float, default=10.0, metavar="S",

@@ -42,8 +42,15 @@ def calibrate(config: Config, grids: Sequence[GridData], *, estimate_parameters:
 
     With ``estimate_parameters=False`` only the states (cross-validation, §4.5).
     """
+    problem = estimation_problem(config, grids, estimate_parameters=estimate_parameters)
+    return estimate(problem, solver_settings(config), progress=progress)
+
+
+def estimation_problem(config: Config, grids: Sequence[GridData], *,
+                       estimate_parameters: bool = True) -> EstimationProblem:
+    """The config's rig, values, free parameters and their box, on recordings on the grid."""
     free = tuple(config.free) if estimate_parameters else ()
-    problem = EstimationProblem(
+    return EstimationProblem(
         rig=get_rig(config.rig, config.friction),
         parameters=config.parameters,
         free=free,
@@ -51,7 +58,6 @@ def calibrate(config: Config, grids: Sequence[GridData], *, estimate_parameters:
         upper={name: config.free[name].upper for name in free},
         recordings=tuple(grids),
     )
-    return estimate(problem, solver_settings(config), progress=progress)
 
 
 def method_summary(config: Config) -> dict:
