@@ -17,6 +17,12 @@ Dry friction rows are kept apart: ``Ḡ v_{k+1} + σ λ = w`` with ``|λ| ≤ β
 sign that makes it a box complementarity condition (2.24)-(2.25). Their regularisation is the
 hinge's rotational one, ``σ = (4/h²) ε_rot γ``, and the bound is
 ``β = c_k Σ_{hinge rows} |λ_i|`` (DESIGN §3; with the internal distance r folded into ``c``).
+
+The rows are kept matrix-free: a hinge's Jacobian rows are made of five world vectors (the two
+lever arms, two normals and the axis, :class:`HingeGeometry`), and ``J v`` and ``Jᵀ λ`` are
+computed from them directly (:func:`row_rates`, :func:`row_impulses`). The dense ``J`` the
+forward step needs is the Jacobian of ``v ↦ J v`` (:attr:`ConstraintRows.jacobian`). Inverse
+dynamics and its derivatives never form it, which keeps their forward-mode tangents small.
 """
 
 from __future__ import annotations
@@ -35,39 +41,83 @@ HOLONOMIC_ROWS_PER_HINGE = 5
 
 @jax.tree_util.register_dataclass
 @dataclass(frozen=True)
+class HingeGeometry:
+    """World-frame vectors of one hinge at a configuration, of which its rows are made.
+
+    Attributes:
+        parent_lever, child_lever: ``s_p``, ``s_c``: the anchor relative to each body's centre
+            of mass [m], ``[3]`` (zero for the world).
+        normals: ``[2, 3]`` ``x_a × y_b`` and ``x_a × z_b``: the rotational rows (F.1).
+        axis: the hinge axis ``x_b`` ``[3]``: the viscous, motor and dry friction rows (F.2).
+    """
+
+    parent_lever: jax.Array
+    child_lever: jax.Array
+    normals: jax.Array
+    axis: jax.Array
+
+
+@dataclass(frozen=True)
+class HingeLayout:
+    """The static part of a hinge the rows need: its bodies and which rows it has."""
+
+    parent: int
+    child: int
+    has_motor: bool
+    has_dry_friction: bool
+
+
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True)
 class ConstraintRows:
     """All constraint rows of a system at one state, in the scaled form (*) of the module doc.
 
+    Regular rows, per hinge in order: five holonomic rows, the viscous row, the motor row if
+    it has one. Dry friction rows (one per hinge with dry friction) are kept apart.
+
     Attributes:
-        jacobian: ``[m, 6nb]`` rows ``J_i`` of the regular (non-friction) constraints.
+        geometry: per hinge, the vectors its rows are made of.
         scale: ``[m]`` ``D_i``.
         regularization: ``[m]`` ``S_i``.
         target: ``[m]`` ``e_i``.
-        friction_jacobian: ``[nf, 6nb]`` hinge-axis rows of the dry friction constraints.
         friction_regularization: ``[nf]`` σ.
         friction_bound_coefficient: ``[nf]`` ``c_k`` (μ r, or the Stribeck law (4.1) at ω_k).
-        friction_groups: for each friction row, the indices of its hinge's holonomic rows among
-            the regular rows (static).
+        layout: per hinge, its bodies and rows (static).
+        num_bodies: ``nb`` (static).
     """
 
-    jacobian: jax.Array
+    geometry: tuple[HingeGeometry, ...]
     scale: jax.Array
     regularization: jax.Array
     target: jax.Array
-    friction_jacobian: jax.Array
     friction_regularization: jax.Array
     friction_bound_coefficient: jax.Array
-    friction_groups: tuple[tuple[int, ...], ...] = field(metadata=dict(static=True))
+    layout: tuple[HingeLayout, ...] = field(metadata=dict(static=True))
+    num_bodies: int = field(metadata=dict(static=True))
 
     @property
     def num_friction(self) -> int:
-        return len(self.friction_groups)
+        return sum(hinge.has_dry_friction for hinge in self.layout)
 
+    @property
+    def friction_groups(self) -> tuple[tuple[int, ...], ...]:
+        """For each friction row, the indices of its hinge's holonomic rows among the regular."""
+        groups, first = [], 0
+        for hinge in self.layout:
+            if hinge.has_dry_friction:
+                groups.append(tuple(range(first, first + HOLONOMIC_ROWS_PER_HINGE)))
+            first += HOLONOMIC_ROWS_PER_HINGE + 1 + hinge.has_motor
+        return tuple(groups)
 
-def _place(num_bodies: int, body: int, block):
-    """Scatter an ``[r, 6]`` Jacobian block into the columns of ``body`` of ``[r, 6nb]``."""
-    rows = jnp.zeros((block.shape[0], 6 * num_bodies))
-    return rows.at[:, 6 * body : 6 * body + 6].set(block)
+    @property
+    def jacobian(self):
+        """Dense ``J`` ``[m, 6nb]`` of the regular rows: the Jacobian of :func:`row_rates`."""
+        return jax.jacfwd(lambda v: row_rates(self, v)[0])(jnp.zeros(6 * self.num_bodies))
+
+    @property
+    def friction_jacobian(self):
+        """Dense ``[nf, 6nb]`` hinge-axis rows of the dry friction constraints."""
+        return jax.jacfwd(lambda v: row_rates(self, v)[1])(jnp.zeros(6 * self.num_bodies))
 
 
 def _pose(state: BodyStates, index: int):
@@ -76,12 +126,18 @@ def _pose(state: BodyStates, index: int):
     return state.orientation[index], state.position[index]
 
 
+def _body_velocity(velocity, index: int):
+    """Linear and angular velocity ``[3], [3]`` of body ``index`` in ``[nb, 6]`` (zero: world)."""
+    if index == WORLD:
+        return jnp.zeros(3), jnp.zeros(3)
+    return velocity[index, :3], velocity[index, 3:]
+
+
 def hinge_holonomic(hinge: Hinge, state: BodyStates):
-    """Violation ``g(q)`` (F.1) ``[5]`` and its Jacobian ``G(q)`` ``[5, 6nb]`` with ``ġ = G v``.
+    """Violation ``g(q)`` (F.1) ``[5]`` and the geometry of the hinge's rows.
 
     Rows: the three components of ``anchor_a - anchor_b`` [m], then ``x_a·y_b`` and ``x_a·z_b``.
     """
-    nb = state.num_bodies
     e_p, r_p = _pose(state, hinge.parent)
     e_c, r_c = _pose(state, hinge.child)
     s_p = lie.quat_rotate(e_p, hinge.parent_anchor)
@@ -90,45 +146,91 @@ def hinge_holonomic(hinge: Hinge, state: BodyStates):
     x_a = lie.quat_rotate(frame_a, jnp.array([1.0, 0.0, 0.0]))
     y_b = lie.quat_rotate(frame_b, jnp.array([0.0, 1.0, 0.0]))
     z_b = lie.quat_rotate(frame_b, jnp.array([0.0, 0.0, 1.0]))
+    x_b = lie.quat_rotate(frame_b, jnp.array([1.0, 0.0, 0.0]))
     violation = jnp.concatenate([(r_p + s_p) - (r_c + s_c), jnp.stack([x_a @ y_b, x_a @ z_b])])
+    normals = jnp.stack([jnp.cross(x_a, y_b), jnp.cross(x_a, z_b)])
+    return violation, HingeGeometry(s_p, s_c, normals, x_b)
 
-    n_y = jnp.cross(x_a, y_b)
-    n_z = jnp.cross(x_a, z_b)
-    zero = jnp.zeros(3)
-    child_block = jnp.concatenate(
-        [
-            jnp.concatenate([-jnp.eye(3), lie.skew(s_c)], axis=1),
-            jnp.stack([jnp.concatenate([zero, -n_y]), jnp.concatenate([zero, -n_z])]),
-        ]
-    )
-    jacobian = _place(nb, hinge.child, child_block)
+
+def hinge_rates(hinge: HingeLayout, geometry: HingeGeometry, velocity):
+    """``[G v (5); Ḡ v]`` of one hinge for ``velocity [nb, 6]``: ``ġ`` (F.1) and the axis rate.
+
+    ``ġ_lin = (v_p + ω_p × s_p) - (v_c + ω_c × s_c)``, ``ġ_rot = n · (ω_p - ω_c)`` and
+    ``Ḡ v = x_b · (ω_c - ω_p)`` [m/s, rad/s].
+    """
+    v_p, w_p = _body_velocity(velocity, hinge.parent)
+    v_c, w_c = _body_velocity(velocity, hinge.child)
+    linear = (v_p + jnp.cross(w_p, geometry.parent_lever)) - (
+        v_c + jnp.cross(w_c, geometry.child_lever))
+    relative = w_p - w_c
+    return jnp.concatenate([linear, geometry.normals @ relative, (-relative @ geometry.axis)[None]])
+
+
+def hinge_impulses(hinge: HingeLayout, geometry: HingeGeometry, holonomic, axial, num_bodies):
+    """``Gᵀ λ + Ḡᵀ λ_axis`` ``[nb, 6]``: the generalised impulses of one hinge's rows.
+
+    ``holonomic [5]`` are the multipliers of the rows of :func:`hinge_rates`, ``axial`` the sum
+    of those acting on the axis (viscous, motor, dry friction).
+    """
+    force = holonomic[:3]
+    torque = geometry.normals.T @ holonomic[3:] - axial * geometry.axis
+    child = jnp.concatenate([-force, -jnp.cross(geometry.child_lever, force) - torque])
+    impulses = jnp.zeros((num_bodies, 6)).at[hinge.child].set(child)
     if hinge.parent != WORLD:
-        parent_block = jnp.concatenate(
-            [
-                jnp.concatenate([jnp.eye(3), -lie.skew(s_p)], axis=1),
-                jnp.stack([jnp.concatenate([zero, n_y]), jnp.concatenate([zero, n_z])]),
-            ]
-        )
-        jacobian = jacobian + _place(nb, hinge.parent, parent_block)
-    return violation, jacobian
+        parent = jnp.concatenate([force, jnp.cross(geometry.parent_lever, force) + torque])
+        impulses = impulses.at[hinge.parent].add(parent)
+    return impulses
 
 
-def hinge_axis_row(hinge: Hinge, state: BodyStates):
-    """Row ``Ḡ`` ``[6nb]`` with ``Ḡ v`` = relative angular velocity about ``x_b`` (F.2)."""
-    nb = state.num_bodies
-    _, frame_b = hinge_frames(hinge, state)
-    axis = lie.quat_rotate(frame_b, jnp.array([1.0, 0.0, 0.0]))
-    block = jnp.concatenate([jnp.zeros(3), axis])[None, :]
-    row = _place(nb, hinge.child, block)
-    if hinge.parent != WORLD:
-        row = row - _place(nb, hinge.parent, block)
-    return row[0]
+def row_rates(rows: ConstraintRows, velocity):
+    """``(J v [m], J_F v [nf])``: the rates of the regular and dry friction rows, ``v [6nb]``."""
+    velocity = velocity.reshape(rows.num_bodies, 6)
+    regular, friction = [], []
+    for hinge, geometry in zip(rows.layout, rows.geometry, strict=True):
+        rates = hinge_rates(hinge, geometry, velocity)
+        regular.append(rates[:HOLONOMIC_ROWS_PER_HINGE + 1])
+        if hinge.has_motor:
+            regular.append(rates[-1:])
+        if hinge.has_dry_friction:
+            friction.append(rates[-1:])
+    return jnp.concatenate(regular), jnp.concatenate(friction) if friction else jnp.zeros(0)
+
+
+def row_impulses(rows: ConstraintRows, multipliers, friction_multipliers):
+    """``Jᵀ λ + J_Fᵀ λ_F`` ``[6nb]``: the generalised impulse of all rows' multipliers."""
+    total = jnp.zeros((rows.num_bodies, 6))
+    row, friction_row = 0, 0
+    for hinge, geometry in zip(rows.layout, rows.geometry, strict=True):
+        holonomic = multipliers[row:row + HOLONOMIC_ROWS_PER_HINGE]
+        row += HOLONOMIC_ROWS_PER_HINGE
+        axial = multipliers[row]
+        row += 1
+        if hinge.has_motor:
+            axial = axial + multipliers[row]
+            row += 1
+        if hinge.has_dry_friction:
+            axial = axial + friction_multipliers[friction_row]
+            friction_row += 1
+        total = total + hinge_impulses(hinge, geometry, holonomic, axial, rows.num_bodies)
+    return total.reshape(-1)
 
 
 def holonomic_constraints(system: Multibody, state: BodyStates):
-    """Stacked violation ``g`` ``[5 n_h]`` and Jacobian ``G`` ``[5 n_h, 6nb]`` of all hinges."""
+    """Stacked violation ``g`` ``[5 n_h]`` and dense Jacobian ``G`` ``[5 n_h, 6nb]`` (ġ = G v)."""
     parts = [hinge_holonomic(hinge, state) for hinge in system.hinges]
-    return jnp.concatenate([p[0] for p in parts]), jnp.concatenate([p[1] for p in parts])
+
+    def rates(velocity):
+        velocity = velocity.reshape(state.num_bodies, 6)
+        return jnp.concatenate([
+            hinge_rates(_layout(hinge), geometry, velocity)[:HOLONOMIC_ROWS_PER_HINGE]
+            for hinge, (_, geometry) in zip(system.hinges, parts, strict=True)])
+
+    jacobian = jax.jacfwd(rates)(jnp.zeros(6 * state.num_bodies))
+    return jnp.concatenate([p[0] for p in parts]), jacobian
+
+
+def _layout(hinge: Hinge) -> HingeLayout:
+    return HingeLayout(hinge.parent, hinge.child, hinge.has_motor, hinge.has_dry_friction)
 
 
 def spook_gamma(damping, h):
@@ -142,57 +244,52 @@ def constraint_rows(system: Multibody, state: BodyStates, inputs, h) -> Constrai
     Implements the right-hand sides and regularisation of (2.8)-(2.11), (2.17), (F.2), (F.3);
     ``inputs`` has one entry per motorised hinge, in hinge order.
     """
-    velocity = state.velocity.reshape(-1)
-    jac, scale, reg, target = [], [], [], []
-    friction_jac, friction_reg, friction_coef, friction_groups = [], [], [], []
+    velocity = state.velocity
+    geometries, scale, reg, target = [], [], [], []
+    friction_reg, friction_coef = [], []
     input_index = 0
     for hinge in system.hinges:
         gamma = spook_gamma(hinge.damping, h)
-        violation, g_jac = hinge_holonomic(hinge, state)
+        violation, geometry = hinge_holonomic(hinge, state)
+        rates = hinge_rates(_layout(hinge), geometry, velocity)
         compliance = jnp.concatenate(
             [jnp.full(3, hinge.compliance_linear), jnp.full(2, hinge.compliance_rotational)]
         )
-        first_row = sum(r.shape[0] for r in jac)
-        jac.append(g_jac)
+        geometries.append(geometry)
         scale.append(jnp.ones(HOLONOMIC_ROWS_PER_HINGE))
         reg.append(4.0 / h**2 * compliance * gamma)
-        target.append(-4.0 / h * gamma * violation + gamma * (g_jac @ velocity))
+        target.append(-4.0 / h * gamma * violation + gamma * rates[:HOLONOMIC_ROWS_PER_HINGE])
 
-        axis_row = hinge_axis_row(hinge, state)
-        rate = axis_row @ velocity
-        jac.append(axis_row[None])
+        rate = rates[-1]
         scale.append(jnp.atleast_1d(hinge.viscous * h))
         reg.append(jnp.ones(1))
         target.append(jnp.zeros(1))
         if hinge.has_motor:
             torque_impulse = hinge.motor_gain * inputs[input_index] * h
             input_index += 1
-            jac.append(axis_row[None])
             scale.append(jnp.atleast_1d(hinge.shaft_inertia))
             reg.append(jnp.ones(1))
             target.append(jnp.atleast_1d(hinge.shaft_inertia * rate + torque_impulse))
         if hinge.has_dry_friction:
-            friction_jac.append(axis_row)
             friction_reg.append(4.0 / h**2 * hinge.compliance_rotational * gamma)
             friction_coef.append(
                 hinge.friction_coefficient
                 + hinge.stribeck_delta * jnp.exp(-hinge.stribeck_zeta * rate**2)
             )
-            friction_groups.append(tuple(range(first_row, first_row + HOLONOMIC_ROWS_PER_HINGE)))
-    nb6 = 6 * system.num_bodies
     return ConstraintRows(
-        jacobian=jnp.concatenate(jac),
+        geometry=tuple(geometries),
         scale=jnp.concatenate(scale),
         regularization=jnp.concatenate(reg),
         target=jnp.concatenate(target),
-        friction_jacobian=jnp.stack(friction_jac) if friction_jac else jnp.zeros((0, nb6)),
         friction_regularization=jnp.stack(friction_reg) if friction_reg else jnp.zeros(0),
         friction_bound_coefficient=jnp.stack(friction_coef) if friction_coef else jnp.zeros(0),
-        friction_groups=tuple(friction_groups),
+        layout=tuple(_layout(hinge) for hinge in system.hinges),
+        num_bodies=system.num_bodies,
     )
 
 
 def friction_bounds(rows: ConstraintRows, multipliers):
     """β = c_k Σ |λ_i| over each friction row's hinge rows: the box of the dry friction impulse."""
-    sums = [jnp.sum(jnp.abs(multipliers[jnp.array(group)])) for group in rows.friction_groups]
+    sums = [jnp.sum(jnp.abs(multipliers[group[0]:group[-1] + 1]))
+            for group in rows.friction_groups]
     return rows.friction_bound_coefficient * jnp.stack(sums) if sums else jnp.zeros(0)

@@ -20,9 +20,11 @@ from mb_estimation.multibody.constraints import (
     constraint_rows,
     friction_bounds,
     holonomic_constraints,
+    row_impulses,
+    row_rates,
 )
 from mb_estimation.multibody.state import BodyStates, configuration_boxminus
-from mb_estimation.multibody.system import Multibody, applied_forces, mass_matrix
+from mb_estimation.multibody.system import Multibody, applied_forces, mass_matrix, mass_times
 from mb_estimation.numerics import jax
 
 jnp = jax.numpy
@@ -30,14 +32,13 @@ jnp = jax.numpy
 
 def constraint_impulses(rows: ConstraintRows, next_velocity):
     """Total constraint impulse ``Aᵀλ_A + Bᵀλ_B`` ``[6nb]`` implied by ``v_{k+1}`` (2.30)-(2.31)."""
-    multipliers = (rows.target - rows.scale * (rows.jacobian @ next_velocity)) / rows.regularization
-    impulse = rows.jacobian.T @ multipliers
+    rates, friction_rates = row_rates(rows, next_velocity)
+    multipliers = (rows.target - rows.scale * rates) / rows.regularization
+    friction = jnp.zeros(0)
     if rows.num_friction:
         bound = friction_bounds(rows, multipliers)
-        unconstrained = -(rows.friction_jacobian @ next_velocity) / rows.friction_regularization
-        friction = jnp.clip(unconstrained, -bound, bound)
-        impulse = impulse + rows.friction_jacobian.T @ friction
-    return impulse
+        friction = jnp.clip(-friction_rates / rows.friction_regularization, -bound, bound)
+    return row_impulses(rows, multipliers, friction)
 
 
 def impulse_residuals(
@@ -69,7 +70,6 @@ def impulse_residuals(
     """
     velocity = state.velocity.reshape(-1)
     next_velocity = next_state.velocity.reshape(-1)
-    mass = mass_matrix(system, state)
     rows = constraint_rows(system, state, inputs, h)
     applied = h * applied_forces(system, state)
     config_velocity = (
@@ -77,7 +77,8 @@ def impulse_residuals(
     )
 
     def residual(transition_velocity):
-        return (mass @ (transition_velocity - velocity)
+        change = (transition_velocity - velocity).reshape(state.num_bodies, 6)
+        return (mass_times(system, state, change).reshape(-1)
                 - constraint_impulses(rows, transition_velocity) - applied)
 
     return jnp.concatenate([residual(next_velocity), residual(config_velocity)])

@@ -20,13 +20,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mb_estimation.multibody.constraints import ConstraintRows, constraint_rows, friction_bounds
+from mb_estimation.multibody.constraints import (
+    ConstraintRows,
+    constraint_rows,
+    friction_bounds,
+    row_impulses,
+)
 from mb_estimation.multibody.state import BodyStates, configuration_boxplus, with_velocity
 from mb_estimation.multibody.system import (
     Multibody,
     applied_forces,
     inverse_mass_matrix,
-    mass_matrix,
+    mass_times,
 )
 from mb_estimation.numerics import jax
 
@@ -140,13 +145,12 @@ def spook_step(system: Multibody, state: BodyStates, inputs, h):
         ``(x_{k+1}, StepSolution)``.
     """
     rows = constraint_rows(system, state, inputs, h)
-    momentum = mass_matrix(system, state) @ state.velocity.reshape(-1) + h * applied_forces(
+    momentum = mass_times(system, state, state.velocity).reshape(-1) + h * applied_forces(
         system, state
     )
     inverse_mass = inverse_mass_matrix(system, state)
     solution = solve_multipliers(rows, inverse_mass, momentum)
-    impulse = rows.jacobian.T @ solution.multipliers
-    impulse = impulse + rows.friction_jacobian.T @ solution.friction_multipliers
+    impulse = row_impulses(rows, solution.multipliers, solution.friction_multipliers)
     velocity = (inverse_mass @ (momentum + impulse)).reshape(state.num_bodies, 6)
     moved = configuration_boxplus(state, h * velocity)
     return with_velocity(moved, velocity), solution

@@ -101,20 +101,27 @@ class Multibody:
         return sum(1 for hinge in self.hinges if hinge.has_motor)
 
 
-def world_inertia(system: Multibody, orientation):
-    """World-frame inertia tensors ``J = R J_body Rᵀ`` (2.3), ``[nb, 3, 3]`` [kg m^2]."""
-    rotation = lie.quat_to_matrix(orientation)
-    return rotation @ (system.bodies.inertia[:, :, None] * jnp.swapaxes(rotation, -1, -2))
+def world_inertia_times(system: Multibody, orientation, omega):
+    """``J(q) ω = R (J_body ⊙ Rᵀ ω)`` (2.3) per body, ``[nb, 3]`` [kg m²/s], without forming J."""
+    body_omega = lie.quat_rotate(lie.quat_conjugate(orientation), omega)
+    return lie.quat_rotate(orientation, system.bodies.inertia * body_omega)
+
+
+def mass_times(system: Multibody, state: BodyStates, velocity):
+    """``M(q) v`` (2.3)-(2.4) for a generalised velocity ``[nb, 6]``: ``[m v; J(q) ω]``."""
+    linear = system.bodies.mass[:, None] * velocity[:, :3]
+    angular = world_inertia_times(system, state.orientation, velocity[:, 3:])
+    return jnp.concatenate([linear, angular], axis=-1)
 
 
 def mass_matrix(system: Multibody, state: BodyStates):
     """Block-diagonal mass matrix ``M(q) = diag(m_i I, J_i(q))`` (2.3)-(2.4), ``[6nb, 6nb]``."""
     nb = system.num_bodies
-    inertia = world_inertia(system, state.orientation)
-    blocks = jnp.zeros((nb, 6, 6))
-    blocks = blocks.at[:, :3, :3].set(system.bodies.mass[:, None, None] * jnp.eye(3))
-    blocks = blocks.at[:, 3:, 3:].set(inertia)
-    return jax.scipy.linalg.block_diag(*blocks)
+
+    def times(velocity):
+        return mass_times(system, state, velocity.reshape(nb, 6)).reshape(-1)
+
+    return jax.jacfwd(times)(jnp.zeros(6 * nb))
 
 
 def inverse_mass_matrix(system: Multibody, state: BodyStates):
@@ -132,9 +139,8 @@ def inverse_mass_matrix(system: Multibody, state: BodyStates):
 
 def applied_forces(system: Multibody, state: BodyStates):
     """Gravity and fictitious forces ``f + f_g`` (2.3): ``[m g; -ω × J ω]`` per body, ``[6nb]``."""
-    inertia = world_inertia(system, state.orientation)
     omega = state.angular_velocity
-    gyroscopic = -jnp.cross(omega, jnp.einsum("bij,bj->bi", inertia, omega))
+    gyroscopic = -jnp.cross(omega, world_inertia_times(system, state.orientation, omega))
     gravity = system.bodies.mass[:, None] * system.gravity
     return jnp.concatenate([gravity, gyroscopic], axis=-1).reshape(-1)
 
@@ -145,10 +151,9 @@ def energy(system: Multibody, state: BodyStates):
     The kinetic part includes each motor shaft's ``½ J_shaft θ̇²`` (F.3): the shaft inertia is
     part of the model although it belongs to no body.
     """
-    inertia = world_inertia(system, state.orientation)
     omega = state.angular_velocity
     kinetic = 0.5 * jnp.sum(system.bodies.mass * jnp.sum(state.linear_velocity**2, axis=-1))
-    kinetic += 0.5 * jnp.sum(jnp.einsum("bi,bij,bj->b", omega, inertia, omega))
+    kinetic += 0.5 * jnp.sum(omega * world_inertia_times(system, state.orientation, omega))
     for hinge in system.hinges:
         if hinge.has_motor:
             kinetic += 0.5 * hinge.shaft_inertia * hinge_rate(hinge, state) ** 2
