@@ -7,6 +7,7 @@ line ``mb-estimation: error: …`` on stderr and a non-zero exit status, never a
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -334,10 +335,38 @@ def _simulate(args) -> int:
     return 0
 
 
+CACHE_ENVIRONMENT_VARIABLE = "MB_ESTIMATION_CACHE_DIR"
+
+
+def compilation_cache_dir() -> Path | None:
+    """Where compiled XLA code is kept between runs, or None when switched off.
+
+    ``$MB_ESTIMATION_CACHE_DIR`` if set (empty: off), else ``$XDG_CACHE_HOME/mb_estimation/xla``
+    (``~/.cache/mb_estimation/xla``). Compiling the estimator for a recording length takes
+    tens of seconds; with the cache a second run on recordings of the same lengths skips it.
+    """
+    configured = os.environ.get(CACHE_ENVIRONMENT_VARIABLE)
+    if configured is not None:
+        return Path(configured) if configured.strip() else None
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "mb_estimation" / "xla"
+
+
+def _enable_compilation_cache() -> None:
+    directory = compilation_cache_dir()
+    if directory is None:
+        return
+    from mb_estimation.numerics import jax
+
+    jax.config.update("jax_compilation_cache_dir", str(directory))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``mb-estimation``; returns the exit status."""
     parser = _build_parser()
     args = parser.parse_args(argv)
+    _enable_compilation_cache()
     from mb_estimation.io.bags import BagError
     from mb_estimation.io.config import ConfigError
 

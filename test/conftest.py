@@ -1,11 +1,16 @@
 """Shared pytest fixtures."""
 
+import os
 from pathlib import Path
 
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA_DIR = REPO_ROOT.parent / "shared" / "data"
+
+# Commands run in-process by the tests keep no compiled code on disk (hermetic runs); compiled
+# functions are still shared within the session.
+os.environ["MB_ESTIMATION_CACHE_DIR"] = ""
 
 
 @pytest.fixture(scope="session")

@@ -39,3 +39,24 @@ def test_calibrate_missing_bag_is_one_line(tmp_path, capsys):
     assert main(["calibrate", str(tmp_path / "nope"), "--config", "furuta",
                  "--output", str(tmp_path / "o")]) == 2
     assert capsys.readouterr().err.strip().endswith("no such bag")
+
+
+def test_simulate_overwrite_replaces_its_own_output(tmp_path):
+    bag = tmp_path / "bag"
+    arguments = ["simulate", "release", "--config", "furuta_synthetic", "--output", str(bag),
+                 "--duration", "0.05", "--dt", "1e-3"]
+    assert main(arguments) == 0 and (bag / "ground_truth.yaml").exists()
+    assert main(arguments) == 2  # exists, no --overwrite
+    assert main([*arguments, "--overwrite"]) == 0
+
+
+def test_compilation_cache_dir_follows_the_environment(monkeypatch, tmp_path):
+    from mb_estimation.cli import compilation_cache_dir
+
+    monkeypatch.setenv("MB_ESTIMATION_CACHE_DIR", str(tmp_path / "xla"))
+    assert compilation_cache_dir() == tmp_path / "xla"
+    monkeypatch.setenv("MB_ESTIMATION_CACHE_DIR", "")
+    assert compilation_cache_dir() is None
+    monkeypatch.delenv("MB_ESTIMATION_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert compilation_cache_dir() == tmp_path / "cache" / "mb_estimation" / "xla"

@@ -15,7 +15,12 @@ from mb_estimation.estimation.linear_algebra import (
     solve_box_qp,
     state_step,
 )
-from mb_estimation.estimation.parameters import FreeParameters, parameters_boxplus
+from mb_estimation.estimation.parameters import (
+    FreeParameters,
+    clip_to_box,
+    parameters_boxplus,
+    tangent_bounds,
+)
 from mb_estimation.estimation.residuals import (
     Linearization,
     ModelStructure,
@@ -23,7 +28,7 @@ from mb_estimation.estimation.residuals import (
     linearize,
     recording_residuals,
 )
-from mb_estimation.estimation.solver import _initial_states
+from mb_estimation.estimation.solver import states_from_angles
 from mb_estimation.io.config import apply_overrides, load_config
 from mb_estimation.multibody import state_boxplus
 from mb_estimation.numerics import jax
@@ -108,6 +113,17 @@ def test_box_qp_is_exact_against_enumerated_active_sets():
         np.testing.assert_allclose(solution, best, atol=1e-7)
 
 
+def test_a_step_to_the_lower_bound_stays_in_the_box():
+    free = FreeParameters(("J_Azz", "tilt"), ("scalar", "quaternion"))
+    values = {"J_Azz": jnp.asarray(0.0037), "tilt": jnp.array([1.0, 0.0, 0.0, 0.0])}
+    low, _ = tangent_bounds(free, values, {"J_Azz": 1e-12}, {"J_Azz": 1.0})
+    moved = parameters_boxplus(free, values, jnp.asarray([low[0], 0.0, 0.0, 0.1]))
+    assert float(moved["J_Azz"]) < 1e-12  # round-off: 0.0037 + (1e-12 - 0.0037)
+    clipped = clip_to_box(free, moved, {"J_Azz": 1e-12}, {"J_Azz": 1.0})
+    assert float(clipped["J_Azz"]) == 1e-12
+    np.testing.assert_array_equal(clipped["tilt"], moved["tilt"])
+
+
 def test_covariance_reduces_to_inverse_information_and_flags_blind_directions():
     rng = np.random.default_rng(2)
     factor = rng.standard_normal((3, 3))
@@ -181,7 +197,7 @@ def test_jacobian_blocks_match_finite_differences(furuta_case):
     structure = ModelStructure(rig, free)
     data = StepData(jnp.asarray(grid.measured_angles[:12]), jnp.asarray(grid.inputs[:11]),
                     jnp.asarray(grid.observed[:12]), jnp.asarray(STEP), jnp.asarray(10.0))
-    states = _initial_states(structure, fixed, free_values,
+    states = states_from_angles(structure, fixed, free_values,
                              jnp.asarray(grid.filtered_angles[:12]), jnp.asarray(STEP))
     lin = linearize(structure, fixed, free_values, states, data)
     n = states.position.shape[0]

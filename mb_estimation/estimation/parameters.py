@@ -70,6 +70,21 @@ def parameters_boxplus(free: FreeParameters, values: Mapping[str, jax.Array], de
     return out
 
 
+def clip_to_box(free: FreeParameters, values: Mapping[str, jax.Array],
+                lower: Mapping[str, float], upper: Mapping[str, float]) -> dict:
+    """Scalars clipped to their box ``[lower, upper]``, quaternions unchanged.
+
+    ``χ ⊞ δχ`` with ``δχ`` at a bound of :func:`tangent_bounds` lands on the box edge only up
+    to round-off (``value + (lower - value)`` may be below ``lower``); the estimate must not
+    leave the box, or writing and re-reading it would fail validation.
+    """
+    out = dict(values)
+    for name, kind in zip(free.names, free.kinds, strict=False):
+        if kind == "scalar":
+            out[name] = jnp.clip(values[name], float(lower[name]), float(upper[name]))
+    return out
+
+
 def tangent_bounds(free: FreeParameters, values: Mapping[str, object], lower: Mapping[str, float],
                    upper: Mapping[str, float]) -> tuple[np.ndarray, np.ndarray]:
     """Bounds on ``δχ`` keeping ``χ ⊞ δχ`` in the box; quaternion directions are unbounded."""

@@ -37,6 +37,7 @@ from mb_estimation.estimation.linear_algebra import (
 )
 from mb_estimation.estimation.parameters import (
     FreeParameters,
+    clip_to_box,
     parameters_boxplus,
     tangent_bounds,
 )
@@ -133,7 +134,7 @@ class _Compiler:
         return executable(*args)
 
 
-def _initial_states(structure: ModelStructure, fixed, free_values, filtered_angles, dt):
+def states_from_angles(structure: ModelStructure, fixed, free_values, filtered_angles, dt):
     """States from filtered angles (§4.4): zero-violation configurations, velocities (4.3)."""
     system = structure.system(fixed, free_values)
     zero_rates = jnp.zeros(filtered_angles.shape[1])
@@ -223,7 +224,7 @@ def estimate(problem: EstimationProblem, settings: SolverSettings = SolverSettin
         for r in problem.recordings
     ]
     if initial_states is None:
-        states = [compiler(_initial_states, structure, fixed, free_values,
+        states = [compiler(states_from_angles, structure, fixed, free_values,
                            jnp.asarray(r.filtered_angles), jnp.asarray(r.dt))
                   for r in problem.recordings]
     else:
@@ -299,7 +300,8 @@ def estimate(problem: EstimationProblem, settings: SolverSettings = SolverSettin
             accepted = False
             if parameter_step is not None:
                 delta = jnp.asarray(parameter_step)
-                trial_values = parameters_boxplus(free, free_values, delta)
+                trial_values = clip_to_box(free, parameters_boxplus(free, free_values, delta),
+                                           problem.lower, problem.upper)
                 trials = [compiler(_propose, structure, fixed, trial_values, x, d, lin, e, delta)
                           for x, d, lin, e in zip(states, datas, lins, eliminations, strict=False)]
                 trial_residuals = [np.asarray(t[1]) for t in trials]

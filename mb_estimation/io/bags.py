@@ -169,10 +169,15 @@ def _check_topic(topic: Any, name: str) -> str:
 
 
 def _looks_like_bag_dir(path: Path) -> bool:
-    """True for an empty directory or one holding only rosbag2 files (safe to replace)."""
+    """True for an empty directory or one holding only rosbag2 files (safe to replace).
+
+    ``ground_truth.yaml`` counts as a bag file: ``mb-estimation simulate`` writes it beside the
+    recording, and a second run to the same folder must be able to replace both.
+    """
     suffixes = (".db3", ".mcap", ".zstd", ".db3-wal", ".db3-shm", ".db3-journal")
+    names = ("metadata.yaml", "ground_truth.yaml")
     for entry in path.iterdir():
-        if entry.is_dir() or not (entry.name == "metadata.yaml" or entry.name.endswith(suffixes)):
+        if entry.is_dir() or not (entry.name in names or entry.name.endswith(suffixes)):
             return False
     return True
 
