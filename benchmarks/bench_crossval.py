@@ -21,9 +21,10 @@ import json
 import time
 
 import numpy as np
+from bench_monte_carlo import configs  # truth and fit configs, the "model" data
 
 from mb_estimation import pipeline
-from mb_estimation.io.config import apply_overrides, builtin_config_path, load_config
+from mb_estimation.io.config import apply_overrides
 from mb_estimation.rigs import get_rig
 from mb_estimation.signals import Recording
 from mb_estimation.simulation import simulate_recording
@@ -32,17 +33,6 @@ SCENARIOS = ("release", "swingup", "pulse", "multisine")
 GRID_STEP = 0.01  # h [s]
 DURATION_S = 10.0
 NOISE_RAD = 1e-3
-COMPLIANCE = 1e-4
-
-
-def configs():
-    """The truth config and the fit config (furuta.yaml's free set and values, ε = 1e-4)."""
-    truth = apply_overrides(load_config(builtin_config_path("furuta_synthetic")),
-                            compliance=COMPLIANCE)
-    real = load_config(builtin_config_path("furuta"))
-    fit = apply_overrides(truth, free=list(real.free),
-                          set_values={name: real.parameters[name] for name in real.free})
-    return truth, fit
 
 
 def recording(truth, scenario: str):
@@ -65,7 +55,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", metavar="FILE")
     args = parser.parse_args()
-    truth, fit = configs()
+    truth, fit = configs("model")
     started = time.perf_counter()
     grids = {name: recording(truth, name) for name in SCENARIOS}
     initial = {name: fit.parameters[name] for name in fit.free}

@@ -40,6 +40,7 @@ for _variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import numpy as np  # noqa: E402
 import scipy  # noqa: E402
+from bench_monte_carlo import configs  # noqa: E402  (truth and fit configs per --data)
 from scipy.optimize import least_squares  # noqa: E402
 from scipy.sparse import csr_matrix  # noqa: E402
 
@@ -57,7 +58,6 @@ from mb_estimation.estimation.residuals import (  # noqa: E402
     recording_residuals,
 )
 from mb_estimation.estimation.solver import states_from_angles  # noqa: E402
-from mb_estimation.io.config import apply_overrides, builtin_config_path, load_config  # noqa: E402
 from mb_estimation.multibody import state_boxplus  # noqa: E402
 from mb_estimation.numerics import jax  # noqa: E402
 from mb_estimation.pipeline import estimation_problem  # noqa: E402
@@ -72,26 +72,13 @@ RATE_HZ = 1000.0
 NOISE_RAD = 1e-3
 SEED = 0
 GRID_STEP = 0.01  # h [s]
-COMPLIANCE = 1e-4
 SETTINGS = SolverSettings(kappa=100.0, max_iterations=20, gradient_tolerance=10.0,
                           step_tolerance=1e-6)  # the paper's (§4.6)
 
 
-def fit_config(data: str):
-    """The truth config and the fit config: furuta.yaml's free set and initial values, ε = 1e-4."""
-    truth = load_config(builtin_config_path("furuta_synthetic"))
-    if data == "model":
-        truth = apply_overrides(truth, compliance=COMPLIANCE)
-    real = load_config(builtin_config_path("furuta"))
-    fit = apply_overrides(truth, free=list(real.free),
-                          set_values={name: real.parameters[name] for name in real.free},
-                          compliance=COMPLIANCE)
-    return truth, fit
-
-
 def swingup_problem(duration_s: float, data: str = "model") -> EstimationProblem:
     """The swing-up problem with ``duration_s`` seconds of simulated data."""
-    truth, fit = fit_config(data)
+    truth, fit = configs(data)
     simulated = simulate_recording(get_rig("furuta"), truth.parameters, "swingup",
                                    duration_s=duration_s, dt=SIMULATION_STEP[data],
                                    rate_hz=RATE_HZ, noise_rad=NOISE_RAD, seed=SEED)
@@ -306,7 +293,7 @@ def main() -> None:
     duration = 3.0 if args.quick else 10.0
     durations = (2.0, 4.0, 8.0) if args.quick else (10.0, 30.0, 100.0)
 
-    truth, fit = fit_config(args.data)
+    truth, fit = configs(args.data)
     problem = swingup_problem(duration, args.data)
     num_steps = problem.recordings[0].num_steps
     first, ours, total_s = time_ours(problem)

@@ -27,7 +27,7 @@ import numpy as np
 
 from mb_estimation.estimation import SolverSettings, estimate
 from mb_estimation.io.config import apply_overrides, builtin_config_path, load_config
-from mb_estimation.pipeline import estimation_problem
+from mb_estimation.pipeline import estimation_problem, starting_from
 from mb_estimation.rigs import get_rig
 from mb_estimation.signals import Recording, prepare_recording
 from mb_estimation.simulation import simulate_recording
@@ -45,10 +45,8 @@ def configs(data: str):
     truth = load_config(builtin_config_path("furuta_synthetic"))
     if data == "model":
         truth = apply_overrides(truth, compliance=COMPLIANCE)
-    real = load_config(builtin_config_path("furuta"))
-    fit = apply_overrides(truth, free=list(real.free),
-                          set_values={name: real.parameters[name] for name in real.free},
-                          compliance=COMPLIANCE)
+    initial = load_config(builtin_config_path("furuta"))
+    fit = apply_overrides(starting_from(truth, initial), compliance=COMPLIANCE)
     return truth, fit
 
 

@@ -243,6 +243,7 @@ def _crossval(args) -> int:
 
 
 def _demo(args) -> int:
+    from mb_estimation import pipeline
     from mb_estimation.io.config import apply_overrides, load_config
 
     output = Path(args.output)
@@ -261,9 +262,7 @@ def _demo(args) -> int:
         scenario="swingup", config="furuta_synthetic", set_values=None, compliance=compliance,
         output=str(bag), duration=args.duration, rate=1.0 / step, dt=step, noise=None, seed=0,
         encoder_counts=None, storage="sqlite3", overwrite=True))
-    free = list(initial.free)
-    config = apply_overrides(truth, free=free,
-                             set_values={name: initial.parameters[name] for name in free})
+    config = pipeline.starting_from(truth, initial)
     print("2/2 calibrating from Table 1's initial values (config furuta)")
     _run_calibration(config, [bag], args, output, truth.parameters)
     return 0

@@ -15,7 +15,7 @@ from mb_estimation.estimation import (
     SolverSettings,
     estimate,
 )
-from mb_estimation.io.config import Config
+from mb_estimation.io.config import Config, apply_overrides
 from mb_estimation.rigs import get_rig
 from mb_estimation.signals import GridData, Recording, prepare_recording
 
@@ -44,6 +44,16 @@ def calibrate(config: Config, grids: Sequence[GridData], *, estimate_parameters:
     """
     problem = estimation_problem(config, grids, estimate_parameters=estimate_parameters)
     return estimate(problem, solver_settings(config), progress=progress)
+
+
+def starting_from(config: Config, initial: Config) -> Config:
+    """``config`` with ``initial``'s free parameters, started from ``initial``'s values.
+
+    E.g. the synthetic rig (the truth) fitted from ``furuta.yaml``'s Table 1 values.
+    """
+    free = list(initial.free)
+    return apply_overrides(config, free=free,
+                           set_values={name: initial.parameters[name] for name in free})
 
 
 def estimation_problem(config: Config, grids: Sequence[GridData], *,

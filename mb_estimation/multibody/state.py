@@ -70,8 +70,17 @@ def configuration_boxminus(a: BodyStates, b: BodyStates, *, exact: bool = True):
 
 def state_boxplus(state: BodyStates, delta) -> BodyStates:
     """``x ⊞ δ`` on the tangent bundle with ``δ [..., nb, 12] = [δr, δψ, δv, δω]``."""
-    moved = configuration_boxplus(state, delta[..., :6])
-    return with_velocity(moved, state.velocity + delta[..., 6:])
+    return state_boxplus_parts(state, delta[..., :6], delta[..., 6:])
+
+
+def state_boxplus_parts(state: BodyStates, delta_configuration, delta_velocity) -> BodyStates:
+    """:func:`state_boxplus` with ``δ``'s two parts given apart.
+
+    ``delta_configuration = [δr, δψ]`` and ``delta_velocity = [δv, δω]``, ``[..., nb, 6]`` each:
+    a forward pass over one part then sees the other as a constant.
+    """
+    moved = configuration_boxplus(state, delta_configuration)
+    return with_velocity(moved, state.velocity + delta_velocity)
 
 
 def state_boxminus(a: BodyStates, b: BodyStates, *, exact: bool = True):
