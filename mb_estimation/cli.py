@@ -112,7 +112,9 @@ def _build_parser() -> argparse.ArgumentParser:
         "dynamics and observation residuals) from one or several bags: one parameter vector, "
         "separate states per bag. Writes parameters.yaml, ros_parameters.yaml and states.csv "
         "into --output.")
-    calibrate.add_argument("bags", nargs="+", metavar="BAG", help="rosbag2 folder(s)")
+    calibrate.add_argument("bags", nargs="+", metavar="BAG",
+                           help="rosbag2 folder(s) or .db3/.mcap files, or PlotJuggler CSV "
+                           "exports")
     _add_config_options(calibrate)
     _add_method_options(calibrate)
     calibrate.add_argument("--output", required=True, metavar="DIR", help="output folder")
@@ -123,7 +125,9 @@ def _build_parser() -> argparse.ArgumentParser:
         description="Cross-validation (paper §4.5): with the parameters fixed, estimate only "
         "the states of each recording; its MSE is the score. Writes crossval.yaml with "
         "--output.")
-    crossval.add_argument("bags", nargs="+", metavar="BAG", help="rosbag2 folder(s)")
+    crossval.add_argument("bags", nargs="+", metavar="BAG",
+                          help="rosbag2 folder(s) or .db3/.mcap files, or PlotJuggler CSV "
+                          "exports")
     _add_config_options(crossval)
     _add_method_options(crossval)
     crossval.add_argument("--parameters", metavar="FILE",
@@ -160,7 +164,8 @@ def _progress(args):
 def _check_bags(paths):
     for path in paths:
         if not Path(path).exists():
-            raise UserError(f"{path}: no such bag")
+            raise UserError(f"{path}: no such recording (a bag folder, .db3/.mcap file or "
+                            "PlotJuggler .csv export)")
 
 
 def _print_parameters(result, truth=None):
@@ -179,6 +184,18 @@ def _print_parameters(result, truth=None):
         print(line)
 
 
+def _print_notes(recordings, grids):
+    """Say what reading did to each recording (stamps, dropped samples, gaps, trimming)."""
+    for recording, grid in zip(recordings, grids, strict=True):
+        notes = list(recording.notes)
+        unobserved = int(len(grid.observed) - grid.observed.sum())
+        if unobserved:
+            notes.append(f"{unobserved} of {len(grid.observed)} estimation steps fall in gaps "
+                         "between samples: bridged, without observations")
+        for note in notes:
+            print(f"note: {recording.name}: {note}")
+
+
 def _run_calibration(config, bags, args, output: Path, truth=None):
     """Read, prepare, estimate, write the outputs and print the summary."""
     from mb_estimation import pipeline
@@ -188,6 +205,7 @@ def _run_calibration(config, bags, args, output: Path, truth=None):
     recordings = [read_recording(path, config) for path in bags]
     grids = pipeline.prepare(config, recordings, start_s=getattr(args, "start", None),
                              end_s=getattr(args, "end", None))
+    _print_notes(recordings, grids)
     steps = sum(g.num_steps for g in grids)
     if not getattr(args, "quiet", False):
         print(f"calibrating {len(config.free)} parameters ({', '.join(config.free)}) and the "

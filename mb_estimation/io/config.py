@@ -193,6 +193,9 @@ class RecordingSettings:
     voltage_index: int = 0  # index into Float64MultiArray data
     voltage_joint: str | None = None  # JointState voltage: joint whose effort holds it
     stamp_source: str = "auto"  # auto | header | receive
+    # Input for recordings without a voltage topic: ((t [s], value), ...) held from each t on,
+    # t counted from the first joint-state sample; the voltage topic is then not read.
+    voltage_script: tuple[tuple[float, float], ...] | None = None
 
     @classmethod
     def for_rig(cls, rig: RigSpec) -> RecordingSettings:
@@ -261,6 +264,8 @@ class Config:
         recording["joints"] = {
             joint: dataclasses.asdict(mapping) for joint, mapping in self.recording.joints.items()
         }
+        if self.recording.voltage_script is not None:
+            recording["voltage_script"] = [list(pair) for pair in self.recording.voltage_script]
         data["recording"] = recording
         return data
 
@@ -704,6 +709,9 @@ def _parse_recording(raw: Any, rig: RigSpec, source: str) -> RecordingSettings:
     if raw.get("stamp_source") is not None:
         stamp_source = _choice(raw["stamp_source"], STAMP_SOURCES, source,
                                "recording.stamp_source", "stamp source")
+    voltage_script = None
+    if raw.get("voltage_script") is not None:
+        voltage_script = _parse_voltage_script(raw["voltage_script"], source)
     return RecordingSettings(
         joint_states_topic=text("joint_states_topic"),
         joints=joints,
@@ -712,7 +720,29 @@ def _parse_recording(raw: Any, rig: RigSpec, source: str) -> RecordingSettings:
         voltage_index=voltage_index,
         voltage_joint=voltage_joint,
         stamp_source=stamp_source,
+        voltage_script=voltage_script,
     )
+
+
+def _parse_voltage_script(raw: Any, source: str) -> tuple[tuple[float, float], ...]:
+    key = "recording.voltage_script"
+    example = "a list of [time_s, value] pairs, e.g. [[0.0, 0.43]] for a constant input"
+    if _is_number(raw):
+        return ((0.0, float(raw)),)
+    if not isinstance(raw, list) or not raw:
+        _fail(source, key, f"must be a number or {example}, got {_describe(raw)}")
+    pairs = []
+    for k, pair in enumerate(raw):
+        if not (isinstance(pair, list) and len(pair) == 2 and all(map(_is_number, pair))):
+            _fail(source, f"{key}[{k}]", f"must be a [time_s, value] pair of numbers, got "
+                                         f"{_describe(pair)}")
+        pairs.append((float(pair[0]), float(pair[1])))
+    times = [t for t, _ in pairs]
+    if any(b <= a for a, b in zip(times[:-1], times[1:], strict=True)):
+        _fail(source, key, f"times must increase, got {times}")
+    if not all(math.isfinite(v) for pair in pairs for v in pair):
+        _fail(source, key, "times and values must be finite")
+    return tuple(pairs)
 
 
 # --------------------------------------------------------------------------------------------

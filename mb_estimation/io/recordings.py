@@ -1,8 +1,19 @@
-"""Recordings from rosbag2 bags, in model conventions (DESIGN §5).
+"""Recordings from rosbag2 bags and PlotJuggler CSV exports, in model conventions (DESIGN §5).
 
-This reads what ``mb-estimation simulate`` and a well-behaved driver write: joint states with
-header stamps, the voltage as std_msgs/Float64 or Float64MultiArray (log time) or as a joint's
-effort entry, joints mapped with offset and sign from the config.
+Everything a real driver does is handled here from the config's ``recording`` section alone:
+
+* joints mapped to the rig's joints by name, with offset and sign; topics with or without a
+  leading slash;
+* the voltage from a std_msgs/Float64 or Float64MultiArray topic (receive time; held from each
+  message to the next), from a joint's effort entry, or scripted in the config
+  (``voltage_script``) for recordings without one; driver velocities are not used;
+* time from the header stamps or the receive times (``stamp_source``; ``auto`` takes the stamps
+  unless they fail a sanity check, and says why);
+* non-finite samples dropped and counted; samples sorted by time, exact duplicates dropped
+  (gaps are left to :func:`mb_estimation.signals.prepare_recording`, which bridges them).
+
+Times in the returned :class:`Recording` count from its first joint-state sample. What was done
+to the data is listed in ``Recording.notes``.
 """
 
 from __future__ import annotations
@@ -12,41 +23,151 @@ from pathlib import Path
 import numpy as np
 
 from mb_estimation.io.bags import BagError, read_float64, read_joint_states
-from mb_estimation.io.config import Config
+from mb_estimation.io.config import Config, RecordingSettings
+from mb_estimation.io.plotjuggler import PlotJugglerCsv
 from mb_estimation.rigs.parameters import RIGS
 from mb_estimation.signals import Recording
 
 _NS = 1e-9
+# Header stamps and receive times further apart than this [s] are on different clocks.
+CLOCK_MISMATCH_S = 1.0
 
 
 def read_recording(path: str | Path, config: Config) -> Recording:
-    """The recording in bag ``path`` as the config's rig sees it.
+    """The recording at ``path`` as the config's rig sees it.
 
-    Times are seconds on the bag's clock. Raises :class:`BagError` naming what is missing.
+    ``path`` is a bag folder, a ``.db3``/``.mcap`` file or a PlotJuggler ``.csv`` export.
+    Raises :class:`BagError` with one line naming what is wrong.
     """
     settings = config.recording
-    rig = RIGS[config.rig]
-    states = read_joint_states(path, settings.joint_states_topic)
-    names = states["names"]
-    angles = []
+    path = Path(path)
+    needs_voltage = bool(RIGS[config.rig].inputs) and settings.voltage_script is None
+    voltage_topic = (needs_voltage and settings.voltage_type != "sensor_msgs/msg/JointState")
+    if path.suffix.lower() == ".csv":
+        export = PlotJugglerCsv(path)
+        joints = export.joint_states(settings.joint_states_topic)
+        voltage = (export.float64(settings.voltage_topic, settings.voltage_index)
+                   if voltage_topic else None)
+    else:
+        joints = read_joint_states(path, settings.joint_states_topic)
+        voltage = None
+        if voltage_topic:
+            try:
+                voltage = read_float64(path, settings.voltage_topic, settings.voltage_index)
+            except BagError as error:
+                if "not in bag" not in str(error):
+                    raise
+                raise BagError(f"{error}. No voltage topic? Give the input as "
+                               "recording.voltage_script in the config") from None
+    return assemble_recording(str(path), joints, voltage, settings, RIGS[config.rig])
+
+
+def choose_stamps(header_ns, receive_ns, source: str, *, shared_with_receive_clock: bool):
+    """Sample times [ns] from header stamps or receive times, and a note (or None) on the choice.
+
+    ``auto`` takes the header stamps unless they are missing or zero, span a very different
+    time than the receive times (a stamp that is not a clock), or — when other data is stamped
+    with receive times (``shared_with_receive_clock``) — run on another clock than the receive
+    times (sim time in a wall-clock bag).
+    """
+    if source == "receive":
+        return receive_ns, None
+    if header_ns is None:
+        if source == "header":
+            raise BagError("stamp_source is 'header' but the recording has no header stamps")
+        return receive_ns, "no header stamps in the recording: using receive times"
+    if source == "header":
+        return header_ns, None
+    problems = []
+    if np.any(header_ns <= 0):
+        problems.append(f"{int(np.sum(header_ns <= 0))} zero stamps")
+    span_header, span_receive = np.ptp(header_ns) * _NS, np.ptp(receive_ns) * _NS
+    if not 0.5 * span_receive <= span_header <= 2.0 * span_receive:
+        problems.append(f"they span {span_header:.3g} s against {span_receive:.3g} s of "
+                        "receive time")
+    offset_s = float(np.median(receive_ns - header_ns)) * _NS
+    if shared_with_receive_clock and abs(offset_s) > CLOCK_MISMATCH_S:
+        problems.append(f"they run {offset_s:.3g} s away from the receive times the voltage "
+                        "is stamped with")
+    if problems:
+        return receive_ns, ("header stamps fail the sanity check (" + "; ".join(problems)
+                            + "): using receive times")
+    return header_ns, None
+
+
+def _finite_rows(name: str, what: str, time_s, values, notes: list[str]):
+    """Drop samples with a non-finite value; all of them non-finite is an error."""
+    keep = np.all(np.isfinite(values.reshape(len(values), -1)), axis=1) & np.isfinite(time_s)
+    dropped = int(np.sum(~keep))
+    if dropped == len(keep):
+        raise BagError(f"{name}: all {len(keep)} {what} samples are NaN or infinite")
+    if dropped:
+        notes.append(f"dropped {dropped} of {len(keep)} {what} samples with non-finite values")
+    return time_s[keep], values[keep]
+
+
+def _sorted_without_duplicates(what: str, time_s, values, notes: list[str]):
+    order = np.argsort(time_s, kind="stable")
+    if np.any(np.diff(order) < 0):
+        notes.append(f"{int(np.sum(np.diff(time_s) < 0))} {what} samples out of order: sorted")
+    time_s, values = time_s[order], values[order]
+    keep = np.concatenate([[True], np.diff(time_s) > 0])
+    if not np.all(keep):
+        notes.append(f"dropped {int(np.sum(~keep))} {what} samples with a repeated time stamp")
+    return time_s[keep], values[keep]
+
+
+def assemble_recording(name: str, joints: dict, voltage, settings: RecordingSettings,
+                       rig) -> Recording:
+    """A :class:`Recording` from raw samples, following ``settings``. Pure (no I/O).
+
+    ``joints`` is laid out as :func:`~mb_estimation.io.bags.read_joint_states` returns it;
+    ``voltage`` is ``(receive_time_ns, values)`` of the voltage topic, or None.
+    """
+    notes: list[str] = []
+    names = joints["names"]
     for joint in rig.joints:
         mapping = settings.joints[joint]
         if mapping.name not in names:
-            raise BagError(f"{path}: joint {mapping.name!r} (the {joint}) is not in "
-                           f"{settings.joint_states_topic}; it has {', '.join(names)}")
-        angles.append(mapping.to_model(states["positions"][:, names.index(mapping.name)]))
-    time_s = states["time_ns"] * _NS
-    if not rig.inputs:
-        return Recording(str(path), time_s, np.stack(angles, axis=1), np.zeros(0),
-                         np.zeros((0, 0)))
-    if settings.voltage_joint is not None:
-        if states["efforts"] is None or settings.voltage_joint not in names:
-            raise BagError(f"{path}: no effort of joint {settings.voltage_joint!r} to read the "
-                           "voltage from")
-        input_time_s = time_s
-        voltage = states["efforts"][:, names.index(settings.voltage_joint)]
-    else:
-        voltage_ns, voltage = read_float64(path, settings.voltage_topic, settings.voltage_index)
-        input_time_s = voltage_ns * _NS
-    return Recording(str(path), time_s, np.stack(angles, axis=1), input_time_s,
-                     np.asarray(voltage, float)[:, None])
+            raise BagError(f"{name}: joint {mapping.name!r} (the rig's {joint}) is not in "
+                           f"{settings.joint_states_topic}; it has {', '.join(names)}. Map "
+                           f"it in the config's recording.joints")
+    uses_voltage_topic = voltage is not None
+    time_ns, stamp_note = choose_stamps(joints["time_ns"], joints["receive_time_ns"],
+                                        settings.stamp_source,
+                                        shared_with_receive_clock=uses_voltage_topic)
+    if stamp_note:
+        notes.append(stamp_note)
+    angles = np.stack([settings.joints[j].to_model(
+        joints["positions"][:, names.index(settings.joints[j].name)]) for j in rig.joints], 1)
+    start_ns = int(np.min(time_ns))
+    time_s = (time_ns - start_ns) * _NS
+    input_time_s, inputs = np.zeros(0), np.zeros((0, 0))
+    if rig.inputs:
+        if settings.voltage_script is not None:
+            script = np.asarray(settings.voltage_script, float)
+            input_time_s, inputs = script[:, 0], script[:, 1:]
+            notes.append(f"input from the config's voltage_script ({len(script)} values)")
+        elif not uses_voltage_topic:
+            efforts = joints.get("efforts")
+            joint = settings.voltage_joint
+            if efforts is None or joint not in names:
+                raise BagError(f"{name}: no effort entry of joint {joint!r} to read the "
+                               "voltage from")
+            input_time_s, inputs = time_s, efforts[:, names.index(joint)][:, None]
+        else:
+            voltage_ns, values = voltage
+            if len(values) == 0:
+                raise BagError(f"{name}: no voltage: {settings.voltage_topic} has no messages "
+                               "(give the input as recording.voltage_script in the config)")
+            input_time_s, inputs = (np.asarray(voltage_ns) - start_ns) * _NS, values[:, None]
+        input_time_s, inputs = _finite_rows(name, "voltage", input_time_s,
+                                            np.asarray(inputs, float), notes)
+        input_time_s, inputs = _sorted_without_duplicates("voltage", input_time_s, inputs,
+                                                          notes)
+    time_s, angles = _finite_rows(name, "joint-state", time_s, angles, notes)
+    time_s, angles = _sorted_without_duplicates("joint-state", time_s, angles, notes)
+    if len(input_time_s) and input_time_s[0] > time_s[0] + 0.5 * np.median(np.diff(time_s)):
+        notes.append(f"voltage unknown before its first message at {input_time_s[0]:.3f} s: "
+                     "the data before it is not used")
+    return Recording(name, time_s, angles, input_time_s, inputs, notes=tuple(notes))

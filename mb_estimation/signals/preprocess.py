@@ -7,6 +7,9 @@ Pure NumPy/SciPy, no model: the estimator turns the filtered angles into initial
   ``sosfiltfilt``, forward and backward) smooths them for the initial states;
 * the grid ``t_k = t_0 + k h`` starts where both angles and input are known;
 * measured angles (unfiltered) and filtered angles are interpolated linearly onto the grid;
+* gaps (dropped samples: an interval longer than ``GAP_FACTOR`` median sample periods and than
+  the step) are bridged: the grid keeps its times, and grid points inside a gap are marked
+  unobserved, so only the dynamics carry the states across it;
 * the input is held between its samples (zero-order hold) and averaged over each step
   ``[t_k, t_{k+1}]``, so that ``h·u_k`` is exactly the held input's integral over the step — the
   motor impulse ``K h u_k`` of (F.3) then matches the recording whatever the input rate.
@@ -19,6 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import signal
 
+GAP_FACTOR = 3.0  # a sample interval this many median periods long is a gap
+
 
 @dataclass(frozen=True)
 class Recording:
@@ -30,6 +35,7 @@ class Recording:
         joint_angles: model joint angles ``[m, n_joints]`` [rad], wrapped or multi-turn.
         input_time_s: times ``[q]`` [s] at which the input takes each value (held until the next).
         inputs: input values ``[q, n_inputs]`` (the Furuta rig: motor voltage [V]).
+        notes: what reading it did to the data (stamps chosen, samples dropped, ...).
     """
 
     name: str
@@ -37,6 +43,7 @@ class Recording:
     joint_angles: np.ndarray
     input_time_s: np.ndarray
     inputs: np.ndarray
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -72,6 +79,15 @@ def _sorted_unique(time_s: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, 
     time_s, values = time_s[order], values[order]
     keep = np.concatenate([[True], np.diff(time_s) > 0])
     return time_s[keep], values[keep]
+
+
+def _inside_gaps(time_s: np.ndarray, grid: np.ndarray, dt: float) -> np.ndarray:
+    """Mask of the grid points that fall strictly inside a gap between samples."""
+    intervals = np.diff(time_s)
+    threshold = max(GAP_FACTOR * float(np.median(intervals)), dt)
+    after = np.clip(np.searchsorted(time_s, grid, side="right"), 1, len(time_s) - 1)
+    inside = (grid > time_s[after - 1]) & (grid < time_s[after])
+    return inside & (intervals[after - 1] > threshold)
 
 
 def lowpass(time_s: np.ndarray, values: np.ndarray, cutoff_hz: float) -> np.ndarray:
@@ -135,6 +151,8 @@ def prepare_recording(recording: Recording, dt: float, cutoff_hz: float, *,
     filtered = lowpass(time_s, angles, cutoff_hz)
     measured_grid = np.stack([np.interp(grid, time_s, a) for a in angles.T], axis=1)
     filtered_grid = np.stack([np.interp(grid, time_s, a) for a in filtered.T], axis=1)
+    observed = np.ones(count)
+    observed[_inside_gaps(time_s, grid, dt)] = 0.0
     grid_inputs = (held_input_means(input_time, inputs, grid) if num_inputs
                    else np.zeros((count - 1, 0)))
     return GridData(
@@ -143,6 +161,6 @@ def prepare_recording(recording: Recording, dt: float, cutoff_hz: float, *,
         measured_angles=measured_grid,
         filtered_angles=filtered_grid,
         inputs=grid_inputs,
-        observed=np.ones(count),
+        observed=observed,
         dt=float(dt),
     )

@@ -1,0 +1,199 @@
+"""Ingestion of real-world recordings (DESIGN §5): PlotJuggler CSV, stamps, messy samples, gaps."""
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mb_estimation.io.bags import BagError, write_rig_bag
+from mb_estimation.io.config import ConfigError, JointMapping, load_config, parse_config
+from mb_estimation.io.recordings import choose_stamps, read_recording
+from mb_estimation.signals import Recording, prepare_recording
+
+REPO = Path(__file__).resolve().parents[1]
+PEER = REPO.parent / "shared" / "data" / "peer-furuta-hardware"
+HUMBLE_STEP = REPO.parent / "shared" / "data" / "rosbag2-humble-furuta" / "step_response_de"
+T0 = 1707670562.5  # Unix time [s]
+
+
+def _config(**recording):
+    """The furuta config reading joint0/joint1 (arm offset 1 rad, pendulum sign -1)."""
+    config = load_config("furuta")
+    recording.setdefault("joints", {"arm": JointMapping("joint0", offset=1.0),
+                                    "pendulum": JointMapping("joint1", sign=-1)})
+    settings = dataclasses.replace(config.recording, **recording)
+    return dataclasses.replace(config, recording=settings)
+
+
+def _write_csv(path, stamps, receive, positions, voltage_times=(), voltages=(), extra=""):
+    """A PlotJuggler export: joint rows and Float64MultiArray rows interleaved by receive time."""
+    header = ["__time", "/effort_control/data.0", "/effort_control/layout/data_offset",
+              "/joint_states/header/stamp", "/joint_states/joint0/position",
+              "/joint_states/joint0/velocity", "/joint_states/joint1/position"]
+    rows = [(r, ["", "", f"{s:.9f}", f"{p[0]:.9f}", "0.5", f"{p[1]:.9f}"])
+            for s, r, p in zip(stamps, receive, positions, strict=True)]
+    rows += [(t, [f"{v:.9f}", "0", "", "", "", ""]) for t, v in zip(voltage_times, voltages,
+                                                                    strict=True)]
+    rows.sort(key=lambda row: row[0])
+    lines = [",".join(header)] + [",".join([f"{t:.6f}"] + cells) for t, cells in rows]
+    path.write_text("\n".join(lines) + "\n" + extra)
+    return path
+
+
+def _joint_samples(n=200, period=0.002):
+    stamps = T0 + period * np.arange(n)
+    positions = np.stack([1.0 + np.sin(stamps - T0), -0.1 * np.cos(stamps - T0)], axis=1)
+    return stamps, stamps + 4e-4, positions
+
+
+def test_plotjuggler_csv_maps_joints_holds_voltage_and_trims(tmp_path):
+    stamps, receive, positions = _joint_samples()
+    path = _write_csv(tmp_path / "r.csv", stamps, receive, positions,
+                      voltage_times=[T0 + 0.1005, T0 + 0.3], voltages=[2.0, 3.0])
+    recording = read_recording(path, _config(voltage_topic="effort_control",
+                                             voltage_type="std_msgs/msg/Float64MultiArray"))
+    assert recording.time_s[0] == 0.0
+    np.testing.assert_allclose(recording.time_s, stamps - T0, atol=1e-6)  # header stamps
+    np.testing.assert_allclose(recording.joint_angles[:, 0], np.sin(stamps - T0), atol=1e-8)
+    np.testing.assert_allclose(recording.joint_angles[:, 1], 0.1 * np.cos(stamps - T0),
+                               atol=1e-8)
+    np.testing.assert_allclose(recording.input_time_s, [0.1005, 0.3], atol=1e-6)
+    np.testing.assert_allclose(recording.inputs[:, 0], [2.0, 3.0])
+    assert any("voltage unknown before its first message at 0.10" in n
+               for n in recording.notes)
+    grid = prepare_recording(recording, 0.01, 10.0)
+    assert grid.time_s[0] == pytest.approx(0.1005, abs=1e-6)  # starts at the first voltage
+    np.testing.assert_allclose(grid.inputs[:19, 0], 2.0)
+    np.testing.assert_allclose(grid.inputs[-1, 0], 3.0)
+
+
+def test_stamps_on_another_clock_fall_back_to_receive_time():
+    receive = np.arange(100, dtype=np.int64) * 2_000_000 + 1_690_000_000 * 10**9
+    sim_time = np.arange(100, dtype=np.int64) * 2_000_000 + 18 * 10**9
+    times, note = choose_stamps(sim_time, receive, "auto", shared_with_receive_clock=True)
+    assert times is receive and "another clock" not in note and "away from the receive" in note
+    # with nothing else on the receive clock, sim-time stamps are fine
+    times, note = choose_stamps(sim_time, receive, "auto", shared_with_receive_clock=False)
+    assert times is sim_time and note is None
+    # zero stamps (a driver that does not set them) and a frozen stamp fail the check
+    times, note = choose_stamps(np.zeros(100, np.int64), receive, "auto",
+                                shared_with_receive_clock=False)
+    assert times is receive and "zero stamps" in note
+    assert choose_stamps(sim_time, receive, "header", shared_with_receive_clock=True)[0] \
+        is sim_time
+    assert choose_stamps(sim_time, receive, "receive", shared_with_receive_clock=False)[0] \
+        is receive
+    with pytest.raises(BagError, match="no header stamps"):
+        choose_stamps(None, receive, "header", shared_with_receive_clock=False)
+
+
+def test_non_finite_duplicate_and_out_of_order_samples(tmp_path):
+    stamps, receive, positions = _joint_samples()
+    positions[10:15, 1] = np.nan
+    positions[20, 0] = np.inf
+    order = np.arange(len(stamps))
+    order[[50, 51]] = order[[51, 50]]  # two samples stamped out of their receive order
+    stamps, positions = stamps[order], positions[order]
+    stamps = np.concatenate([stamps, stamps[100:102]])  # two repeated stamps
+    receive = np.concatenate([receive, receive[100:102] + 1e-4])
+    positions = np.concatenate([positions, positions[100:102]])
+    path = _write_csv(tmp_path / "r.csv", stamps, receive, positions, [T0 - 1.0], [0.0])
+    recording = read_recording(path, _config(voltage_topic="effort_control",
+                                             voltage_type="std_msgs/msg/Float64MultiArray"))
+    notes = " | ".join(recording.notes)
+    assert "dropped 6 of 202 joint-state samples with non-finite values" in notes
+    assert "out of order: sorted" in notes
+    assert "dropped 2 joint-state samples with a repeated time stamp" in notes
+    assert len(recording.time_s) == 194 and np.all(np.diff(recording.time_s) > 0)
+    assert np.all(np.isfinite(recording.joint_angles))
+
+    positions[:, 0] = np.nan
+    _write_csv(path, stamps, receive, positions, [T0], [0.0])
+    with pytest.raises(BagError, match="all 202 joint-state samples are NaN or infinite"):
+        read_recording(path, _config(voltage_topic="effort_control",
+                                     voltage_type="std_msgs/msg/Float64MultiArray"))
+
+
+def test_gaps_are_bridged_without_shifting_time():
+    time_s = np.arange(0.0, 2.0, 0.002)
+    keep = (time_s < 0.8) | (time_s > 0.95)  # 150 ms of dropped samples
+    angles = np.stack([np.sin(time_s), np.cos(time_s)], 1)
+    recording = Recording("gap", time_s[keep], angles[keep], np.array([0.0]), np.ones((1, 1)))
+    grid = prepare_recording(recording, 0.01, 10.0)
+    np.testing.assert_allclose(grid.time_s, 0.01 * np.arange(len(grid.time_s)), atol=1e-12)
+    unobserved = grid.time_s[grid.observed == 0.0]
+    assert unobserved.min() > 0.798 and unobserved.max() < 0.952  # between the samples
+    assert len(unobserved) == 15  # 0.80 .. 0.94 (a sample sits at 0.95)
+    # a single dropped sample is no gap at this step
+    keep = np.ones(len(time_s), bool)
+    keep[300] = False
+    grid = prepare_recording(Recording("one", time_s[keep], angles[keep], np.array([0.0]),
+                                       np.ones((1, 1))), 0.01, 10.0)
+    assert grid.observed.all()
+
+
+def test_voltage_script_replaces_the_voltage_topic(tmp_path):
+    stamps, receive, positions = _joint_samples()
+    path = _write_csv(tmp_path / "r.csv", stamps, receive, positions)
+    recording = read_recording(path, _config(voltage_script=((0.0, 0.43), (0.002, 0.0))))
+    np.testing.assert_allclose(recording.input_time_s, [0.0, 0.002])
+    np.testing.assert_allclose(recording.inputs[:, 0], [0.43, 0.0])
+    assert any("voltage_script" in n for n in recording.notes)
+    raw = {"rig": "furuta", "parameters": dict(load_config("furuta").to_dict()["parameters"])}
+    parsed = parse_config({**raw, "recording": {"voltage_script": 0.43}})
+    assert parsed.recording.voltage_script == ((0.0, 0.43),)
+    with pytest.raises(ConfigError, match=r"recording.voltage_script: times must increase"):
+        parse_config({**raw, "recording": {"voltage_script": [[1.0, 0.0], [0.5, 1.0]]}})
+    with pytest.raises(ConfigError, match=r"recording.voltage_script\[1\]"):
+        parse_config({**raw, "recording": {"voltage_script": [[0.0, 1.0], [0.5]]}})
+
+
+def test_bad_recordings_give_one_clear_error(tmp_path):
+    config = _config(voltage_topic="effort_control",
+                     voltage_type="std_msgs/msg/Float64MultiArray")
+    with pytest.raises(BagError, match="the file does not exist"):
+        read_recording(tmp_path / "missing.csv", config)
+    (tmp_path / "plain.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(BagError, match="not a PlotJuggler CSV export"):
+        read_recording(tmp_path / "plain.csv", config)
+    stamps, receive, positions = _joint_samples()
+    path = _write_csv(tmp_path / "r.csv", stamps, receive, positions, [T0], [1.0])
+    with pytest.raises(BagError, match="no joint states of topic '/js'.*topics: "
+                                       "/effort_control, /joint_states"):
+        read_recording(path, _config(joint_states_topic="js"))
+    renamed = _config(voltage_topic="effort_control",
+                      voltage_type="std_msgs/msg/Float64MultiArray",
+                      joints={"arm": JointMapping("arm"), "pendulum": JointMapping("joint1")})
+    with pytest.raises(BagError, match="joint 'arm' .* it has joint0, joint1"):
+        read_recording(path, renamed)
+    with pytest.raises(BagError, match="topic '/control_voltage' not in"):
+        read_recording(path, _config())
+    bag = write_rig_bag(tmp_path / "bag", joint_time_ns=(stamps * 1e9).astype(np.int64),
+                        joint_names=["joint0", "joint1"], joint_positions=positions)
+    with pytest.raises(BagError, match="not in bag.*voltage_script"):
+        read_recording(bag, _config())
+
+
+@pytest.mark.skipif(not PEER.is_dir(), reason="shared/data not present")
+def test_real_plotjuggler_export():
+    """The peer rig's 2 V step: 500 Hz, voltage first published 2.741 s in, held at 2 V."""
+    config = load_config(REPO / "config" / "examples" / "odrive_furuta.yaml")
+    recording = read_recording(PEER / "hardware_step_response_2V.csv", config)
+    assert len(recording.time_s) == 3423
+    assert np.median(np.diff(recording.time_s)) == pytest.approx(0.002, abs=1e-4)
+    np.testing.assert_allclose(recording.inputs[:, 0], 2.0)
+    assert recording.input_time_s[0] == pytest.approx(2.741, abs=2e-3)
+    assert any("voltage unknown before" in n for n in recording.notes)
+    grid = prepare_recording(recording, config.method.dt, config.method.filter_cutoff_hz)
+    assert grid.observed.all() and grid.time_s[-1] - grid.time_s[0] > 4.0
+
+
+@pytest.mark.skipif(not HUMBLE_STEP.is_dir(), reason="shared/data not present")
+def test_real_humble_bag_with_scripted_input():
+    """Sim-time stamps in a wall-clock bag, no voltage topic: the input comes from the config."""
+    config = _config(joint_states_topic="joint_states", voltage_script=((0.0, 0.43),))
+    recording = read_recording(HUMBLE_STEP, config)
+    assert recording.time_s[-1] == pytest.approx(10.0, abs=0.01)  # header stamps kept
+    assert len(recording.time_s) == 5001
+    np.testing.assert_allclose(recording.inputs[:, 0], [0.43])
