@@ -196,6 +196,17 @@ def _print_notes(recordings, grids):
             print(f"note: {recording.name}: {note}")
 
 
+def _print_open_loop(checks):
+    """The fitted model replayed open loop on each recording's input (validation)."""
+    print("open-loop replay from the estimated initial state, RMS angle error [rad] "
+          "(arm, pendulum):")
+    for check in checks:
+        first = ", ".join(f"{v:.3g}" for v in check.rms_first)
+        whole = ", ".join(f"{v:.3g}" for v in check.rms_all)
+        print(f"  {check.name}: first {check.first_s:g} s ({first}), all "
+              f"{check.time_s[-1] - check.time_s[0]:.3g} s ({whole})")
+
+
 def _run_calibration(config, bags, args, output: Path, truth=None):
     """Read, prepare, estimate, write the outputs and print the summary."""
     from mb_estimation import pipeline
@@ -214,6 +225,7 @@ def _run_calibration(config, bags, args, output: Path, truth=None):
     write_outputs(output, result, config.rig_spec, pipeline.method_summary(config))
     print(result.message)
     _print_parameters(result, truth)
+    _print_open_loop(pipeline.open_loop_checks(config, grids, result))
     print(f"wrote {output}/parameters.yaml, ros_parameters.yaml, states.csv "
           f"({result.compile_time_s:.1f} s compiling, {result.solve_time_s:.1f} s solving)")
     return result

@@ -16,8 +16,10 @@ from mb_estimation.estimation import (
     estimate,
 )
 from mb_estimation.io.config import Config, apply_overrides
+from mb_estimation.multibody import BodyStates
 from mb_estimation.rigs import get_rig
 from mb_estimation.signals import GridData, Recording, prepare_recording
+from mb_estimation.simulation import OpenLoopCheck, open_loop_check
 
 
 def prepare(config: Config, recordings: Sequence[Recording], *, start_s: float | None = None,
@@ -44,6 +46,21 @@ def calibrate(config: Config, grids: Sequence[GridData], *, estimate_parameters:
     """
     problem = estimation_problem(config, grids, estimate_parameters=estimate_parameters)
     return estimate(problem, solver_settings(config), progress=progress)
+
+
+def open_loop_checks(config: Config, grids: Sequence[GridData], result: EstimationResult,
+                     first_s: float = 1.0) -> tuple[OpenLoopCheck, ...]:
+    """Each recording replayed open loop with the result's parameters.
+
+    From each recording's estimated initial state (validation: does the model reproduce the
+    recording by itself?).
+    """
+    rig = get_rig(config.rig, config.friction)
+    return tuple(
+        open_loop_check(rig, result.parameters, grid, BodyStates(
+            estimate.position[0], estimate.orientation[0], estimate.linear_velocity[0],
+            estimate.angular_velocity[0]), first_s)
+        for grid, estimate in zip(grids, result.recordings, strict=True))
 
 
 def starting_from(config: Config, initial: Config) -> Config:

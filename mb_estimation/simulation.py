@@ -15,6 +15,7 @@ from mb_estimation.multibody import (
     joint_angles,
     joint_rates,
     rollout,
+    simulate,
     states_from_joints,
 )
 from mb_estimation.numerics import jax
@@ -113,3 +114,44 @@ def simulate_recording(
         inputs=inputs,
         states=states,
     )
+
+
+@dataclass(frozen=True)
+class OpenLoopCheck:
+    """A recording replayed open loop through the model (the paper's Figure 5 view).
+
+    ``time_s [n]``; ``measured``/``simulated`` joint angles ``[n, n_joints]`` [rad]; RMS of the
+    wrapped angle error per joint [rad] over the first ``first_s`` seconds and over all of it.
+    """
+
+    name: str
+    time_s: np.ndarray
+    measured: np.ndarray
+    simulated: np.ndarray
+    first_s: float
+    rms_first: np.ndarray
+    rms_all: np.ndarray
+
+
+def open_loop_check(rig: Rig, values: Mapping[str, object], grid, initial: BodyStates,
+                    first_s: float = 1.0) -> OpenLoopCheck:
+    """Replay ``grid`` open loop: ``rig`` with parameter ``values``, from ``initial``.
+
+    ``initial`` holds the body states at the grid's first point (e.g. the estimated ones); the
+    model runs at the grid's step on its held inputs and is compared with its angles.
+    Grid points without observation (gaps) are left out of the RMS.
+    """
+    system = rig.build(parameter_arrays(values))
+    run = jax.jit(lambda system, initial, inputs: jax.vmap(
+        lambda s: joint_angles(system, s))(simulate(system, initial, inputs, grid.dt)))
+    simulated = np.asarray(run(system, initial, jnp.asarray(grid.inputs)))
+    simulated = simulated + np.round((grid.measured_angles[0] - simulated[0]) / (2 * np.pi)) \
+        * 2 * np.pi  # same turn as the recording at the start
+    error = np.angle(np.exp(1j * (simulated - grid.measured_angles)))
+    observed = grid.observed > 0
+    early = observed & (grid.time_s < grid.time_s[0] + first_s)
+    return OpenLoopCheck(
+        name=grid.name, time_s=grid.time_s, measured=grid.measured_angles, simulated=simulated,
+        first_s=first_s,
+        rms_first=np.sqrt(np.mean(error[early] ** 2, axis=0)),
+        rms_all=np.sqrt(np.mean(error[observed] ** 2, axis=0)))
