@@ -22,6 +22,11 @@ class UserError(Exception):
     """A problem with the user's input: reported as one line, exit status 2."""
 
 
+def _add_recordings_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("bags", nargs="+", metavar="BAG",
+                        help="rosbag2 folder(s) or .db3/.mcap files, or PlotJuggler CSV exports")
+
+
 def _add_config_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", required=True, metavar="FILE",
                         help="rig configuration (YAML), e.g. config/furuta.yaml")
@@ -112,9 +117,7 @@ def _build_parser() -> argparse.ArgumentParser:
         "dynamics and observation residuals) from one or several bags: one parameter vector, "
         "separate states per bag. Writes parameters.yaml, ros_parameters.yaml and states.csv "
         "into --output.")
-    calibrate.add_argument("bags", nargs="+", metavar="BAG",
-                           help="rosbag2 folder(s) or .db3/.mcap files, or PlotJuggler CSV "
-                           "exports")
+    _add_recordings_argument(calibrate)
     _add_config_options(calibrate)
     _add_method_options(calibrate)
     calibrate.add_argument("--output", required=True, metavar="DIR", help="output folder")
@@ -125,9 +128,7 @@ def _build_parser() -> argparse.ArgumentParser:
         description="Cross-validation (paper §4.5): with the parameters fixed, estimate only "
         "the states of each recording; its MSE is the score. Writes crossval.yaml with "
         "--output.")
-    crossval.add_argument("bags", nargs="+", metavar="BAG",
-                          help="rosbag2 folder(s) or .db3/.mcap files, or PlotJuggler CSV "
-                          "exports")
+    _add_recordings_argument(crossval)
     _add_config_options(crossval)
     _add_method_options(crossval)
     crossval.add_argument("--parameters", metavar="FILE",

@@ -5,6 +5,7 @@ Pure numerics (no files): the CLI's ``simulate`` command writes the result to a 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -133,6 +134,12 @@ class OpenLoopCheck:
     rms_all: np.ndarray
 
 
+@functools.partial(jax.jit, static_argnames="h")
+def _open_loop_angles(system, initial: BodyStates, inputs, h: float):
+    """Joint angles ``[n+1, n_joints]`` of ``system`` driven open loop by ``inputs [n, c]``."""
+    return jax.vmap(lambda s: joint_angles(system, s))(simulate(system, initial, inputs, h))
+
+
 def open_loop_check(rig: Rig, values: Mapping[str, object], grid, initial: BodyStates,
                     first_s: float = 1.0) -> OpenLoopCheck:
     """Replay ``grid`` open loop: ``rig`` with parameter ``values``, from ``initial``.
@@ -142,9 +149,8 @@ def open_loop_check(rig: Rig, values: Mapping[str, object], grid, initial: BodyS
     Grid points without observation (gaps) are left out of the RMS.
     """
     system = rig.build(parameter_arrays(values))
-    run = jax.jit(lambda system, initial, inputs: jax.vmap(
-        lambda s: joint_angles(system, s))(simulate(system, initial, inputs, grid.dt)))
-    simulated = np.asarray(run(system, initial, jnp.asarray(grid.inputs)))
+    simulated = np.asarray(_open_loop_angles(system, initial, jnp.asarray(grid.inputs),
+                                             grid.dt))
     simulated = simulated + np.round((grid.measured_angles[0] - simulated[0]) / (2 * np.pi)) \
         * 2 * np.pi  # same turn as the recording at the start
     error = np.angle(np.exp(1j * (simulated - grid.measured_angles)))

@@ -27,6 +27,7 @@ from mb_estimation.io.config import Config, RecordingSettings
 from mb_estimation.io.plotjuggler import PlotJugglerCsv
 from mb_estimation.rigs.parameters import RIGS
 from mb_estimation.signals import Recording
+from mb_estimation.signals.preprocess import sorted_unique
 
 _NS = 1e-9
 # Header stamps and receive times further apart than this [s] are on different clocks.
@@ -42,16 +43,16 @@ def read_recording(path: str | Path, config: Config) -> Recording:
     settings = config.recording
     path = Path(path)
     needs_voltage = bool(RIGS[config.rig].inputs) and settings.voltage_script is None
-    voltage_topic = (needs_voltage and settings.voltage_type != "sensor_msgs/msg/JointState")
+    reads_voltage_topic = needs_voltage and settings.voltage_type != "sensor_msgs/msg/JointState"
     if path.suffix.lower() == ".csv":
         export = PlotJugglerCsv(path)
         joints = export.joint_states(settings.joint_states_topic)
         voltage = (export.float64(settings.voltage_topic, settings.voltage_index)
-                   if voltage_topic else None)
+                   if reads_voltage_topic else None)
     else:
         joints = read_joint_states(path, settings.joint_states_topic)
         voltage = None
-        if voltage_topic:
+        if reads_voltage_topic:
             try:
                 voltage = read_float64(path, settings.voltage_topic, settings.voltage_index)
             except BagError as error:
@@ -107,14 +108,12 @@ def _finite_rows(name: str, what: str, time_s, values, notes: list[str]):
 
 
 def _sorted_without_duplicates(what: str, time_s, values, notes: list[str]):
-    order = np.argsort(time_s, kind="stable")
-    if np.any(np.diff(order) < 0):
-        notes.append(f"{int(np.sum(np.diff(time_s) < 0))} {what} samples out of order: sorted")
-    time_s, values = time_s[order], values[order]
-    keep = np.concatenate([[True], np.diff(time_s) > 0])
-    if not np.all(keep):
-        notes.append(f"dropped {int(np.sum(~keep))} {what} samples with a repeated time stamp")
-    return time_s[keep], values[keep]
+    time_s, values, out_of_order, repeated = sorted_unique(time_s, values)
+    if out_of_order:
+        notes.append(f"{out_of_order} {what} samples out of order: sorted")
+    if repeated:
+        notes.append(f"dropped {repeated} {what} samples with a repeated time stamp")
+    return time_s, values
 
 
 def assemble_recording(name: str, joints: dict, voltage, settings: RecordingSettings,

@@ -74,11 +74,17 @@ class GridData:
         return len(self.time_s)
 
 
-def _sorted_unique(time_s: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def sorted_unique(time_s: np.ndarray, values: np.ndarray):
+    """Samples sorted by time with exact repeats of a time dropped (the first one kept).
+
+    Returns ``(time_s, values, out_of_order, repeated)``: the counts of samples that came before
+    an earlier one and of those dropped.
+    """
+    out_of_order = int(np.sum(np.diff(time_s) < 0))
     order = np.argsort(time_s, kind="stable")
     time_s, values = time_s[order], values[order]
     keep = np.concatenate([[True], np.diff(time_s) > 0])
-    return time_s[keep], values[keep]
+    return time_s[keep], values[keep], out_of_order, int(np.sum(~keep))
 
 
 def _inside_gaps(time_s: np.ndarray, grid: np.ndarray, dt: float) -> np.ndarray:
@@ -130,13 +136,13 @@ def prepare_recording(recording: Recording, dt: float, cutoff_hz: float, *,
     """
     if dt <= 0:
         raise ValueError(f"the estimation step dt must be positive, got {dt}")
-    time_s, angles = _sorted_unique(np.asarray(recording.time_s, float),
+    time_s, angles, _, _ = sorted_unique(np.asarray(recording.time_s, float),
                                     np.asarray(recording.joint_angles, float))
     angles = np.unwrap(angles, axis=0)
     begin, finish = time_s[0], time_s[-1]
     num_inputs = recording.inputs.shape[1] if np.ndim(recording.inputs) == 2 else 0
     if num_inputs:
-        input_time, inputs = _sorted_unique(np.asarray(recording.input_time_s, float),
+        input_time, inputs, _, _ = sorted_unique(np.asarray(recording.input_time_s, float),
                                             np.asarray(recording.inputs, float))
         begin = max(begin, input_time[0])
     if start_s is not None:
