@@ -34,7 +34,7 @@ setup(
     ],
     extras_require={
         "test": ["pytest>=7.4", "hypothesis>=6.80", "ruff>=0.5"],
-        "dds": ["cyclonedds>=0.10.5"],
+        "dds": ["cyclonedds>=11.0.1,<12"],
     },
     zip_safe=False,
     entry_points={

@@ -49,6 +49,18 @@ def _add_method_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress output")
 
 
+def _number_list(text: str) -> tuple[float, ...]:
+    """``"1,10,1e2"`` → ``(1.0, 10.0, 100.0)`` (argparse type: positive numbers)."""
+    try:
+        values = tuple(float(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected numbers separated by commas, got {text!r}") from None
+    if not values or not all(v > 0 for v in values):
+        raise argparse.ArgumentTypeError(f"expected positive numbers, got {text!r}")
+    return values
+
+
 def _load_config(args, *, dt=None):
     from mb_estimation.io.config import (
         apply_overrides,
@@ -58,12 +70,32 @@ def _load_config(args, *, dt=None):
     )
 
     config = load_config(args.config)
-    set_values = parse_assignments(args.set_values) if args.set_values else None
+    set_values = {}
+    if getattr(args, "parameters", None):
+        set_values.update(_fitted_values(args.parameters, config))
+    if args.set_values:
+        set_values.update(parse_assignments(args.set_values))
     free = parse_free_list(args.free) if getattr(args, "free", None) else None
-    return apply_overrides(config, set_values=set_values, compliance=args.compliance,
+    return apply_overrides(config, set_values=set_values or None, compliance=args.compliance,
                            dt=dt if dt is not None else getattr(args, "dt", None),
                            kappa=getattr(args, "kappa", None), free=free,
                            max_iterations=getattr(args, "max_iterations", None))
+
+
+def _fitted_values(path, config) -> dict:
+    """The values of a parameters.yaml from calibrate (or its folder) for the config's rig."""
+    from mb_estimation.io.results import read_parameters
+
+    path = Path(path)
+    if path.is_dir():
+        path = path / "parameters.yaml"
+    if not path.is_file():
+        raise UserError(f"{path}: no such parameters file (calibrate writes DIR/parameters.yaml)")
+    rig, values = read_parameters(path)
+    if rig is not None and rig != config.rig:
+        raise UserError(f"{path} holds parameters of a {rig} rig, but the config is for a "
+                        f"{config.rig} rig")
+    return {name: value for name, value in values.items() if name in config.parameters}
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -105,6 +137,9 @@ def _build_parser() -> argparse.ArgumentParser:
                           help="noise seed (default 0)")
     simulate.add_argument("--encoder-counts", type=int, metavar="N",
                           help="quantise angles to N counts per revolution (default: config)")
+    simulate.add_argument("--parameters", metavar="FILE",
+                          help="parameters.yaml from calibrate (or its folder): simulate the "
+                          "fitted model; --set still overrides")
     simulate.add_argument("--storage", choices=("sqlite3", "mcap"), default="sqlite3",
                           help="rosbag2 storage plugin (default sqlite3)")
     simulate.add_argument("--overwrite", action="store_true",
@@ -115,8 +150,9 @@ def _build_parser() -> argparse.ArgumentParser:
         "calibrate", help="estimate parameters and states from bags",
         description="Joint state and parameter estimation (Levenberg–Marquardt on inverse-"
         "dynamics and observation residuals) from one or several bags: one parameter vector, "
-        "separate states per bag. Writes parameters.yaml, ros_parameters.yaml and states.csv "
-        "into --output.")
+        "separate states per bag. Replays each recording open loop with the fit (validation) and "
+        "writes parameters.yaml, ros_parameters.yaml, states.csv and report.html (figures in "
+        "figures/) into --output.")
     _add_recordings_argument(calibrate)
     _add_config_options(calibrate)
     _add_method_options(calibrate)
@@ -132,16 +168,48 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_config_options(crossval)
     _add_method_options(crossval)
     crossval.add_argument("--parameters", metavar="FILE",
-                          help="parameters.yaml from calibrate (default: the config's values)")
+                          help="parameters.yaml from calibrate, or its folder (default: the "
+                          "config's values)")
     crossval.add_argument("--output", metavar="DIR", help="folder for crossval.yaml")
     crossval.set_defaults(handler=_crossval)
 
+    sweep = commands.add_parser(
+        "sweep", help="fit over a grid of method parameters (κ, h, compliance)",
+        description="Calibrate at every combination of the given state error weights κ, steps "
+        "h and hinge compliances (each fit from the config's values) and tabulate and plot "
+        "the free parameters, the observation MSE and the impulse MSE against each (the "
+        "paper's Figures 4, 6, 7), to choose the method parameters for a rig. Writes sweep.csv "
+        "and sweep_<setting>.png into --output. A new h compiles anew (tens of seconds).")
+    _add_recordings_argument(sweep)
+    sweep.add_argument("--config", required=True, metavar="FILE",
+                       help="rig configuration (YAML), e.g. config/furuta.yaml")
+    sweep.add_argument("--set", dest="set_values", metavar="NAME=VALUE,...",
+                       help="override parameter values, e.g. J_Azz=0.01")
+    sweep.add_argument("--free", metavar="NAME,NAME,...",
+                       help="replace the config's free parameters, e.g. J_Azz,J_Byy,b1,b2")
+    sweep.add_argument("--kappa", type=_number_list, metavar="K,K,...",
+                       help="state error weights κ (default: the config's)")
+    sweep.add_argument("--dt", type=_number_list, metavar="H,H,...",
+                       help="estimation steps h [s] (default: the config's)")
+    sweep.add_argument("--compliance", type=_number_list, metavar="EPS,EPS,...",
+                       help="hinge compliances, each set on every hinge (default: the config's)")
+    sweep.add_argument("--max-iterations", type=int, metavar="N",
+                       help="Levenberg–Marquardt iteration limit")
+    sweep.add_argument("--start", type=float, metavar="S",
+                       help="skip the first S seconds of each recording")
+    sweep.add_argument("--end", type=float, metavar="S",
+                       help="use each recording up to S seconds from its start")
+    sweep.add_argument("--output", required=True, metavar="DIR", help="output folder")
+    sweep.add_argument("--quiet", action="store_true", help="no progress output")
+    sweep.set_defaults(handler=_sweep)
+
     demo = commands.add_parser(
-        "demo", help="simulate a swing-up and calibrate from it (built-in defaults)",
+        "demo", help="simulate a swing-up, calibrate from it, write the report (built-in "
+        "defaults)",
         description="Simulate a 10 s swing-up with config furuta_synthetic (Table G.5, noise "
         "0.001 rad) at the estimation model's hinge compliance (1e-4) and step (0.01 s), then "
-        "estimate the 13 parameters of paper §4.6 from Table 1's initial values and print "
-        "truth vs estimate ± std.")
+        "estimate the 13 parameters of paper §4.6 from Table 1's initial values, print "
+        "truth vs estimate ± std and write DIR/report.html.")
     demo.add_argument("--output", default="mb_estimation_demo", metavar="DIR",
                       help="output folder (default mb_estimation_demo)")
     demo.add_argument("--duration", type=float, default=10.0, metavar="S",
@@ -185,16 +253,16 @@ def _print_parameters(result, truth=None):
         print(line)
 
 
-def _print_notes(recordings, grids):
-    """Say what reading did to each recording (stamps, dropped samples, gaps, trimming)."""
+def _notes(recordings, grids) -> list[str]:
+    """What reading did to each recording (stamps, dropped samples, gaps, trimming)."""
+    notes = []
     for recording, grid in zip(recordings, grids, strict=True):
-        notes = list(recording.notes)
+        notes += [f"{recording.name}: {note}" for note in recording.notes]
         unobserved = int(len(grid.observed) - grid.observed.sum())
         if unobserved:
-            notes.append(f"{unobserved} of {len(grid.observed)} estimation steps fall in gaps "
-                         "between samples: bridged, without observations")
-        for note in notes:
-            print(f"note: {recording.name}: {note}")
+            notes.append(f"{recording.name}: {unobserved} of {len(grid.observed)} estimation "
+                         "steps fall in gaps between samples: bridged, without observations")
+    return notes
 
 
 def _print_open_loop(checks):
@@ -209,25 +277,32 @@ def _print_open_loop(checks):
 
 
 def _run_calibration(config, bags, args, output: Path, truth=None):
-    """Read, prepare, estimate, write the outputs and print the summary."""
+    """Read, prepare, estimate, validate, write the outputs and the report, print the summary."""
     from mb_estimation import pipeline
     from mb_estimation.io.recordings import read_recording
     from mb_estimation.io.results import write_outputs
+    from mb_estimation.report import write_report
 
     recordings = [read_recording(path, config) for path in bags]
     grids = pipeline.prepare(config, recordings, start_s=getattr(args, "start", None),
                              end_s=getattr(args, "end", None))
-    _print_notes(recordings, grids)
+    notes = _notes(recordings, grids)
+    for note in notes:
+        print(f"note: {note}")
     steps = sum(g.num_steps for g in grids)
     if not getattr(args, "quiet", False):
         print(f"calibrating {len(config.free)} parameters ({', '.join(config.free)}) and the "
               f"states of {len(grids)} recording(s), {steps} steps of {config.method.dt} s")
     result = pipeline.calibrate(config, grids, progress=_progress(args))
-    write_outputs(output, result, config.rig_spec, pipeline.method_summary(config))
+    method = pipeline.method_summary(config)
+    write_outputs(output, result, config.rig_spec, method)
     print(result.message)
     _print_parameters(result, truth)
-    _print_open_loop(pipeline.open_loop_checks(config, grids, result))
-    print(f"wrote {output}/parameters.yaml, ros_parameters.yaml, states.csv "
+    checks = pipeline.open_loop_checks(config, grids, result)
+    _print_open_loop(checks)
+    write_report(output, result, grids, checks, method=method, notes=notes,
+                 units={name: config.rig_spec.parameter(name).unit for name in result.free})
+    print(f"wrote {output}/parameters.yaml, ros_parameters.yaml, states.csv, report.html "
           f"({result.compile_time_s:.1f} s compiling, {result.solve_time_s:.1f} s solving)")
     return result
 
@@ -243,16 +318,10 @@ def _crossval(args) -> int:
     import yaml
 
     from mb_estimation import pipeline
-    from mb_estimation.io.config import apply_overrides
     from mb_estimation.io.recordings import read_recording
-    from mb_estimation.io.results import read_parameters
 
     _check_bags(args.bags)
     config = _load_config(args)
-    if args.parameters:
-        values = read_parameters(args.parameters)
-        config = apply_overrides(config, set_values={k: v for k, v in values.items()
-                                                     if k in config.parameters})
     rows = []
     for path in args.bags:
         grids = pipeline.prepare(config, [read_recording(path, config)], start_s=args.start,
@@ -270,6 +339,53 @@ def _crossval(args) -> int:
         Path(args.output).mkdir(parents=True, exist_ok=True)
         (Path(args.output) / "crossval.yaml").write_text(
             yaml.safe_dump({"recordings": rows, "mean_mse": mean}, sort_keys=False))
+    return 0
+
+
+def _sweep(args) -> int:
+    from mb_estimation import pipeline
+    from mb_estimation.io.recordings import read_recording
+    from mb_estimation.report.sweep import sweep_rows, write_sweep
+
+    _check_bags(args.bags)
+    settings = argparse.Namespace(**{**vars(args), "kappa": None, "dt": None,
+                                     "compliance": None})
+    config = _load_config(settings)
+    recordings = [read_recording(path, config) for path in args.bags]
+    for note in _notes(recordings, pipeline.prepare(config, recordings, start_s=args.start,
+                                                    end_s=args.end)):
+        print(f"note: {note}")
+    dts = args.dt or (config.method.dt,)
+    kappas = args.kappa or (config.method.kappa,)
+    compliances = args.compliance or (None,)
+    total = len(dts) * len(kappas) * len(compliances)
+    print(f"sweep: {total} fits of {', '.join(config.free)} (h {', '.join(map(str, dts))}; "
+          f"κ {', '.join(map(str, kappas))}; compliance "
+          f"{', '.join(map(str, args.compliance)) if args.compliance else 'from the config'})")
+    done = []
+
+    def show(point):
+        done.append(point)
+        if not args.quiet:
+            result = point.result
+            print(f"  {len(done)}/{total} h {point.dt:g}, κ {point.kappa:g}, compliance "
+                  f"{'config' if point.compliance is None else f'{point.compliance:g}'}: "
+                  f"{result.status} after {result.iterations} iterations, cost "
+                  f"{result.cost:.3e} ({result.wall_time_s:.1f} s)", flush=True)
+
+    points = pipeline.sweep(config, recordings, dts=dts, kappas=kappas,
+                            compliances=compliances, start_s=args.start, end_s=args.end,
+                            progress=show)
+    rows = sweep_rows(points)
+    columns = [c for c in rows[0] if c not in ("cost", "solve_time_s")]
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "---|" * len(columns))
+    for row in rows:
+        print("| " + " | ".join(f"{v:.4g}" if isinstance(v, float) else str(v)
+                                for v in (row[c] for c in columns)) + " |")
+    written = write_sweep(Path(args.output), points,
+                          {name: config.rig_spec.parameter(name).unit for name in config.free})
+    print("wrote " + ", ".join(str(path) for path in written))
     return 0
 
 
@@ -292,7 +408,7 @@ def _demo(args) -> int:
     _simulate(argparse.Namespace(
         scenario="swingup", config="furuta_synthetic", set_values=None, compliance=compliance,
         output=str(bag), duration=args.duration, rate=1.0 / step, dt=step, noise=None, seed=0,
-        encoder_counts=None, storage="sqlite3", overwrite=True))
+        encoder_counts=None, storage="sqlite3", overwrite=True, parameters=None))
     config = pipeline.starting_from(truth, initial)
     print("2/2 calibrating from Table 1's initial values (config furuta)")
     _run_calibration(config, [bag], args, output, truth.parameters)

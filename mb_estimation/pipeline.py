@@ -5,8 +5,9 @@ recording → signals (grid) → estimation problem → result (DESIGN §2: data
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 
 from mb_estimation.estimation import (
     EstimationProblem,
@@ -90,3 +91,36 @@ def estimation_problem(config: Config, grids: Sequence[GridData], *,
 def method_summary(config: Config) -> dict:
     """The method settings as written into parameters.yaml."""
     return asdict(config.method)
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """One fit of a method-parameter sweep: step h [s], κ, hinge compliance and the result."""
+
+    dt: float
+    kappa: float
+    compliance: float | None  # None: the config's own hinge compliances
+    result: EstimationResult
+
+
+def sweep(config: Config, recordings: Sequence[Recording], *, dts: Sequence[float],
+          kappas: Sequence[float], compliances: Sequence[float | None],
+          start_s: float | None = None, end_s: float | None = None,
+          progress: Callable[[SweepPoint], None] | None = None) -> tuple[SweepPoint, ...]:
+    """Fit the config's free parameters at every (h, κ, compliance) of the grid (paper §4.7).
+
+    Every fit starts from the config's values, so the points differ only in the method
+    parameter. The recordings are put on each step's grid once; a new h compiles anew, κ and
+    the compliance do not.
+    """
+    points = []
+    for dt in dts:
+        on_grid = apply_overrides(config, dt=dt)
+        grids = prepare(on_grid, recordings, start_s=start_s, end_s=end_s)
+        for compliance, kappa in itertools.product(compliances, kappas):
+            point_config = apply_overrides(on_grid, kappa=kappa, compliance=compliance)
+            point = SweepPoint(dt, kappa, compliance, calibrate(point_config, grids))
+            points.append(point)
+            if progress is not None:
+                progress(point)
+    return tuple(points)

@@ -149,8 +149,9 @@ def open_loop_check(rig: Rig, values: Mapping[str, object], grid, initial: BodyS
     Grid points without observation (gaps) are left out of the RMS.
     """
     system = rig.build(parameter_arrays(values))
-    simulated = np.asarray(_open_loop_angles(system, initial, jnp.asarray(grid.inputs),
-                                             grid.dt))
+    simulated = np.unwrap(np.asarray(_open_loop_angles(system, initial,
+                                                       jnp.asarray(grid.inputs), grid.dt)),
+                          axis=0)  # multi-turn, like the recording
     simulated = simulated + np.round((grid.measured_angles[0] - simulated[0]) / (2 * np.pi)) \
         * 2 * np.pi  # same turn as the recording at the start
     error = np.angle(np.exp(1j * (simulated - grid.measured_angles)))

@@ -26,6 +26,19 @@ def test_calibrate_and_crossval_write_their_files(tmp_path, capsys):
     assert ros["mb_estimator"]["ros__parameters"]["estimate.J_Azz"] == entry["value"]
     lines = (out / "states.csv").read_text().splitlines()
     assert lines[0].startswith("recording,time_s,theta_arm,theta_pendulum") and len(lines) == 62
+    report = (out / "report.html").read_text()
+    assert "J_Azz" in report and report.count("data:image/png;base64,") >= 6
+    assert "open-loop replay" in capsys.readouterr().out
+
+    # a sweep over κ on the same problem shape (no new compilation): a table and a figure
+    assert main(["sweep", str(bag), "--config", "furuta_synthetic", "--free", "J_Azz",
+                 "--set", "J_Azz=0.005", "--compliance", "1e-4", "--kappa", "10,1000",
+                 "--max-iterations", "3", "--output", str(tmp_path / "sweep"), "--quiet"]) == 0
+    rows = (tmp_path / "sweep" / "sweep.csv").read_text().splitlines()
+    assert rows[0].startswith("dt,kappa,compliance,J_Azz,J_Azz_std,observation_mse")
+    assert [row.split(",")[1] for row in rows[1:]] == ["10.0", "1000.0"]
+    assert (tmp_path / "sweep" / "sweep_kappa.png").read_bytes().startswith(b"\x89PNG")
+    assert not (tmp_path / "sweep" / "sweep_compliance.png").exists()  # one value: no figure
 
     assert main(["crossval", str(bag), "--config", "furuta_synthetic", "--compliance", "1e-4",
                  "--parameters", str(out / "parameters.yaml"), "--max-iterations", "3",
@@ -33,6 +46,17 @@ def test_calibrate_and_crossval_write_their_files(tmp_path, capsys):
     scores = yaml.safe_load((out / "crossval.yaml").read_text())
     score = scores["recordings"][0]["mse"]
     assert score > 0 and scores["mean_mse"] == score
+
+    # the fitted model simulated: its values (free and fixed) land in ground_truth.yaml
+    fitted = tmp_path / "fitted_bag"
+    assert main(["simulate", "release", "--config", "furuta_synthetic", "--parameters", str(out),
+                 "--output", str(fitted), "--duration", "0.05", "--dt", "1e-3"]) == 0
+    truth = yaml.safe_load((fitted / "ground_truth.yaml").read_text())["parameters"]
+    assert truth["J_Azz"] == entry["value"] != 0.005
+    assert truth["eps_lin1"] == 1e-4  # the fit's compliance, not furuta_synthetic's 1e-6
+    assert main(["simulate", "release", "--config", "pendulum", "--parameters", str(out),
+                 "--output", str(tmp_path / "x")]) == 2
+    assert "holds parameters of a furuta rig" in capsys.readouterr().err
 
 
 def test_calibrate_missing_bag_is_one_line(tmp_path, capsys):

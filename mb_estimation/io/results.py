@@ -72,12 +72,15 @@ def write_outputs(directory: Path, result: EstimationResult, rig: RigSpec, metho
                 writer.writerow(row)
 
 
-def read_parameters(path: str | Path) -> dict:
-    """Every parameter value (free and fixed) of a parameters.yaml written by ``calibrate``."""
-    document = yaml.safe_load(Path(path).read_text())
-    if not isinstance(document, dict) or "parameters" not in document:
+def read_parameters(path: str | Path) -> tuple[str | None, dict]:
+    """The rig name and every parameter value (free and fixed) of a calibrate parameters.yaml."""
+    try:
+        document = yaml.safe_load(Path(path).read_text())
+    except yaml.YAMLError as error:
+        raise ValueError(f"{path}: not valid YAML ({error})".splitlines()[0]) from None
+    if not isinstance(document, dict) or not isinstance(document.get("parameters"), dict):
         raise ValueError(f"{path}: not a parameters.yaml written by mb-estimation calibrate")
     values = dict(document.get("fixed") or {})
     for name, entry in document["parameters"].items():
-        values[name] = entry["value"]
-    return values
+        values[name] = entry["value"] if isinstance(entry, dict) else entry
+    return document.get("rig"), values

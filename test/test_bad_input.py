@@ -1,0 +1,152 @@
+"""Bad input to ``calibrate`` gives one clear line on stderr and a non-zero exit (issue 4).
+
+Each case is a recording or config a user could really hand the tool; none may end in a
+traceback.
+"""
+
+import re
+from pathlib import Path
+
+import numpy as np
+
+from mb_estimation.cli import main
+from mb_estimation.io.bags import write_rig_bag
+from mb_estimation.io.config import load_config
+from mb_estimation.io.recordings import read_recording
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIG = str(REPO / "config" / "furuta.yaml")
+T0_NS = 1_700_000_000 * 10**9
+
+
+def _bag(path, n=300, positions=None, names=("arm", "pendulum"), voltage=True, **kwargs):
+    """A 1 kHz furuta.yaml recording: joint states and a Float64 voltage on its topics."""
+    stamps = T0_NS + np.arange(n, dtype=np.int64) * 1_000_000
+    if positions is None:
+        t = np.arange(n) * 1e-3
+        positions = np.stack([np.sin(t), 0.1 * np.cos(3 * t)], axis=1)
+    return write_rig_bag(
+        path, joint_time_ns=stamps, joint_names=list(names), joint_positions=positions,
+        joint_states_topic="/joint_states",
+        voltage_time_ns=stamps if voltage else None,
+        voltage=np.ones(n) if voltage else None,
+        voltage_topic="/control_voltage" if voltage else None, **kwargs)
+
+
+def _calibrate(capsys, recording, *options, config=CONFIG, output):
+    status = main(["calibrate", str(recording), "--config", config, "--output", str(output),
+                   "--quiet", "--max-iterations", "1", *options])
+    err = capsys.readouterr().err.strip()
+    return status, err
+
+
+def _config_with(tmp_path, replace):
+    text = (REPO / "config" / "furuta.yaml").read_text()
+    for old, new in replace.items():
+        assert old in text, old
+        text = text.replace(old, new)
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def _assert_one_line(status, err, pattern):
+    assert status != 0
+    assert "Traceback" not in err
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("mb-estimation: error: ")
+    assert re.search(pattern, err), err
+
+
+def test_path_missing_or_not_a_recording(tmp_path, capsys):
+    status, err = _calibrate(capsys, tmp_path / "missing", output=tmp_path / "o")
+    _assert_one_line(status, err, "no such recording")
+    (tmp_path / "notes.txt").write_text("hello")
+    status, err = _calibrate(capsys, tmp_path / "notes.txt", output=tmp_path / "o")
+    _assert_one_line(status, err, "not a rosbag2 bag")
+    (tmp_path / "folder").mkdir()
+    status, err = _calibrate(capsys, tmp_path / "folder", output=tmp_path / "o")
+    _assert_one_line(status, err, "no metadata.yaml")
+
+
+def test_corrupt_database(tmp_path, capsys):
+    bag = _bag(tmp_path / "bag")
+    (database,) = bag.glob("*.db3")
+    database.write_bytes(b"\x00garbage" * 100)
+    status, err = _calibrate(capsys, bag, output=tmp_path / "o")
+    _assert_one_line(status, err, "bag")
+    truncated = _bag(tmp_path / "bag2")
+    (database,) = truncated.glob("*.db3")
+    database.write_bytes(database.read_bytes()[:3000])
+    status, err = _calibrate(capsys, truncated, output=tmp_path / "o")
+    _assert_one_line(status, err, "bag")
+
+
+def test_no_joint_state_topic_lists_topics_and_types(tmp_path, capsys):
+    bag = _bag(tmp_path / "bag")
+    config = _config_with(tmp_path, {"joint_states_topic: /joint_states":
+                                     "joint_states_topic: /robot/joint_states"})
+    status, err = _calibrate(capsys, bag, config=config, output=tmp_path / "o")
+    _assert_one_line(status, err, r"/robot/joint_states.*/joint_states.*JointState.*"
+                     r"/control_voltage.*Float64")
+
+
+def test_wrong_message_type(tmp_path, capsys):
+    bag = _bag(tmp_path / "bag")
+    config = _config_with(tmp_path, {"voltage_topic: /control_voltage":
+                                     "voltage_topic: /joint_states"})
+    status, err = _calibrate(capsys, bag, config=config, output=tmp_path / "o")
+    _assert_one_line(status, err, r"/joint_states.*JointState.*expected std_msgs/msg/Float64")
+    config = _config_with(tmp_path, {"joint_states_topic: /joint_states":
+                                     "joint_states_topic: /control_voltage"})
+    status, err = _calibrate(capsys, bag, config=config, output=tmp_path / "o")
+    _assert_one_line(status, err, r"/control_voltage.*Float64.*JointState")
+
+
+def test_joint_name_absent_lists_names(tmp_path, capsys):
+    bag = _bag(tmp_path / "bag", names=("joint0", "joint1"))
+    status, err = _calibrate(capsys, bag, output=tmp_path / "o")
+    _assert_one_line(status, err, r"'arm'.*joint0, joint1")
+
+
+def test_all_non_finite_is_an_error_part_is_dropped_and_reported(tmp_path, capsys):
+    bag = _bag(tmp_path / "nan", positions=np.full((300, 2), np.nan))
+    status, err = _calibrate(capsys, bag, output=tmp_path / "o")
+    _assert_one_line(status, err, "all 300 joint-state samples are NaN or infinite")
+    t = np.arange(300) * 1e-3
+    positions = np.stack([np.sin(t), 0.1 * np.cos(3 * t)], axis=1)
+    positions[100:110, 1] = np.inf
+    bag = _bag(tmp_path / "some", positions=positions)
+    recording = read_recording(bag, load_config(CONFIG))
+    assert len(recording.time_s) == 290
+    assert "dropped 10 of 300 joint-state samples with non-finite values" in recording.notes
+
+
+def test_too_short_for_one_step(tmp_path, capsys):
+    bag = _bag(tmp_path / "bag", n=5)
+    status, err = _calibrate(capsys, bag, output=tmp_path / "o")
+    _assert_one_line(status, err, "too short")
+    bag = _bag(tmp_path / "long")
+    status, err = _calibrate(capsys, bag, "--start", "0.299", output=tmp_path / "o")
+    _assert_one_line(status, err, "too short|nothing left|--start")
+
+
+def test_no_voltage_at_all(tmp_path, capsys):
+    bag = _bag(tmp_path / "bag", voltage=False)
+    status, err = _calibrate(capsys, bag, output=tmp_path / "o")
+    _assert_one_line(status, err, "/control_voltage.*voltage_script")
+
+
+def test_config_that_does_not_match_the_recording(tmp_path, capsys):
+    """A Furuta config on a single-pendulum bag, a voltage index past the data, a free name."""
+    bag = _bag(tmp_path / "pendulum", positions=np.zeros((300, 1)), names=("pendulum",))
+    status, err = _calibrate(capsys, bag, output=tmp_path / "o")
+    _assert_one_line(status, err, r"'arm'.*it has pendulum")
+    bag = _bag(tmp_path / "array", voltage_type="std_msgs/msg/Float64MultiArray")
+    config = _config_with(tmp_path, {
+        "voltage_type: std_msgs/msg/Float64": "voltage_type: std_msgs/msg/Float64MultiArray",
+        "voltage_index: 0": "voltage_index: 2"})
+    status, err = _calibrate(capsys, bag, config=config, output=tmp_path / "o")
+    _assert_one_line(status, err, r"index 2")
+    status, err = _calibrate(capsys, bag, "--free", "J_Q", output=tmp_path / "o")
+    _assert_one_line(status, err, "J_Q")
