@@ -203,6 +203,56 @@ def _build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--quiet", action="store_true", help="no progress output")
     sweep.set_defaults(handler=_sweep)
 
+    node = commands.add_parser(
+        "node", help="run the online estimator node (ROS 2 or bare DDS)",
+        description="Estimate the parameters online: windows of the live joint states and "
+        "voltage (config section node: window_s, stride_s, ...) are estimated in the "
+        "background, warm-started from the last accepted window, and fused. Publishes "
+        "/NAME/parameters, /NAME/fused_parameters, /NAME/shadow_joint_states, "
+        "/NAME/filtered_joint_states and /diagnostics (NAME: node.name, default mb_estimator). "
+        "--transport dds speaks the ROS 2 wire format over Cyclone DDS without a ROS install "
+        "(ROS_DOMAIN_ID and CYCLONEDDS_URI honoured); --transport ros needs rclpy. Runs until "
+        "Ctrl-C or --duration.")
+    _add_config_options(node)
+    node.add_argument("--free", metavar="NAME,NAME,...",
+                      help="replace the config's free parameters, e.g. J_Azz,J_Byy,b1,b2")
+    node.add_argument("--dt", type=float, metavar="H", help="estimation step h [s]")
+    node.add_argument("--kappa", type=float, metavar="K", help="state error weight κ")
+    _add_transport_options(node)
+    node.add_argument("--duration", type=float, metavar="S",
+                      help="stop after S seconds (default: run until Ctrl-C)")
+    node.set_defaults(handler=_node)
+
+    rig_sim = commands.add_parser(
+        "rig-sim", help="publish a simulated rig's joint states and voltage in real time",
+        description="Simulate the rig of --config through a scenario (repeated until "
+        "--duration, default forever) and publish its joint states and voltage on the "
+        "config's topics in real time, as the rig's driver would: for trying the node "
+        "without the rig.")
+    _add_config_options(rig_sim)
+    rig_sim.add_argument("--scenario", required=True, choices=SCENARIOS, metavar="NAME",
+                         help=f"one of: {', '.join(SCENARIOS)}")
+    rig_sim.add_argument("--rate", type=float, metavar="HZ",
+                         help="sample rate [Hz] (default: config, 1000)")
+    rig_sim.add_argument("--duration", type=float, metavar="S",
+                         help="simulated time [s] (default: forever)")
+    rig_sim.add_argument("--dt", type=float, metavar="H",
+                         help="simulation step [s] (default: config, 1e-4)")
+    _add_transport_options(rig_sim)
+    rig_sim.set_defaults(handler=_rig_sim)
+
+    replay = commands.add_parser(
+        "replay", help="play a bag's joint states and voltage like ros2 bag play",
+        description="Publish the JointState, Float64 and Float64MultiArray messages of a "
+        "rosbag2 bag in their recorded timing (header stamps kept), scaled by --rate; "
+        "--loop starts over at the end (the stamps jump back, as with ros2 bag play --loop).")
+    replay.add_argument("bag", metavar="BAG", help="rosbag2 folder or .db3/.mcap file")
+    replay.add_argument("--rate", type=float, default=1.0, metavar="X",
+                        help="speed factor (default 1; 0: as fast as possible)")
+    replay.add_argument("--loop", action="store_true", help="replay forever")
+    _add_transport_options(replay)
+    replay.set_defaults(handler=_replay)
+
     demo = commands.add_parser(
         "demo", help="simulate a swing-up, calibrate from it, write the report (built-in "
         "defaults)",
@@ -217,6 +267,44 @@ def _build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--quiet", action="store_true", help="no progress output")
     demo.set_defaults(handler=_demo)
     return parser
+
+
+def _add_transport_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--transport", choices=("dds", "ros"), default="dds",
+                        help="dds: bare Cyclone DDS in the ROS 2 wire format (default); ros: "
+                        "rclpy (a sourced ROS 2 install)")
+    parser.add_argument("--domain-id", type=int, metavar="N",
+                        help="DDS domain (default: $ROS_DOMAIN_ID, else 0)")
+
+
+def _dds_bus(args):
+    try:
+        from mb_estimation.transport.dds_bus import DdsBus
+    except ImportError:
+        raise UserError("--transport dds needs the cyclonedds package: pip install "
+                        "'mb_estimation[dds]'") from None
+    return DdsBus(args.domain_id)
+
+
+def _ros_transport():
+    try:
+        import rclpy  # noqa: F401
+    except ImportError:
+        raise UserError("--transport ros needs rclpy: source a ROS 2 installation, or use "
+                        "--transport dds") from None
+    from mb_estimation.transport import ros_node
+    return ros_node
+
+
+def _stop_on_signals():
+    """An event set by SIGINT/SIGTERM (Ctrl-C ends long-running commands cleanly)."""
+    import signal
+    import threading
+
+    stop = threading.Event()
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, lambda *_: stop.set())
+    return stop
 
 
 def _progress(args):
@@ -387,6 +475,102 @@ def _sweep(args) -> int:
                           {name: config.rig_spec.parameter(name).unit for name in config.free})
     print("wrote " + ", ".join(str(path) for path in written))
     return 0
+
+
+def _node(args) -> int:
+    config = _load_config(args)
+    if args.transport == "ros":
+        return _ros_node(args)
+    from mb_estimation.transport.dds_node import DdsNode
+
+    stop = _stop_on_signals()
+    node = DdsNode(config, _dds_bus(args))
+    name = config.node.name
+    print(f"{name}: estimating {', '.join(config.free)} on windows of {config.node.window_s:g} s "
+          f"every {config.node.stride_s:g} s (DDS domain {node.bus.domain_id}); compiling...",
+          flush=True)
+    try:
+        warm_up_s = node.start()
+        print(f"{name}: ready after {warm_up_s:.1f} s; listening on "
+              f"{config.recording.joint_states_topic} and {config.recording.voltage_topic}",
+              flush=True)
+        started = time.monotonic()
+        reported = 0
+        while not stop.wait(0.2):
+            snapshot = node.core.diagnostics()
+            if snapshot["windows_done"] != reported:
+                reported = snapshot["windows_done"]
+                fused = node.core.fused
+                values = "" if fused is None else ", fused " + ", ".join(
+                    f"{n} {float(v[0]):.5g}" for n, v in fused.values.items() if v.size == 1)
+                print(f"{name}: window {snapshot.get('last_window', '')} "
+                      f"({snapshot.get('last_window_s', 0.0):.2f} s){values}", flush=True)
+            if args.duration is not None and time.monotonic() - started >= args.duration:
+                break
+    finally:
+        node.close()
+    return 0
+
+
+def _ros_node(args) -> int:
+    """``node --transport ros``: estimator_node with the command line as ROS parameters."""
+    if args.dt is not None or args.kappa is not None or args.duration is not None:
+        raise UserError("--dt, --kappa and --duration are not available with --transport ros: "
+                        "set method.dt/method.kappa in the config, stop with Ctrl-C")
+    ros_node = _ros_transport()
+    config = Path(args.config).resolve() if Path(args.config).exists() else args.config
+    parameters = [f"config:={config}"]
+    if args.free:
+        parameters.append(f"free:={args.free}")
+    if args.set_values:
+        parameters.append(f"set:={args.set_values}")
+    if args.compliance is not None:
+        parameters.append(f"compliance:={args.compliance}")
+    argv = ["estimator_node", "--ros-args"]
+    for parameter in parameters:
+        argv += ["-p", parameter]
+    return ros_node.main(argv)
+
+
+def _play(args, messages, speed: float, topics=None) -> int:
+    from mb_estimation.transport.players import DdsSink, play
+
+    stop = _stop_on_signals()
+    if args.transport == "ros":
+        stats = _ros_transport().run_ros_player(messages, speed, topics=topics, stop=stop)
+    else:
+        with _dds_bus(args) as bus:
+            stats = play(messages, DdsSink(bus), rate=speed, stop=stop)
+    print(f"published {stats.messages} messages over {stats.wall_s:.1f} s "
+          f"(stream {stats.stream_s:.1f} s, at most {stats.max_lateness_s * 1e3:.1f} ms late)")
+    return 0
+
+
+def _rig_sim(args) -> int:
+    import dataclasses
+
+    from mb_estimation.transport.players import rig_sim_messages, rig_sim_topics
+
+    config = _load_config(args, dt=None)
+    if args.dt is not None:
+        config = dataclasses.replace(
+            config, simulation=dataclasses.replace(config.simulation, dt=args.dt))
+    messages = rig_sim_messages(config, args.scenario, duration_s=args.duration,
+                                rate_hz=args.rate)
+    print(f"rig-sim: {args.scenario} on {config.recording.joint_states_topic} and "
+          f"{config.recording.voltage_topic} "
+          f"({'forever' if args.duration is None else f'{args.duration:g} s'}); simulating...",
+          flush=True)
+    return _play(args, messages, speed=1.0, topics=rig_sim_topics(config))
+
+
+def _replay(args) -> int:
+    from mb_estimation.transport.players import bag_messages
+
+    _check_bags([args.bag])
+    if args.rate < 0:
+        raise UserError(f"--rate must be non-negative, got {args.rate}")
+    return _play(args, bag_messages(args.bag, loop=args.loop), speed=args.rate)
 
 
 def _demo(args) -> int:

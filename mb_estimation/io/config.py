@@ -92,6 +92,7 @@ __all__ = [
     "MethodSettings",
     "RecordingSettings",
     "SimulationSettings",
+    "NodeSettings",
     "apply_overrides",
     "builtin_config_names",
     "builtin_config_path",
@@ -108,7 +109,8 @@ VOLTAGE_TYPES = (
     "sensor_msgs/msg/JointState",
 )
 STAMP_SOURCES = ("auto", "header", "receive")
-TOP_LEVEL_KEYS = ("rig", "friction", "parameters", "free", "method", "simulation", "recording")
+TOP_LEVEL_KEYS = ("rig", "friction", "parameters", "free", "method", "simulation", "recording",
+                  "node")
 
 # Pendulum parameters that only a particular friction model uses (paper §4.2, (4.1)).
 _PENDULUM_FRICTION_PARAMETERS = {
@@ -153,6 +155,23 @@ class MethodSettings:
     max_iterations: int = 60  # Levenberg-Marquardt iteration limit
     gradient_tolerance: float = 1e-2  # epsilon_g (the paper: 10)
     step_tolerance: float = 1e-6  # epsilon_delta
+
+
+@dataclass(frozen=True)
+class NodeSettings:
+    """The online node (DESIGN §7): windows, acceptance, fusion, persistence, names."""
+
+    name: str = "mb_estimator"  # node name: topics ~/parameters etc. live under /<name>/
+    window_s: float = 5.0  # window length [s] (header stamps)
+    stride_s: float = 5.0  # time from one window's start to the next [s]
+    buffer_s: float = 30.0  # ring buffer length [s]: bounds memory
+    max_rate_hz: float = 2000.0  # highest expected joint-state rate [Hz] (sizes the buffers)
+    pending_windows: int = 1  # windows waiting for the worker; beyond, the oldest is dropped
+    forgetting: float = 0.9  # fusion: weight of the old information per accepted window, (0, 1]
+    max_cost: float = 1.0e-2  # a window whose final cost is above this is rejected
+    min_motion_rad: float = 0.05  # a window whose joints all move less than this is at rest
+    state_file: str | None = None  # fused estimate persisted here (atomic) and reloaded
+    warm_up: bool = True  # compile on a synthetic window at start-up
 
 
 @dataclass(frozen=True)
@@ -221,6 +240,7 @@ class Config:
     method: MethodSettings = field(default_factory=MethodSettings)
     simulation: SimulationSettings = field(default_factory=SimulationSettings)
     recording: RecordingSettings = field(default_factory=RecordingSettings)
+    node: NodeSettings = field(default_factory=NodeSettings)
     source: str = "<config>"
 
     @property
@@ -267,6 +287,7 @@ class Config:
         if self.recording.voltage_script is not None:
             recording["voltage_script"] = [list(pair) for pair in self.recording.voltage_script]
         data["recording"] = recording
+        data["node"] = dataclasses.asdict(self.node)
         return data
 
 
@@ -630,6 +651,51 @@ def _parse_simulation(raw: Any, source: str) -> SimulationSettings:
     )
 
 
+def _parse_node(raw: Any, source: str) -> NodeSettings:
+    raw = _mapping(raw, source, "node")
+    names = tuple(f.name for f in dataclasses.fields(NodeSettings))
+    _check_keys(raw, names, source, "node")
+    default = NodeSettings()
+
+    def get(name, check):
+        value = raw.get(name)
+        return getattr(default, name) if value is None else check(value, source, f"node.{name}")
+
+    def text(value, source, key):
+        if not isinstance(value, str) or not value.strip():
+            _fail(source, key, f"expected a non-empty string, got {value!r}")
+        return value
+
+    def boolean(value, source, key):
+        if not isinstance(value, bool):
+            _fail(source, key, f"expected true or false, got {value!r}")
+        return value
+
+    def fraction(value, source, key):
+        number = _positive(value, source, key)
+        if number > 1.0:
+            _fail(source, key, f"expected a number in (0, 1], got {value!r}")
+        return number
+
+    settings = NodeSettings(
+        name=get("name", text),
+        window_s=get("window_s", _positive),
+        stride_s=get("stride_s", _positive),
+        buffer_s=get("buffer_s", _positive),
+        max_rate_hz=get("max_rate_hz", _positive),
+        pending_windows=get("pending_windows", lambda v, s, k: _integer(v, s, k, minimum=1)),
+        forgetting=get("forgetting", fraction),
+        max_cost=get("max_cost", _positive),
+        min_motion_rad=get("min_motion_rad", _non_negative),
+        state_file=get("state_file", text),
+        warm_up=get("warm_up", boolean),
+    )
+    if settings.buffer_s < settings.window_s + settings.stride_s:
+        _fail(source, "node.buffer_s", f"must hold a window and a stride "
+              f"({settings.window_s + settings.stride_s:g} s), got {settings.buffer_s:g} s")
+    return settings
+
+
 def _normalise_message_type(value: str) -> str:
     """``std_msgs/Float64`` and ``std_msgs::msg::Float64`` -> ``std_msgs/msg/Float64``."""
     parts = [p for p in re.split(r"/|::", value.strip()) if p]
@@ -786,6 +852,7 @@ def parse_config(data: Any, source: str = "<config>") -> Config:
         method=_parse_method(data.get("method"), source),
         simulation=_parse_simulation(data.get("simulation"), source),
         recording=_parse_recording(data.get("recording"), rig, source),
+        node=_parse_node(data.get("node"), source),
         source=source,
     )
 

@@ -1,0 +1,118 @@
+"""Online calibration from a bag: ``ros2 launch mb_estimation bag_calibration.launch.py bag:=B``.
+
+Runs ``estimator_node`` (as ``/mb_estimator``, ``use_sim_time``) on a replayed rosbag2 bag and
+leaves the fused estimate in ``output`` as ``calibrate`` would (``parameters.yaml`` and
+``ros_parameters.yaml``, see ``write_fused`` in ``mb_estimation/transport/ros_node.py``):
+
+1. the node starts and warms up; when it logs that it is ready (``READY_MARKER``), the bag is
+   played: ``ros2 bag play <bag> --clock 1000 --rate <rate>`` (``/clock`` at 1 kHz, so that the
+   voltage messages, which carry no stamp, are stamped to the millisecond in sim time);
+2. after each accepted window the node rewrites the files in ``output`` (its ``output_dir``);
+3. when the bag has been played, ``~/calibrate_now`` is called (one more window over the newest
+   buffered data), and after a short grace period the launch shuts down: the node first
+   estimates the windows already cut (``DRAIN_TIMEOUT_S``), writes the files once more and exits.
+
+If the node exits on its own (a bad configuration), the launch shuts down too.
+
+Launch arguments: ``bag`` (required: a bag folder or ``.db3``/``.mcap`` file), ``config``
+(default: the installed ``share/mb_estimation/config/furuta.yaml``; its ``recording`` topics
+must be the bag's), ``rate`` (playback speed, default 1.0) and ``output`` (default
+``./mb_estimation_calibration``, relative to where the launch was started).
+"""
+
+import os
+
+from ament_index_python.packages import get_package_share_directory
+from launch.actions import (
+    DeclareLaunchArgument,
+    EmitEvent,
+    ExecuteProcess,
+    LogInfo,
+    OpaqueFunction,
+    RegisterEventHandler,
+    TimerAction,
+)
+from launch.event_handlers import OnProcessExit, OnProcessIO
+from launch.events import Shutdown
+from launch.launch_description import LaunchDescription
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import Node
+from launch_ros.parameter_descriptions import ParameterValue
+
+from mb_estimation.transport.ros_node import DRAIN_TIMEOUT_S, READY_MARKER
+
+PACKAGE = "mb_estimation"
+NODE_NAME = "mb_estimator"
+CLOCK_HZ = "1000"
+GRACE_S = 2.0  # after ~/calibrate_now answered, before the shutdown
+
+
+def _calibration(context):
+    output = os.path.abspath(os.path.expanduser(LaunchConfiguration("output").perform(context)))
+    node = Node(
+        package=PACKAGE,
+        executable="estimator_node",
+        name=NODE_NAME,
+        output="screen",
+        parameters=[{
+            "config": ParameterValue(LaunchConfiguration("config"), value_type=str),
+            "output_dir": output,
+            "use_sim_time": True,
+        }],
+        # the node drains its cut windows on SIGINT before writing the final files
+        sigterm_timeout=str(int(DRAIN_TIMEOUT_S) + 30),
+    )
+    bag_play = ExecuteProcess(
+        cmd=["ros2", "bag", "play", LaunchConfiguration("bag"), "--clock", CLOCK_HZ,
+             "--rate", LaunchConfiguration("rate")],
+        name="bag_play",
+        output="screen",
+    )
+    calibrate_now = ExecuteProcess(
+        cmd=["ros2", "service", "call", f"/{NODE_NAME}/calibrate_now", "std_srvs/srv/Trigger"],
+        name="calibrate_now",
+        output="screen",
+    )
+    started = []
+
+    def on_node_output(event):
+        if not started and READY_MARKER in event.text.decode("utf-8", "replace"):
+            started.append(True)
+            return [LogInfo(msg="estimator ready: playing the bag"), bag_play]
+        return None
+
+    return [
+        node,
+        RegisterEventHandler(OnProcessIO(
+            target_action=node, on_stdout=on_node_output, on_stderr=on_node_output)),
+        RegisterEventHandler(OnProcessExit(
+            target_action=bag_play,
+            on_exit=[LogInfo(msg="bag played: final window over the buffered data"),
+                     calibrate_now])),
+        RegisterEventHandler(OnProcessExit(
+            target_action=calibrate_now,
+            on_exit=[TimerAction(period=GRACE_S, actions=[
+                LogInfo(msg=f"writing the fused estimate to {output} and shutting down"),
+                EmitEvent(event=Shutdown(reason="bag calibration finished"))])])),
+        RegisterEventHandler(OnProcessExit(
+            target_action=node,
+            on_exit=[EmitEvent(event=Shutdown(reason="estimator node exited"))])),
+    ]
+
+
+def generate_launch_description():
+    """The estimator node, the bag player and the end-of-bag sequence."""
+    default_config = os.path.join(get_package_share_directory(PACKAGE), "config", "furuta.yaml")
+    return LaunchDescription([
+        DeclareLaunchArgument(
+            "bag", description="rosbag2 bag to calibrate from (folder or .db3/.mcap file)"),
+        DeclareLaunchArgument(
+            "config", default_value=default_config,
+            description="mb_estimation YAML configuration (path or built-in name)"),
+        DeclareLaunchArgument(
+            "rate", default_value="1.0", description="playback speed factor"),
+        DeclareLaunchArgument(
+            "output", default_value="./mb_estimation_calibration",
+            description="folder for parameters.yaml and ros_parameters.yaml"),
+        OpaqueFunction(function=_calibration),
+    ])

@@ -1,0 +1,97 @@
+"""The online estimator on the rig: ``ros2 launch mb_estimation estimator.launch.py``.
+
+Starts ``estimator_node`` (DESIGN §7; parameters, topics and services in
+``mb_estimation/transport/ros_node.py``). Launch arguments (``name:=value``):
+
+* ``config``: the mb_estimation YAML configuration (default: the installed
+  ``share/mb_estimation/config/furuta.yaml``; a built-in name such as ``furuta`` works too);
+* ``joint_states_topic`` (``/joint_states``), ``voltage_topic`` (``/control_voltage``): where the
+  rig publishes its joint states and motor voltage; the config's ``recording.joint_states_topic``
+  and ``recording.voltage_topic`` are remapped to them (no voltage remapping when the config
+  reads the voltage from the joint states' effort);
+* ``free`` (``NAME,NAME``), ``set`` (``NAME=VALUE,...``), ``compliance`` (0: the config's): the
+  command line's ``--free``/``--set``/``--compliance``;
+* ``use_sim_time`` (``false``);
+* ``node_name`` (``mb_estimator``): topics and services live under ``/<node_name>/``.
+
+Example::
+
+    ros2 launch mb_estimation estimator.launch.py joint_states_topic:=/rig/joint_states
+"""
+
+import os
+
+from ament_index_python.packages import get_package_share_directory
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.launch_description import LaunchDescription
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import Node
+from launch_ros.parameter_descriptions import ParameterValue
+
+from mb_estimation.transport.ros_node import config_topics
+
+PACKAGE = "mb_estimation"
+
+
+def _config_file(config: str) -> str:
+    """The file of ``config``: a path, or a built-in name in the package's share/config."""
+    if os.path.isfile(config):
+        return config
+    name = config if config.endswith((".yaml", ".yml")) else f"{config}.yaml"
+    return os.path.join(get_package_share_directory(PACKAGE), "config", name)
+
+
+def _estimator(context):
+    joint_topic, voltage_topic = config_topics(
+        _config_file(LaunchConfiguration("config").perform(context)))
+    remappings = [(joint_topic, LaunchConfiguration("joint_states_topic"))]
+    if voltage_topic is not None:
+        remappings.append((voltage_topic, LaunchConfiguration("voltage_topic")))
+    return [Node(
+        package=PACKAGE,
+        executable="estimator_node",
+        name=LaunchConfiguration("node_name"),
+        output="screen",
+        parameters=[{
+            "config": ParameterValue(LaunchConfiguration("config"), value_type=str),
+            "free": ParameterValue(LaunchConfiguration("free"), value_type=str),
+            "set": ParameterValue(LaunchConfiguration("set"), value_type=str),
+            "compliance": ParameterValue(LaunchConfiguration("compliance"), value_type=float),
+            "use_sim_time": ParameterValue(LaunchConfiguration("use_sim_time"), value_type=bool),
+        }],
+        remappings=remappings,
+    )]
+
+
+def generate_launch_description():
+    """The estimator node with its launch arguments."""
+    default_config = os.path.join(get_package_share_directory(PACKAGE), "config", "furuta.yaml")
+    return LaunchDescription([
+        DeclareLaunchArgument(
+            "config", default_value=default_config,
+            description="mb_estimation YAML configuration (path or built-in name)"),
+        DeclareLaunchArgument(
+            "joint_states_topic", default_value="/joint_states",
+            description="topic of the rig's sensor_msgs/JointState (the config's joint state "
+                        "topic is remapped to it)"),
+        DeclareLaunchArgument(
+            "voltage_topic", default_value="/control_voltage",
+            description="topic of the rig's motor voltage (the config's voltage topic is "
+                        "remapped to it)"),
+        DeclareLaunchArgument(
+            "free", default_value="",
+            description="free parameters NAME,NAME (empty: the config's)"),
+        DeclareLaunchArgument(
+            "set", default_value="",
+            description="values NAME=VALUE,... set before estimating"),
+        DeclareLaunchArgument(
+            "compliance", default_value="0.0",
+            description="every hinge compliance; 0: the config's"),
+        DeclareLaunchArgument(
+            "use_sim_time", default_value="false",
+            description="use /clock (bag replay with ros2 bag play --clock)"),
+        DeclareLaunchArgument(
+            "node_name", default_value="mb_estimator",
+            description="node name: topics and services under /<node_name>/"),
+        OpaqueFunction(function=_estimator),
+    ])

@@ -1,0 +1,73 @@
+"""Bounded ring buffers of time-stamped samples for the online node (DESIGN §7).
+
+Memory is fixed at construction: appending to a full buffer overwrites the oldest sample.
+Appends are O(width) and never allocate, so they are safe in a subscription callback.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class SampleRing:
+    """The newest ``capacity`` samples ``(stamp [ns], values [width])``, in arrival order.
+
+    The caller appends in time order (the node drops late samples before they get here).
+    """
+
+    def __init__(self, capacity: int, width: int) -> None:
+        if capacity < 1 or width < 1:
+            raise ValueError(f"capacity and width must be positive, got {capacity}, {width}")
+        self._stamps = np.zeros(capacity, dtype=np.int64)
+        self._values = np.zeros((capacity, width), dtype=np.float64)
+        self._end = 0  # position after the newest sample (modulo capacity)
+        self._size = 0  # samples held
+        self.capacity = capacity
+
+    def __len__(self) -> int:
+        return self._size
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held by the samples [bytes] (constant)."""
+        return self._stamps.nbytes + self._values.nbytes
+
+    def append(self, stamp_ns: int, values) -> None:
+        """Add one sample, overwriting the oldest when full."""
+        index = self._end % self.capacity
+        self._stamps[index] = stamp_ns
+        self._values[index] = values
+        self._end += 1
+        self._size = min(self._size + 1, self.capacity)
+
+    def clear(self) -> None:
+        """Forget every sample (memory is kept)."""
+        self._end = self._size = 0
+
+    def drop_after(self, stamp_ns: int) -> None:
+        """Forget the samples stamped later than ``stamp_ns`` (the newest ones)."""
+        stamps, _ = self.ordered()
+        newer = len(stamps) - int(np.searchsorted(stamps, stamp_ns, side="right"))
+        self._end -= newer
+        self._size -= newer
+
+    @property
+    def last_stamp_ns(self) -> int | None:
+        """Stamp of the newest sample, None when empty."""
+        return None if self._size == 0 else int(self._stamps[(self._end - 1) % self.capacity])
+
+    def ordered(self) -> tuple[np.ndarray, np.ndarray]:
+        """Copies of all held samples, oldest first: ``(stamps [m], values [m, width])``."""
+        index = (self._end - self._size + np.arange(self._size)) % self.capacity
+        return self._stamps[index].copy(), self._values[index].copy()
+
+    def between(self, start_ns: int, end_ns: int) -> tuple[np.ndarray, np.ndarray]:
+        """Samples from the last one at or before ``start_ns`` to the first at or after ``end_ns``.
+
+        The samples just outside the interval are included so that the interval is covered
+        when there are samples on both sides (interpolation and a held input need them).
+        """
+        stamps, values = self.ordered()
+        first = max(int(np.searchsorted(stamps, start_ns, side="right")) - 1, 0)
+        last = min(int(np.searchsorted(stamps, end_ns, side="left")) + 1, len(stamps))
+        return stamps[first:last], values[first:last]

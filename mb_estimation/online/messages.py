@@ -1,0 +1,74 @@
+"""What the node's messages hold, independent of the transport (issue 5 interfaces).
+
+``~/parameters`` and ``~/fused_parameters`` are std_msgs/Float64MultiArray holding a 2×n
+row-major matrix: row 0 the values, row 1 the standard deviations; ``layout.dim[0]`` =
+``{label "value,std", size 2, stride 2n}``, ``layout.dim[1]`` = ``{label: the n names joined by
+commas, size n, stride n}``. A quaternion parameter (``tilt``) appears as its rotation vector
+``tilt_rx,tilt_ry,tilt_rz`` [rad] with the standard deviations of its tangent.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mb_estimation.online.fusion import ParameterEstimate
+
+DIAGNOSTIC_OK, DIAGNOSTIC_WARN, DIAGNOSTIC_ERROR = 0, 1, 2
+
+
+def _rotation_vector(quaternion: np.ndarray) -> np.ndarray:
+    """Rotation vector [rad] of a unit quaternion ``[w, x, y, z]`` (the shorter rotation)."""
+    w, vector = (quaternion[0], quaternion[1:]) if quaternion[0] >= 0 else \
+        (-quaternion[0], -quaternion[1:])
+    norm = float(np.linalg.norm(vector))
+    if norm < 1e-12:
+        return 2.0 * vector
+    return 2.0 * np.arctan2(norm, w) * vector / norm
+
+
+def parameter_matrix(estimate: ParameterEstimate) -> tuple[tuple[str, ...], np.ndarray]:
+    """Labels ``[n]`` and the ``[2, n]`` matrix (values; standard deviations) of an estimate.
+
+    Standard deviations the data does not determine are published as ``inf`` would be invalid
+    for some consumers; they are given as ``-1`` (documented: "not determined").
+    """
+    labels, values, stds = [], [], []
+    std = estimate.std
+    for name in estimate.names:
+        value = np.asarray(estimate.values[name], dtype=np.float64).ravel()
+        spread = np.asarray(std[name], dtype=np.float64).ravel()
+        if value.size == 4:
+            labels += [f"{name}_r{axis}" for axis in "xyz"]
+            values += list(_rotation_vector(value))
+        else:
+            labels.append(name)
+            values.append(float(value[0]))
+        stds += [float(s) if np.isfinite(s) else -1.0 for s in spread]
+    return tuple(labels), np.array([values, stds], dtype=np.float64)
+
+
+def multiarray_layout(labels: tuple[str, ...]) -> list[tuple[str, int, int]]:
+    """``(label, size, stride)`` of the two dimensions of a parameter matrix."""
+    count = len(labels)
+    return [("value,std", 2, 2 * count), (",".join(labels), count, count)]
+
+
+def diagnostic_level(snapshot: dict) -> tuple[int, str]:
+    """Level and one-line message of the node's diagnostic status."""
+    last = snapshot.get("last_window", "")
+    text = (f"{snapshot['windows_accepted']} of {snapshot['windows_done']} windows accepted, "
+            f"{snapshot['windows_dropped']} dropped")
+    if "estimator failed" in last:
+        return DIAGNOSTIC_ERROR, f"{text}; last: {last}"
+    if last and not last.endswith("accepted"):
+        return DIAGNOSTIC_WARN, f"{text}; last: {last}"
+    return DIAGNOSTIC_OK, text
+
+
+def diagnostic_values(snapshot: dict) -> list[tuple[str, str]]:
+    """The snapshot as key/value strings (floats with 6 significant digits)."""
+    pairs = []
+    for key in sorted(snapshot):
+        value = snapshot[key]
+        pairs.append((key, f"{value:.6g}" if isinstance(value, float) else str(value)))
+    return pairs

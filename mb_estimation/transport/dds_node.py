@@ -1,0 +1,201 @@
+"""The estimator node over bare DDS (cyclonedds), speaking the ROS 2 wire format (issue 5).
+
+The same :class:`~mb_estimation.online.core.EstimatorCore` as the rclpy adapter; topics, types
+and QoS as a ROS 2 node named ``config.node.name`` would use them, so ROS 2 tools and nodes on the
+same domain see it (``ros2 topic echo /mb_estimator/fused_parameters``):
+
+* in: joint states (``sensor_msgs/JointState``, sensor-data QoS) on
+  ``recording.joint_states_topic``, the voltage (``std_msgs/Float64`` or ``Float64MultiArray``
+  with ``voltage_index``, or the joint states' effort) on ``recording.voltage_topic``. A voltage
+  message carries no header: it takes effect at the newest joint-state stamp (the rig's clock as
+  the node last saw it).
+* out: ``~/parameters``, ``~/fused_parameters`` (:mod:`mb_estimation.online.messages`) and
+  ``/diagnostics`` (1 Hz and after each window) with ROS default QoS;
+  ``~/filtered_joint_states`` with sensor-data QoS (one per input sample);
+  ``~/shadow_joint_states``: one message per estimation step of an accepted window, sent in one
+  burst, reliable with a history of 2000 (subscribe with a depth of at least window_s / h).
+
+A publisher of the wrong type on an input topic never matches (DDS never delivers its samples);
+Cyclone reports it as an incompatible type-consistency policy on the reader, which the node
+checks once a second and reports in the diagnostics.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from mb_estimation.io.config import Config
+from mb_estimation.online.core import EstimatorCore, NodeOutputs, estimate_window
+from mb_estimation.online.messages import (
+    diagnostic_level,
+    diagnostic_values,
+    multiarray_layout,
+    parameter_matrix,
+)
+from mb_estimation.transport.dds_bus import DdsBus
+from mb_estimation.transport.dds_messages import (
+    DDS_TYPES,
+    DiagnosticArray,
+    DiagnosticStatus,
+    Float64MultiArray,
+    Header,
+    JointState,
+    KeyValue,
+    MultiArrayDimension,
+    MultiArrayLayout,
+    ns_to_stamp,
+    stamp_to_ns,
+)
+
+DIAGNOSTICS_PERIOD_S = 1.0
+# DDS QoS policy id of TYPE_CONSISTENCY_ENFORCEMENT: Cyclone's reason for not matching a writer
+# whose type differs from the reader's.
+TYPE_CONSISTENCY_POLICY_ID = 24
+
+
+def _joint_state(stamp_ns: int, names, angles, rates) -> JointState:
+    return JointState(header=Header(stamp=ns_to_stamp(int(stamp_ns))), name=list(names),
+                      position=[float(a) for a in angles], velocity=[float(r) for r in rates])
+
+
+def _parameter_message(estimate) -> Float64MultiArray:
+    labels, matrix = parameter_matrix(estimate)
+    dims = [MultiArrayDimension(label=label, size=size, stride=stride)
+            for label, size, stride in multiarray_layout(labels)]
+    return Float64MultiArray(layout=MultiArrayLayout(dim=dims, data_offset=0),
+                             data=[float(v) for v in matrix.ravel()])
+
+
+class DdsNode:
+    """The estimator node on a :class:`DdsBus`; ``start()`` it, ``close()`` it."""
+
+    def __init__(self, config: Config, bus: DdsBus | None = None, *,
+                 estimator=estimate_window) -> None:
+        self.config = config
+        self.bus = bus if bus is not None else DdsBus()
+        name = config.node.name
+        publish = {key: self.bus.publisher(f"/{name}/{key}", kind, qos) for key, kind, qos in (
+            ("parameters", Float64MultiArray, "default"),
+            ("fused_parameters", Float64MultiArray, "default"),
+            ("shadow_joint_states", JointState, "burst"),
+            ("filtered_joint_states", JointState, "sensor_data"))}
+        self._publish_diagnostics = self.bus.publisher("/diagnostics", DiagnosticArray)
+        self._publish = publish
+        self.core = EstimatorCore(config, NodeOutputs(
+            parameters=lambda e, s: publish["parameters"](_parameter_message(e)),
+            fused_parameters=lambda e, s: publish["fused_parameters"](_parameter_message(e)),
+            shadow_joint_states=self._shadow,
+            filtered_joint_states=lambda s, n, a, r: publish["filtered_joint_states"](
+                _joint_state(s, n, a, r)),
+            diagnostics=self._diagnostics), estimator=estimator)
+        self._stop = threading.Event()
+        self._timer: threading.Thread | None = None
+        self._inputs = self._subscribe()
+
+    def _subscribe(self) -> list[tuple[object, str]]:
+        """Subscribe to the inputs; returns (subscription, expected ROS type) per input."""
+        recording = self.config.recording
+        core = self.core
+
+        def on_joint_state(msg):
+            stamp = stamp_to_ns(msg.header.stamp)
+            core.on_joint_state(stamp, msg.name, msg.position)
+            if voltage_from_effort:
+                self._effort_voltage(stamp, msg)
+
+        voltage_from_effort = recording.voltage_type == "sensor_msgs/msg/JointState"
+        inputs = [(self.bus.subscribe(recording.joint_states_topic, JointState,
+                                      on_joint_state, qos="sensor_data"),
+                   "sensor_msgs/msg/JointState")]
+        if self.config.rig_spec.inputs and not voltage_from_effort:
+            kind = DDS_TYPES[recording.voltage_type]
+            index = recording.voltage_index
+
+            def on_voltage(msg):
+                stamp = self._voltage_stamp(msg)
+                if kind is Float64MultiArray:
+                    if index >= len(msg.data):
+                        core.on_message_error(f"{recording.voltage_topic}: data has "
+                                              f"{len(msg.data)} entries, voltage_index {index}")
+                        return
+                    core.on_voltage(stamp, float(msg.data[index]))
+                else:
+                    core.on_voltage(stamp, float(msg.data))
+
+            inputs.append((self.bus.subscribe(recording.voltage_topic, kind, on_voltage),
+                           recording.voltage_type))
+        return inputs
+
+    def _voltage_stamp(self, msg) -> int:
+        """A voltage message's time on the joint states' clock.
+
+        Float64 has no header. Its DDS source timestamp is the publisher's wall clock, which is
+        not the joint states' clock when a bag is replayed or the rig runs on sim time; so the
+        voltage takes effect at the newest joint-state stamp (at 1 kHz within a millisecond of
+        its arrival), and at its source timestamp only before any joint state arrived.
+        """
+        latest = self.core.latest_stamp_ns
+        return int(msg.sample_info.source_timestamp) if latest is None else latest
+
+    def _effort_voltage(self, stamp: int, msg) -> None:
+        joint = self.config.recording.voltage_joint or self.core.joint_names[0]
+        if joint in msg.name and len(msg.effort) == len(msg.name):
+            self.core.on_voltage(stamp, float(msg.effort[list(msg.name).index(joint)]))
+        else:
+            self.core.on_message_error(f"joint state without an effort for {joint}")
+
+    def _shadow(self, stamps, names, angles, rates) -> None:
+        publish = self._publish["shadow_joint_states"]
+        for k in range(len(stamps)):
+            publish(_joint_state(stamps[k], names, angles[k], rates[k]))
+
+    def _diagnostics(self, snapshot: dict) -> None:
+        level, message = diagnostic_level(snapshot)
+        status = DiagnosticStatus(
+            level=level, name=f"{self.config.node.name}: estimator", message=message,
+            hardware_id=self.config.rig,
+            values=[KeyValue(key=k, value=v) for k, v in diagnostic_values(snapshot)])
+        self._publish_diagnostics(DiagnosticArray(
+            header=Header(stamp=ns_to_stamp(self._latest_stamp_ns())), status=[status]))
+
+    def _latest_stamp_ns(self) -> int:
+        stamp = self.core.latest_stamp_ns
+        return 0 if stamp is None else stamp
+
+    def check_topic_types(self) -> None:
+        """Report input topics with a publisher whose type is not the config's."""
+        for subscription, expected in self._inputs:
+            status = subscription.reader.get_requested_incompatible_qos_status()
+            if status.total_count_change and status.last_policy_id == \
+                    TYPE_CONSISTENCY_POLICY_ID:
+                self.core.on_message_error(
+                    f"{subscription.topic}: a publisher's message type is not {expected} "
+                    "(the config's type): its messages are not received")
+
+    def start(self) -> float:
+        """Warm up and start the worker and the 1 Hz diagnostics; returns the warm-up [s]."""
+        warm_up_s = self.core.start()
+        self._timer = threading.Thread(target=self._tick, name="mb_estimation-diagnostics",
+                                       daemon=True)
+        self._timer.start()
+        return warm_up_s
+
+    def _tick(self) -> None:
+        while not self._stop.wait(DIAGNOSTICS_PERIOD_S):
+            self.check_topic_types()
+            self._diagnostics(self.core.diagnostics())
+
+    def close(self) -> None:
+        """Stop the worker and the timer and close the bus."""
+        self._stop.set()
+        self.core.stop()
+        if self._timer is not None:
+            self._timer.join(5.0)
+        self.bus.close()
+
+
+def joint_state_values(msg) -> tuple[int, list[str], np.ndarray]:
+    """Stamp [ns], names and positions of a received JointState (for tests and tools)."""
+    return stamp_to_ns(msg.header.stamp), list(msg.name), np.asarray(msg.position, float)

@@ -1,0 +1,349 @@
+"""The online node's core without a transport (issue 5): windows, worker, faults, fusion.
+
+The estimator is replaced by a fast fake here (its result depends on the window's data, so a
+wrong window shows); test_node_estimation.py runs the real one.
+"""
+
+import dataclasses
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from mb_estimation.estimation import EstimationResult, RecordingEstimate
+from mb_estimation.io.config import load_config
+from mb_estimation.online.core import EstimatorCore, NodeOutputs, with_node
+
+NS = 1_000_000_000
+T0 = 1_700_000_000 * NS
+NAMES = ("arm", "pendulum")
+
+
+def _config(**node):
+    config = load_config("furuta")
+    node.setdefault("warm_up", False)
+    return with_node(config, **node)
+
+
+def _fake_estimator(config, recording, *, value=None, status="gradient", delay_s=0.0):
+    """A result whose J_Azz is the window's mean arm angle (so each window's data shows)."""
+    time.sleep(delay_s)
+    free = tuple(config.free)
+    parameters = dict(config.parameters)
+    for name in free:
+        parameters[name] = np.atleast_1d(np.asarray(parameters[name], dtype=float))
+    parameters["J_Azz"] = np.array([float(np.mean(recording.joint_angles[:, 0]))
+                                    if value is None else value])
+    size = sum(np.size(parameters[n]) - (1 if np.size(parameters[n]) == 4 else 0) for n in free)
+    grid = np.arange(0.0, config.node.window_s + 1e-9, config.method.dt)
+    angles = np.stack([np.interp(grid, recording.time_s, a) for a in recording.joint_angles.T],
+                      axis=1)
+    states = RecordingEstimate(recording.name, grid, angles, np.gradient(angles, grid, axis=0),
+                               np.zeros((len(grid), 2, 3)), np.zeros((len(grid), 2, 4)),
+                               np.zeros((len(grid), 2, 3)), np.zeros((len(grid), 2, 3)),
+                               1e-6, 1e-6)
+    return EstimationResult(
+        parameters=parameters, free=free,
+        std={n: np.full(3 if np.size(parameters[n]) == 4 else 1, 1e-4) for n in free},
+        excited={n: True for n in free}, covariance=np.eye(size) * 1e-8, recordings=(states,),
+        cost=2e-6, observation_mse=1e-6, impulse_mse=1e-6, iterations=3,
+        converged=status in ("gradient", "step"), status=status, message=status, history=())
+
+
+class Collect:
+    """NodeOutputs that remember what was published."""
+
+    def __init__(self):
+        self.parameters, self.fused, self.shadow, self.filtered, self.diagnostics = \
+            [], [], [], [], []
+        self.outputs = NodeOutputs(
+            parameters=lambda e, s: self.parameters.append((e, s)),
+            fused_parameters=lambda e, s: self.fused.append((e, s)),
+            shadow_joint_states=lambda *a: self.shadow.append(a),
+            filtered_joint_states=lambda *a: self.filtered.append(a),
+            diagnostics=self.diagnostics.append)
+
+
+def _feed(core, seconds, *, start_ns=T0, rate_hz=1000.0, voltage=True, still=False,
+          names=NAMES, angle=None):
+    count = int(round(seconds * rate_hz))
+    for k in range(count):
+        t = k / rate_hz
+        stamp = start_ns + int(round(t * NS))
+        if voltage:
+            core.on_voltage(stamp, 1.0)
+        arm = 0.0 if still else (0.5 * np.sin(1.3 * t) + 0.2 * t)
+        positions = (arm if angle is None else angle, 0.1 * np.cos(2.0 * t) if not still else 0.0)
+        core.on_joint_state(stamp, names, positions)
+
+
+def _run(core, seconds, **feed):
+    core.start()
+    try:
+        _feed(core, seconds, **feed)
+        _wait_idle(core)
+    finally:
+        core.stop()
+
+
+def _wait_idle(core, timeout=20.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        d = core.diagnostics()
+        if d["pending_windows"] == 0 and d["windows_done"] + d["windows_dropped"] >= \
+                core._window_index:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"worker did not finish: {core.diagnostics()}")
+
+
+def test_windows_are_cut_on_stamps_estimated_fused_and_published():
+    out = Collect()
+    core = EstimatorCore(_config(), out.outputs, estimator=_fake_estimator)
+    _run(core, 12.0)
+    d = core.diagnostics()
+    assert d["windows_done"] == d["windows_accepted"] == 2 and d["windows_dropped"] == 0
+    # window k covers [5(k-1), 5k] s: its fake J_Azz is the mean arm angle there
+    t = np.arange(0, 5.0, 1e-3)
+    expected = [np.mean(0.5 * np.sin(1.3 * s) + 0.2 * s) for s in (t, t + 5.0)]
+    got = [float(e.values["J_Azz"][0]) for e, _ in out.parameters]
+    np.testing.assert_allclose(got, expected, atol=2e-3)
+    assert [s for _, s in out.parameters] == [T0 + 5 * NS, T0 + 10 * NS]
+    fused = out.fused[-1][0]
+    assert fused.windows == 2 and expected[0] < float(fused.values["J_Azz"][0]) < expected[1]
+    stamps, names, angles, rates = out.shadow[0]
+    assert names == NAMES and stamps[0] == T0 and stamps[-1] == T0 + 5 * NS
+    assert np.all(np.isfinite(angles)) and np.all(np.isfinite(rates))
+    assert len(out.filtered) == 12000  # one per sample, at the input rate
+    assert all(np.all(np.isfinite(a)) and np.all(np.isfinite(r)) for _, _, a, r in out.filtered)
+    assert d["filter_reanchored"] == 2
+
+
+def test_a_rig_at_rest_is_skipped_and_says_so():
+    out = Collect()
+    core = EstimatorCore(_config(), out.outputs, estimator=_fake_estimator)
+    _run(core, 5.5, still=True)
+    d = core.diagnostics()
+    assert d["windows_rejected"] == 1 and "rig at rest" in d["last_error"]
+    assert out.parameters == [] and out.fused == []
+
+
+def test_faults_are_counted_and_the_node_keeps_running():
+    out = Collect()
+    core = EstimatorCore(_config(), out.outputs, estimator=_fake_estimator)
+    core.start()
+    try:
+        core.on_joint_state(T0 - 10, NAMES, (np.nan, 0.0))
+        core.on_joint_state(T0 - 5, ("joint0", "joint1"), (0.0, 0.0))
+        core.on_voltage(T0 - 5, float("nan"))
+        core.on_message_error("/control_voltage: expected std_msgs/msg/Float64, got JointState")
+        _feed(core, 5.5)
+        _wait_idle(core)
+    finally:
+        core.stop()
+    d = core.diagnostics()
+    assert d["samples_non_finite"] == 1 and d["samples_unknown_joints"] == 1
+    assert d["voltage_non_finite"] == 1 and d["message_errors"] == 1
+    assert d["windows_accepted"] == 1  # the good data still gives its window
+
+
+def test_a_silent_voltage_topic_rejects_windows_with_a_reason():
+    out = Collect()
+    core = EstimatorCore(_config(), out.outputs, estimator=_fake_estimator)
+    _run(core, 5.5, voltage=False)
+    d = core.diagnostics()
+    assert d["windows_rejected"] == 1 and "no voltage received on /control_voltage" in \
+        d["last_error"]
+    assert out.parameters == []
+
+
+def test_an_estimator_failure_keeps_the_last_good_estimate():
+    out = Collect()
+    calls = []
+
+    def flaky(config, recording):
+        calls.append(1)
+        if len(calls) == 2:
+            raise FloatingPointError("solver blew up")
+        if len(calls) == 3:
+            return _fake_estimator(config, recording, value=float("nan"))
+        return _fake_estimator(config, recording)
+
+    core = EstimatorCore(_config(), out.outputs, estimator=flaky)
+    _run(core, 20.5)
+    d = core.diagnostics()
+    assert d["windows_done"] == 4 and d["windows_accepted"] == 2 and d["windows_rejected"] == 2
+    assert len(out.fused) == 2 and out.fused[-1][0].windows == 2
+    for estimate, _ in out.parameters + out.fused:
+        assert all(np.all(np.isfinite(v)) for v in estimate.values.values())
+    reasons = [entry.get("last_window") for entry in out.diagnostics]
+    assert any("estimator failed: FloatingPointError: solver blew up" in r for r in reasons)
+    assert any("non-finite estimate" in r for r in reasons)
+
+
+def test_unconverged_and_costly_windows_are_rejected():
+    out = Collect()
+    core = EstimatorCore(_config(), out.outputs,
+                         estimator=lambda c, r: _fake_estimator(c, r, status="max_iterations"))
+    _run(core, 5.5)
+    assert "not converged (max_iterations" in core.diagnostics()["last_error"]
+    core = EstimatorCore(_config(max_cost=1e-7), out.outputs, estimator=_fake_estimator)
+    _run(core, 5.5)
+    assert "above node.max_cost" in core.diagnostics()["last_error"] and out.parameters == []
+
+
+def test_a_slow_worker_drops_windows_and_never_blocks_the_callbacks():
+    """15 windows of 0.2 s arrive while the worker is stuck on the first one."""
+    out = Collect()
+    config = _config(window_s=0.2, stride_s=0.2, buffer_s=1.0, pending_windows=1,
+                     min_motion_rad=0.0)
+    release = threading.Event()
+
+    def stuck(config, recording):
+        release.wait(30.0)
+        return _fake_estimator(config, recording)
+
+    core = EstimatorCore(config, out.outputs, estimator=stuck)
+    core.start()
+    latencies = []
+    try:
+        for k in range(3001):  # 3 s of 1 kHz data, as fast as the callbacks take it
+            stamp = T0 + k * 1_000_000
+            started = time.perf_counter()
+            core.on_voltage(stamp, 1.0)
+            core.on_joint_state(stamp, NAMES, (0.3 * np.sin(k * 1e-2), 0.1))
+            latencies.append(time.perf_counter() - started)
+            assert core.diagnostics()["pending_windows"] <= 1
+            if k == 250:
+                time.sleep(0.2)  # let the worker pick up the first window and get stuck
+        stuck_diagnostics = core.diagnostics()
+        release.set()
+        _wait_idle(core)
+    finally:
+        core.stop()
+    d = core.diagnostics()
+    assert stuck_diagnostics["windows_done"] == 0 and stuck_diagnostics["pending_windows"] == 1
+    assert d["windows_dropped"] == 13 and d["windows_done"] == 2, d  # 15 = 1 + 13 + 1
+    # the callbacks never waited on the stuck estimate (generous bounds for a loaded CI)
+    assert max(latencies) < 0.05, max(latencies)
+    assert np.percentile(latencies, 99) < 0.005, np.percentile(latencies, 99)
+    assert d["buffered_samples"] == 2000  # bounded: buffer_s × max_rate_hz
+    assert d["max_callback_s"] < 0.05
+
+
+def test_stamps_jumping_back_reset_buffers_and_filters():
+    out = Collect()
+    core = EstimatorCore(_config(), out.outputs, estimator=_fake_estimator)
+    core.start()
+    try:
+        _feed(core, 5.5)
+        core.on_joint_state(T0 + 5_400_000_000, NAMES, (0.0, 0.0))  # late: dropped
+        core.on_joint_state(T0 + 5_499_000_000, NAMES, (0.0, 0.0))  # repeated: dropped
+        _feed(core, 5.5)  # the bag loops: stamps start again at T0
+        _wait_idle(core)
+    finally:
+        core.stop()
+    d = core.diagnostics()
+    assert d["time_jumps"] == 1 and d["samples_late"] == 1 and d["samples_repeated"] == 1
+    assert "jumped back" in d["last_reset"]
+    assert d["windows_accepted"] == 2  # one window before the jump, one after
+
+
+def test_fused_estimate_is_persisted_and_reloaded(tmp_path):
+    state = tmp_path / "state" / "fused.yaml"
+    state.parent.mkdir()
+    out = Collect()
+    core = EstimatorCore(_config(state_file=str(state)), out.outputs, estimator=_fake_estimator)
+    _run(core, 10.5)
+    assert state.exists()
+    fused = out.fused[-1][0]
+    again = Collect()
+    restarted = EstimatorCore(_config(state_file=str(state)), again.outputs,
+                              estimator=_fake_estimator)
+    restarted.start()
+    restarted.stop()
+    assert again.fused and again.fused[0][0].windows == fused.windows == 2
+    np.testing.assert_allclose(again.fused[0][0].values["J_Azz"], fused.values["J_Azz"])
+
+
+def test_reset_and_calibrate_now():
+    out = Collect()
+    core = EstimatorCore(_config(), out.outputs, estimator=_fake_estimator)
+    core.start()
+    try:
+        ok, message = core.calibrate_now()
+        assert not ok and "no joint states" in message
+        _feed(core, 3.0)
+        ok, message = core.calibrate_now()
+        assert not ok and "needs 5 s" in message
+        _feed(core, 3.0, start_ns=T0 + 3 * NS)
+        ok, message = core.calibrate_now()
+        assert ok, message
+        _wait_idle(core)
+        assert core.fused is not None
+        core.reset()
+        assert core.fused is None and core.diagnostics()["buffered_samples"] == 0
+    finally:
+        core.stop()
+
+
+def test_callbacks_from_several_threads():
+    """Joint states and voltage arrive on different transport threads."""
+    out = Collect()
+    core = EstimatorCore(_config(), out.outputs, estimator=_fake_estimator)
+    core.start()
+    try:
+        stamps = [T0 + k * 1_000_000 for k in range(6000)]
+        voltage = threading.Thread(target=lambda: [core.on_voltage(s, 1.0) for s in stamps])
+        voltage.start()
+        voltage.join()
+        for k, s in enumerate(stamps):
+            core.on_joint_state(s, NAMES, (0.5 * np.sin(k * 1e-3), 0.1))
+        _wait_idle(core)
+    finally:
+        core.stop()
+    assert core.diagnostics()["windows_accepted"] == 1
+
+
+def test_window_must_hold_three_steps():
+    with pytest.raises(ValueError, match="shorter than three estimation steps"):
+        EstimatorCore(_config(window_s=0.01), estimator=_fake_estimator)
+
+
+def test_sample_ring_is_bounded_ordered_and_trims_the_newest():
+    from mb_estimation.online.buffers import SampleRing
+
+    ring = SampleRing(5, 1)
+    for k in range(8):
+        ring.append(k * 10, (k,))
+    stamps, values = ring.ordered()
+    assert list(stamps) == [30, 40, 50, 60, 70] and list(values[:, 0]) == [3, 4, 5, 6, 7]
+    assert [list(s) for s in (ring.between(45, 60)[0], ring.between(0, 35)[0])] == \
+        [[40, 50, 60], [30, 40]]
+    ring.drop_after(45)
+    assert list(ring.ordered()[0]) == [30, 40] and ring.last_stamp_ns == 40
+    ring.append(41, (9,))
+    assert list(ring.ordered()[0]) == [30, 40, 41]
+    ring.clear()
+    assert len(ring) == 0 and ring.last_stamp_ns is None
+
+
+def test_fused_values_stay_in_the_box():
+    """Correlated windows at a bound (b1 = 0) must not fuse to a value outside the box."""
+    config = _config()
+
+    def at_bound(config, recording):
+        result = _fake_estimator(config, recording)
+        parameters = dict(result.parameters, b1=np.array([0.0]))
+        p = result.covariance.shape[0]
+        covariance = np.eye(p) * 1e-8
+        i, j = config.free_names.index("b1"), config.free_names.index("J_Azz")
+        covariance[i, j] = covariance[j, i] = 0.9e-8  # b1 strongly correlated with J_Azz
+        return dataclasses.replace(result, parameters=parameters, covariance=covariance)
+
+    out = Collect()
+    core = EstimatorCore(config, out.outputs, estimator=at_bound)
+    _run(core, 15.5)
+    assert len(out.fused) == 3
+    assert all(float(e.values["b1"][0]) >= config.free["b1"].lower for e, _ in out.fused)

@@ -1,0 +1,469 @@
+"""The rclpy transport and the launch files (issue 5).
+
+Most tests need no ROS 2: the launch files are checked statically (parsed, never run), the node
+module is imported without rclpy, and its pure helpers (overrides, push mapping, estimate
+parameters, fused output files, config topics) are exercised directly. The tests at the end need
+rclpy (and launch_ros) and skip cleanly without them; on a ROS 2 machine they start the node.
+"""
+
+import ast
+import importlib.util
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from mb_estimation.io.config import ConfigError, load_config
+from mb_estimation.io.results import read_parameters
+from mb_estimation.online.fusion import ParameterEstimate
+from mb_estimation.transport import ros_node
+
+REPO = Path(__file__).resolve().parents[1]
+LAUNCH = REPO / "launch"
+ESTIMATOR_LAUNCH = LAUNCH / "estimator.launch.py"
+BAG_LAUNCH = LAUNCH / "bag_calibration.launch.py"
+ESTIMATOR_ARGUMENTS = {"config", "joint_states_topic", "voltage_topic", "free", "set",
+                       "compliance", "use_sim_time", "node_name"}
+BAG_ARGUMENTS = {"bag", "config", "rate", "output"}
+HAVE_RCLPY = importlib.util.find_spec("rclpy") is not None
+
+
+# --------------------------------------------------------------------------------------------
+# launch files, statically
+# --------------------------------------------------------------------------------------------
+
+
+def _tree(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+
+
+def _constants(tree: ast.Module) -> dict[str, object]:
+    """Module-level NAME = <constant> assignments."""
+    values = {}
+    for statement in tree.body:
+        if isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Constant):
+            for target in statement.targets:
+                if isinstance(target, ast.Name):
+                    values[target.id] = statement.value.value
+    return values
+
+
+def _value(node: ast.AST, constants: dict) -> object:
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.JoinedStr):  # f-strings of module constants
+        parts = [_value(part.value if isinstance(part, ast.FormattedValue) else part, constants)
+                 for part in node.values]
+        return "".join(map(str, parts)) if all(isinstance(p, str) for p in parts) else node
+    if isinstance(node, ast.Name) and node.id in constants:
+        return constants[node.id]
+    return node
+
+
+def _calls(tree: ast.Module, name: str) -> list[ast.Call]:
+    return [node for node in ast.walk(tree) if isinstance(node, ast.Call)
+            and getattr(node.func, "id", getattr(node.func, "attr", None)) == name]
+
+
+def _keywords(call: ast.Call, constants: dict) -> dict[str, object]:
+    return {k.arg: _value(k.value, constants) for k in call.keywords if k.arg}
+
+
+def _declared_arguments(tree: ast.Module) -> dict[str, object]:
+    """Name -> default (None when required) of every DeclareLaunchArgument call."""
+    constants = _constants(tree)
+    declared = {}
+    for call in _calls(tree, "DeclareLaunchArgument"):
+        keywords = _keywords(call, constants)
+        name = _value(call.args[0], constants) if call.args else keywords.get("name")
+        assert isinstance(name, str), ast.dump(call)
+        assert name not in declared, f"{name} declared twice"
+        declared[name] = keywords.get("default_value")
+    return declared
+
+
+@pytest.mark.parametrize("path", [ESTIMATOR_LAUNCH, BAG_LAUNCH], ids=lambda p: p.name)
+def test_launch_file_parses_and_defines_generate_launch_description(path):
+    tree = _tree(path)
+    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    assert "generate_launch_description" in functions
+    assert not functions["generate_launch_description"].args.args
+    assert ast.get_docstring(tree), "launch files document their arguments"
+
+
+def test_estimator_launch_declares_exactly_its_arguments():
+    declared = _declared_arguments(_tree(ESTIMATOR_LAUNCH))
+    assert set(declared) == ESTIMATOR_ARGUMENTS
+    assert declared["joint_states_topic"] == "/joint_states"
+    assert declared["voltage_topic"] == "/control_voltage"
+    assert declared["use_sim_time"] == "false"
+    assert declared["node_name"] == "mb_estimator"
+    assert declared["free"] == "" and declared["set"] == ""
+    assert float(declared["compliance"]) == 0.0
+
+
+def test_bag_launch_declares_exactly_its_arguments():
+    declared = _declared_arguments(_tree(BAG_LAUNCH))
+    assert set(declared) == BAG_ARGUMENTS
+    assert declared["bag"] is None  # required
+    assert float(declared["rate"]) == 1.0
+    assert declared["output"] == "./mb_estimation_calibration"
+
+
+@pytest.mark.parametrize("path", [ESTIMATOR_LAUNCH, BAG_LAUNCH], ids=lambda p: p.name)
+def test_launch_files_start_the_estimator_node(path):
+    tree = _tree(path)
+    constants = _constants(tree)
+    nodes = [_keywords(call, constants) for call in _calls(tree, "Node")]
+    assert len(nodes) == 1
+    assert nodes[0]["package"] == "mb_estimation"
+    assert nodes[0]["executable"] == "estimator_node"
+    # the default config is the installed one
+    text = path.read_text(encoding="utf-8")
+    assert 'get_package_share_directory(PACKAGE), "config", "furuta.yaml"' in text
+
+
+def test_bag_launch_plays_the_bag_with_clock_and_shuts_down():
+    tree = _tree(BAG_LAUNCH)
+    constants = _constants(tree)
+    commands = []
+    for call in _calls(tree, "ExecuteProcess"):
+        cmd = _keywords(call, constants)["cmd"]
+        commands.append([_value(item, constants) for item in cmd.elts])
+    plays = [cmd for cmd in commands if cmd[:3] == ["ros2", "bag", "play"]]
+    assert len(plays) == 1
+    assert "--clock" in plays[0] and "--rate" in plays[0]
+    calls = [cmd for cmd in commands if cmd[:3] == ["ros2", "service", "call"]]
+    assert calls and calls[0][3] == f"/{constants['NODE_NAME']}/calibrate_now"
+    assert calls[0][4] == "std_srvs/srv/Trigger"
+    assert len(_calls(tree, "OnProcessExit")) >= 2
+    assert _calls(tree, "Shutdown")
+    node = _keywords(_calls(tree, "Node")[0], constants)
+    parameters = node["parameters"].elts[0]
+    keys = [_value(k, constants) for k in parameters.keys]
+    assert "output_dir" in keys and "use_sim_time" in keys
+    assert _value(parameters.values[keys.index("use_sim_time")], constants) is True
+
+
+def test_bag_launch_waits_for_the_node_ready_marker():
+    tree = _tree(BAG_LAUNCH)
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                and node.module == "mb_estimation.transport.ros_node" for alias in node.names}
+    assert "READY_MARKER" in imported
+    assert _calls(tree, "OnProcessIO")
+    assert ros_node.READY_MARKER in (REPO / "mb_estimation/transport/ros_node.py").read_text()
+
+
+def test_setup_installs_the_launch_files_into_share():
+    tree = _tree(REPO / "setup.py")
+    constants = _constants(tree)
+
+    def text(node):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            return text(node.left) + text(node.right)
+        value = _value(node, constants)
+        assert isinstance(value, str), ast.dump(node)
+        return value
+
+    setup = _calls(tree, "setup")[0]
+    data_files = next(k.value for k in setup.keywords if k.arg == "data_files")
+    installed = {}
+    for entry in data_files.elts:
+        destination, sources = entry.elts
+        globs = [text(call.args[0]) for call in ast.walk(sources)
+                 if isinstance(call, ast.Call) and getattr(call.func, "id", "") == "glob"]
+        installed[text(destination)] = globs
+    assert installed.get("share/mb_estimation/launch") == ["launch/*.launch.py"]
+    assert "config/*.yaml" in installed.get("share/mb_estimation/config", [])
+    for path in (ESTIMATOR_LAUNCH, BAG_LAUNCH):
+        assert path.match("*.launch.py")
+    entry_points = next(k.value for k in setup.keywords if k.arg == "entry_points")
+    scripts = [_value(item, constants) for item in ast.walk(entry_points)
+               if isinstance(item, ast.Constant) and isinstance(item.value, str)]
+    assert "estimator_node = mb_estimation.transport.ros_node:main" in scripts
+
+
+# --------------------------------------------------------------------------------------------
+# the node module without ROS
+# --------------------------------------------------------------------------------------------
+
+
+def test_ros_node_imports_without_rclpy_or_the_estimator():
+    code = ("import sys; import mb_estimation.transport.ros_node as m; "
+            "print(callable(m.main), callable(m.ros_sink), callable(m.run_ros_player), "
+            "'rclpy' in sys.modules, 'jax' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=REPO, timeout=120, check=True)
+    assert done.stdout.split() == ["True", "True", "True", "False", "False"]
+
+
+@pytest.mark.skipif(HAVE_RCLPY, reason="rclpy is installed here")
+def test_node_class_says_it_needs_rclpy():
+    with pytest.raises(ModuleNotFoundError, match="rclpy"):
+        ros_node.RosEstimatorNode  # noqa: B018
+    with pytest.raises(AttributeError):
+        ros_node.NoSuchThing  # noqa: B018
+
+
+def test_config_topics(tmp_path):
+    assert ros_node.config_topics(REPO / "config" / "furuta.yaml") == \
+        ("/joint_states", "/control_voltage")
+    assert ros_node.config_topics(tmp_path / "missing.yaml") == \
+        ("/joint_states", "/control_voltage")
+    custom = tmp_path / "custom.yaml"
+    custom.write_text(yaml.safe_dump({"rig": "furuta", "recording": {
+        "joint_states_topic": "/rig/joint_states", "voltage_topic": "/rig/u"}}))
+    assert ros_node.config_topics(custom) == ("/rig/joint_states", "/rig/u")
+    custom.write_text(yaml.safe_dump({"recording": {
+        "joint_states_topic": "/js", "voltage_type": "sensor_msgs/msg/JointState"}}))
+    assert ros_node.config_topics(custom) == ("/js", None)
+    custom.write_text("recording: [unclosed")
+    assert ros_node.config_topics(custom) == ("/joint_states", "/control_voltage")
+
+
+@pytest.fixture(scope="module")
+def furuta():
+    return load_config("furuta")
+
+
+def test_apply_node_overrides(furuta):
+    assert ros_node.apply_node_overrides(furuta) is furuta
+    changed = ros_node.apply_node_overrides(furuta, free="J_Azz, K", set_text="K=0.2",
+                                            compliance=1e-5)
+    assert list(changed.free) == ["J_Azz", "K"]
+    assert changed.parameters["K"] == 0.2
+    assert changed.parameters["eps_lin1"] == 1e-5
+    with pytest.raises(ConfigError):
+        ros_node.apply_node_overrides(furuta, free="no_such_parameter")
+    with pytest.raises(ConfigError):
+        ros_node.apply_node_overrides(furuta, set_text="K=abc")
+
+
+def test_parse_push_mapping(furuta):
+    free = list(furuta.free)
+    assert ros_node.parse_push_mapping("", free) == {}
+    assert ros_node.parse_push_mapping(" J_Azz:arm.inertia , K:gain,", free) == \
+        {"J_Azz": "arm.inertia", "K": "gain"}
+    for bad, match in (("J_Azz", "estimate_name:controller_param"),
+                       ("J_Azz:", "estimate_name:controller_param"),
+                       ("l1:length", "not estimated"),
+                       ("K:a,K:b", "mapped twice")):
+        with pytest.raises(ValueError, match=match):
+            ros_node.parse_push_mapping(bad, free)
+
+
+def _estimate(config, windows=3):
+    names = tuple(config.free)
+    values = {name: np.atleast_1d(np.asarray(config.parameters[name], dtype=float)) * 1.1
+              for name in names}
+    values["tilt"] = np.array([np.cos(0.01), np.sin(0.01), 0.0, 0.0])
+    size = sum(3 if len(values[n]) == 4 else 1 for n in names)
+    covariance = np.diag(np.full(size, 1e-8))
+    covariance[0, 0] = np.inf  # J_Axx: not determined
+    return ParameterEstimate(names=names, values=values, covariance=covariance, windows=windows)
+
+
+def test_estimate_parameter_values(furuta):
+    initial = ros_node.estimate_parameter_values(furuta, None)
+    assert {k for k in initial if k.startswith("estimate.")} == \
+        {f"estimate.{name}" for name in furuta.parameters}
+    assert {k for k in initial if k.startswith("estimate_std.")} == \
+        {f"estimate_std.{name}" for name in furuta.free}
+    assert initial["estimate.l1"] == furuta.parameters["l1"]
+    assert initial["estimate.tilt"] == [1.0, 0.0, 0.0, 0.0]
+    assert initial["estimate_std.K"] == ros_node.NOT_DETERMINED
+    assert initial["estimate_std.tilt"] == [ros_node.NOT_DETERMINED] * 3
+    estimate = _estimate(furuta)
+    values = ros_node.estimate_parameter_values(furuta, estimate)
+    assert set(values) == set(initial)
+    assert values["estimate.K"] == pytest.approx(0.11)
+    assert values["estimate.l1"] == furuta.parameters["l1"]
+    assert values["estimate_std.J_Axx"] == ros_node.NOT_DETERMINED
+    assert values["estimate_std.K"] == pytest.approx(1e-4)
+    assert len(values["estimate.tilt"]) == 4 and len(values["estimate_std.tilt"]) == 3
+    for value in values.values():
+        assert all(np.isfinite(np.atleast_1d(value)))
+
+
+def test_write_fused_reads_back_like_calibrate_output(furuta, tmp_path):
+    estimate = _estimate(furuta, windows=4)
+    folder = ros_node.write_fused(tmp_path / "out", estimate, furuta, node_name="rig_estimator")
+    rig, values = read_parameters(folder / "parameters.yaml")
+    assert rig == "furuta"
+    assert set(values) == set(furuta.parameters)
+    assert values["K"] == pytest.approx(0.11)
+    assert values["l1"] == furuta.parameters["l1"]
+    assert values["tilt"] == pytest.approx(list(estimate.values["tilt"]))
+    document = yaml.safe_load((folder / "parameters.yaml").read_text())
+    assert document["parameters"]["J_Axx"]["excited"] is False
+    assert document["parameters"]["J_Axx"]["std"] == float("inf")
+    assert document["parameters"]["K"]["excited"] is True
+    assert document["parameters"]["K"]["unit"] == furuta.rig_spec.parameter("K").unit
+    assert document["fit"]["windows"] == 4 and document["fit"]["status"] == "fused"
+    assert len(document["parameters"]["tilt"]["std"]) == 3
+    ros = yaml.safe_load((folder / "ros_parameters.yaml").read_text())
+    parameters = ros["rig_estimator"]["ros__parameters"]
+    assert set(parameters) == {f"estimate.{name}" for name in furuta.parameters}
+    assert parameters["estimate.K"] == pytest.approx(0.11)
+    assert not [p for p in folder.iterdir() if p.name.startswith(".")]  # no temporary left
+
+
+# --------------------------------------------------------------------------------------------
+# with ROS 2 (skipped without rclpy / launch_ros)
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def ros_context():
+    rclpy = pytest.importorskip("rclpy")
+    pytest.importorskip("diagnostic_msgs")
+    pytest.importorskip("std_srvs")
+    context = rclpy.context.Context()
+    rclpy.init(context=context, domain_id=int(os.environ.get("MB_TEST_ROS_DOMAIN", "77")))
+    yield context
+    ros_node._try_shutdown(context)
+
+
+def _wait(predicate, timeout=20.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_ros_node_serves_diagnostics_parameters_and_services(ros_context, tmp_path):
+    from diagnostic_msgs.msg import DiagnosticArray
+    from rclpy.executors import MultiThreadedExecutor
+    from rclpy.node import Node
+    from rclpy.parameter import Parameter
+    from std_msgs.msg import Float64MultiArray
+    from std_srvs.srv import Trigger
+    from test_node_core import _config, _fake_estimator, _feed
+
+    from mb_estimation.online.core import with_node
+
+    config = with_node(_config(), name="mb_estimator_test")
+    node = ros_node.RosEstimatorNode(
+        config, estimator=_fake_estimator, context=ros_context,
+        parameter_overrides=[Parameter("output_dir", value=str(tmp_path / "out"))])
+    probe = Node("mb_estimation_probe", context=ros_context)
+    received = {"diagnostics": [], "fused": []}
+    probe.create_subscription(DiagnosticArray, "/diagnostics",
+                              received["diagnostics"].append, 10)
+    probe.create_subscription(Float64MultiArray, "/mb_estimator_test/fused_parameters",
+                              received["fused"].append, 10)
+    executor = MultiThreadedExecutor(context=ros_context)
+    executor.add_node(node)
+    executor.add_node(probe)
+    spinner = threading.Thread(target=executor.spin, daemon=True)
+    node.start()
+    spinner.start()
+    try:
+        assert _wait(lambda: received["diagnostics"]), "no diagnostics within 20 s"
+        status = received["diagnostics"][-1].status[0]
+        assert status.name == "mb_estimator_test: estimator"
+        assert {kv.key for kv in status.values} >= {"windows_done", "windows_accepted"}
+
+        expected = {"/mb_estimator_test/reset", "/mb_estimator_test/calibrate_now"}
+        assert _wait(lambda: expected <= set(dict(probe.get_service_names_and_types())))
+        services = dict(probe.get_service_names_and_types())
+        assert all(services[name] == ["std_srvs/srv/Trigger"] for name in expected)
+        client = probe.create_client(Trigger, "/mb_estimator_test/calibrate_now")
+        assert client.wait_for_service(timeout_sec=10.0)
+        future = client.call_async(Trigger.Request())
+        assert _wait(future.done)
+        assert future.result().success is False  # nothing buffered yet
+
+        assert node.get_parameter("estimate.l1").value == config.parameters["l1"]
+        assert node.get_parameter("estimate_std.K").value == ros_node.NOT_DETERMINED
+        rejected = node.set_parameters([Parameter("estimate.K", value=1.0)])[0]
+        assert not rejected.successful and "estimator" in rejected.reason
+
+        _feed(node.core, 6.0)  # one accepted window through the core (fake estimator)
+        assert _wait(lambda: received["fused"]), "no fused parameters"
+        assert _wait(lambda: node.get_parameter("estimate_std.K").value > 0)
+        assert node.get_parameter("estimate.J_Azz").value != config.parameters["J_Azz"]
+        assert _wait(lambda: (tmp_path / "out" / "parameters.yaml").is_file())
+        labels = received["fused"][-1].layout.dim[1].label.split(",")
+        assert "J_Azz" in labels and "tilt_rx" in labels
+    finally:
+        executor.shutdown(timeout_sec=2.0)
+        node.close(drain_timeout_s=5.0)
+        node.destroy_node()
+        probe.destroy_node()
+
+
+def test_ros_sink_publishes_timed_messages(ros_context):
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.node import Node
+    from rclpy.qos import qos_profile_sensor_data
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Float64
+
+    from mb_estimation.transport import players
+
+    sender = Node("mb_estimation_sink_test", context=ros_context)
+    probe = Node("mb_estimation_sink_probe", context=ros_context)
+    received = []
+    probe.create_subscription(JointState, "/sink_test/joint_states", received.append,
+                              qos_profile_sensor_data)
+    probe.create_subscription(Float64, "/sink_test/voltage", received.append, 10)
+    sink = ros_node.ros_sink(sender)
+    sink.publisher("/sink_test/joint_states", players.JOINT_STATE)
+    sink.publisher("/sink_test/voltage", players.FLOAT64)
+    executor = SingleThreadedExecutor(context=ros_context)
+    executor.add_node(probe)
+    try:
+        assert sink.wait_for_subscribers(1, 10.0)
+        stamp = 1_700_000_000_123_456_789
+        payload = players.JointStatePayload(("arm", "pendulum"), np.array([0.1, 0.2]),
+                                            np.array([0.0, 0.0]), np.array([]))
+        sink(players.TimedMessage(stamp, "/sink_test/joint_states", players.JOINT_STATE,
+                                  payload))
+        sink(players.TimedMessage(stamp, "/sink_test/voltage", players.FLOAT64, 1.5))
+        deadline = time.monotonic() + 10.0
+        while len(received) < 2 and time.monotonic() < deadline:
+            executor.spin_once(timeout_sec=0.1)
+        joint = next(m for m in received if isinstance(m, JointState))
+        assert (joint.header.stamp.sec, joint.header.stamp.nanosec) == (1_700_000_000,
+                                                                        123_456_789)
+        assert list(joint.position) == [0.1, 0.2]
+        assert next(m for m in received if isinstance(m, Float64)).data == 1.5
+        assert sink.counts == {"/sink_test/joint_states": 1, "/sink_test/voltage": 1}
+    finally:
+        executor.shutdown()
+        sender.destroy_node()
+        probe.destroy_node()
+
+
+def test_main_fails_clearly_without_config():
+    pytest.importorskip("rclpy")
+    assert ros_node.main(["estimator_node"]) == 2
+    assert ros_node.main(["estimator_node", "--ros-args", "-p",
+                          "config:=/no/such/config.yaml"]) == 2
+
+
+@pytest.mark.parametrize("path, arguments", [(ESTIMATOR_LAUNCH, ESTIMATOR_ARGUMENTS),
+                                             (BAG_LAUNCH, BAG_ARGUMENTS)],
+                         ids=lambda v: getattr(v, "name", ""))
+def test_launch_descriptions_load_with_launch_ros(path, arguments):
+    pytest.importorskip("launch_ros")
+    from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
+
+    try:
+        get_package_share_directory("mb_estimation")
+    except PackageNotFoundError:
+        pytest.skip("mb_estimation is not installed in the ament index (colcon build)")
+    spec = importlib.util.spec_from_file_location(path.stem.replace(".", "_"), path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    description = module.generate_launch_description()
+    assert {argument.name for argument in description.get_launch_arguments()} == arguments
