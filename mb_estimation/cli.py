@@ -27,19 +27,30 @@ def _add_recordings_argument(parser: argparse.ArgumentParser) -> None:
                         help="rosbag2 folder(s) or .db3/.mcap files, or PlotJuggler CSV exports")
 
 
-def _add_config_options(parser: argparse.ArgumentParser) -> None:
+def _add_config_options(parser: argparse.ArgumentParser, *, compliance: bool = True) -> None:
     parser.add_argument("--config", required=True, metavar="FILE",
                         help="rig configuration (YAML), e.g. config/furuta.yaml")
     parser.add_argument("--set", dest="set_values", metavar="NAME=VALUE,...",
                         help="override parameter values, e.g. J_Azz=0.01,tilt=[1,0,0,0]")
-    parser.add_argument("--compliance", type=float, metavar="EPS", help=COMPLIANCE_HELP)
+    if compliance:
+        parser.add_argument("--compliance", type=float, metavar="EPS", help=COMPLIANCE_HELP)
 
 
-def _add_method_options(parser: argparse.ArgumentParser) -> None:
+def _add_free_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--free", metavar="NAME,NAME,...",
                         help="replace the config's free parameters, e.g. J_Azz,J_Byy,b1,b2")
+
+
+def _add_step_and_weight_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dt", type=float, metavar="H", help="estimation step h [s]")
     parser.add_argument("--kappa", type=float, metavar="K", help="state error weight κ")
+
+
+def _add_method_options(parser: argparse.ArgumentParser, *, single_values: bool = True) -> None:
+    """--free, --max-iterations, --start, --end, --quiet (and --dt, --kappa if single_values)."""
+    _add_free_option(parser)
+    if single_values:
+        _add_step_and_weight_options(parser)
     parser.add_argument("--max-iterations", type=int, metavar="N",
                         help="Levenberg–Marquardt iteration limit")
     parser.add_argument("--start", type=float, metavar="S",
@@ -181,26 +192,15 @@ def _build_parser() -> argparse.ArgumentParser:
         "paper's Figures 4, 6, 7), to choose the method parameters for a rig. Writes sweep.csv "
         "and sweep_<setting>.png into --output. A new h compiles anew (tens of seconds).")
     _add_recordings_argument(sweep)
-    sweep.add_argument("--config", required=True, metavar="FILE",
-                       help="rig configuration (YAML), e.g. config/furuta.yaml")
-    sweep.add_argument("--set", dest="set_values", metavar="NAME=VALUE,...",
-                       help="override parameter values, e.g. J_Azz=0.01")
-    sweep.add_argument("--free", metavar="NAME,NAME,...",
-                       help="replace the config's free parameters, e.g. J_Azz,J_Byy,b1,b2")
+    _add_config_options(sweep, compliance=False)
+    _add_method_options(sweep, single_values=False)
     sweep.add_argument("--kappa", type=_number_list, metavar="K,K,...",
                        help="state error weights κ (default: the config's)")
     sweep.add_argument("--dt", type=_number_list, metavar="H,H,...",
                        help="estimation steps h [s] (default: the config's)")
     sweep.add_argument("--compliance", type=_number_list, metavar="EPS,EPS,...",
                        help="hinge compliances, each set on every hinge (default: the config's)")
-    sweep.add_argument("--max-iterations", type=int, metavar="N",
-                       help="Levenberg–Marquardt iteration limit")
-    sweep.add_argument("--start", type=float, metavar="S",
-                       help="skip the first S seconds of each recording")
-    sweep.add_argument("--end", type=float, metavar="S",
-                       help="use each recording up to S seconds from its start")
     sweep.add_argument("--output", required=True, metavar="DIR", help="output folder")
-    sweep.add_argument("--quiet", action="store_true", help="no progress output")
     sweep.set_defaults(handler=_sweep)
 
     node = commands.add_parser(
@@ -214,10 +214,8 @@ def _build_parser() -> argparse.ArgumentParser:
         "(ROS_DOMAIN_ID and CYCLONEDDS_URI honoured); --transport ros needs rclpy. Runs until "
         "Ctrl-C or --duration.")
     _add_config_options(node)
-    node.add_argument("--free", metavar="NAME,NAME,...",
-                      help="replace the config's free parameters, e.g. J_Azz,J_Byy,b1,b2")
-    node.add_argument("--dt", type=float, metavar="H", help="estimation step h [s]")
-    node.add_argument("--kappa", type=float, metavar="K", help="state error weight κ")
+    _add_free_option(node)
+    _add_step_and_weight_options(node)
     _add_transport_options(node)
     node.add_argument("--duration", type=float, metavar="S",
                       help="stop after S seconds (default: run until Ctrl-C)")

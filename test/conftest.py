@@ -25,3 +25,17 @@ def shared_data_dir() -> Path:
     if not SHARED_DATA_DIR.is_dir():
         pytest.skip(f"shared data folder not found: {SHARED_DATA_DIR}")
     return SHARED_DATA_DIR
+
+
+@pytest.fixture()
+def dds_loopback(monkeypatch):
+    """DDS confined to 127.0.0.1 (CYCLONEDDS_URI from ``loopback_config``), no ROS_DOMAIN_ID.
+
+    Cyclone DDS reads CYCLONEDDS_URI when a domain is created in the process (its first
+    participant), so the tests using this fixture close their participants.
+    """
+    pytest.importorskip("cyclonedds")
+    from mb_estimation.transport.dds_bus import loopback_config
+
+    monkeypatch.setenv("CYCLONEDDS_URI", loopback_config())
+    monkeypatch.delenv("ROS_DOMAIN_ID", raising=False)

@@ -17,7 +17,7 @@ pytest.importorskip("cyclonedds")
 
 from test_node_core import NAMES, NS, T0, _config, _fake_estimator  # noqa: E402
 
-from mb_estimation.transport.dds_bus import DdsBus, loopback_config  # noqa: E402
+from mb_estimation.transport.dds_bus import DdsBus  # noqa: E402
 from mb_estimation.transport.dds_messages import (  # noqa: E402
     DiagnosticArray,
     Float64,
@@ -33,9 +33,8 @@ DOMAIN = int(os.environ.get("MB_TEST_DDS_NODE_DOMAIN", "79"))
 
 
 @pytest.fixture(autouse=True)
-def _loopback_only(monkeypatch):
-    monkeypatch.setenv("CYCLONEDDS_URI", loopback_config())
-    monkeypatch.delenv("ROS_DOMAIN_ID", raising=False)
+def _loopback_only(dds_loopback):
+    """Every test here keeps DDS on 127.0.0.1 (conftest.dds_loopback)."""
 
 
 class Listener:

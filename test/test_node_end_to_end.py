@@ -49,9 +49,8 @@ def environment(tmp_path_factory):
 
 
 @pytest.fixture(autouse=True)
-def _loopback_only(monkeypatch):
-    monkeypatch.setenv("CYCLONEDDS_URI", loopback_config())
-    monkeypatch.delenv("ROS_DOMAIN_ID", raising=False)
+def _loopback_only(dds_loopback):
+    """Every test here keeps DDS on 127.0.0.1 (conftest.dds_loopback)."""
 
 
 class Process:

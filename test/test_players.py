@@ -49,11 +49,8 @@ PENDULUM = JointMapping("joint_pendulum", offset=-3.0, sign=1)
 
 
 @pytest.fixture(autouse=True)
-def _loopback_only(monkeypatch):
-    from mb_estimation.transport.dds_bus import loopback_config
-
-    monkeypatch.setenv("CYCLONEDDS_URI", loopback_config())
-    monkeypatch.delenv("ROS_DOMAIN_ID", raising=False)
+def _loopback_only(dds_loopback):
+    """Every test here keeps DDS on 127.0.0.1 (conftest.dds_loopback)."""
 
 
 def _with_recording(config, **changes):

@@ -611,15 +611,24 @@ def _parse_free(raw: Any, rig: RigSpec, friction: str | None, parameters: Mappin
 # Sections
 
 
-def _parse_method(raw: Any, source: str) -> MethodSettings:
-    raw = _mapping(raw, source, "method")
-    names = tuple(f.name for f in dataclasses.fields(MethodSettings))
-    _check_keys(raw, names, source, "method")
-    default = MethodSettings()
+def _section_reader(raw: Any, source: str, section: str, settings: type):
+    """``get(name, check)`` for a settings section: the checked value, or the default if unset.
+
+    Unknown keys in the section are an error.
+    """
+    raw = _mapping(raw, source, section)
+    _check_keys(raw, tuple(f.name for f in dataclasses.fields(settings)), source, section)
+    default = settings()
 
     def get(name, check):
         value = raw.get(name)
-        return getattr(default, name) if value is None else check(value, source, f"method.{name}")
+        return getattr(default, name) if value is None else check(value, source,
+                                                                  f"{section}.{name}")
+    return get
+
+
+def _parse_method(raw: Any, source: str) -> MethodSettings:
+    get = _section_reader(raw, source, "method", MethodSettings)
 
     return MethodSettings(
         dt=get("dt", _positive),
@@ -633,15 +642,7 @@ def _parse_method(raw: Any, source: str) -> MethodSettings:
 
 
 def _parse_simulation(raw: Any, source: str) -> SimulationSettings:
-    raw = _mapping(raw, source, "simulation")
-    names = tuple(f.name for f in dataclasses.fields(SimulationSettings))
-    _check_keys(raw, names, source, "simulation")
-    default = SimulationSettings()
-
-    def get(name, check):
-        value = raw.get(name)
-        return getattr(default, name) if value is None else check(value, source,
-                                                                  f"simulation.{name}")
+    get = _section_reader(raw, source, "simulation", SimulationSettings)
 
     return SimulationSettings(
         dt=get("dt", _positive),
@@ -652,14 +653,7 @@ def _parse_simulation(raw: Any, source: str) -> SimulationSettings:
 
 
 def _parse_node(raw: Any, source: str) -> NodeSettings:
-    raw = _mapping(raw, source, "node")
-    names = tuple(f.name for f in dataclasses.fields(NodeSettings))
-    _check_keys(raw, names, source, "node")
-    default = NodeSettings()
-
-    def get(name, check):
-        value = raw.get(name)
-        return getattr(default, name) if value is None else check(value, source, f"node.{name}")
+    get = _section_reader(raw, source, "node", NodeSettings)
 
     def text(value, source, key):
         if not isinstance(value, str) or not value.strip():

@@ -281,34 +281,29 @@ def covariance_from_information(information: np.ndarray) -> np.ndarray:
     the null space of the (scaled) information. Such rows and columns hold ``inf`` on the
     diagonal and 0 elsewhere, the estimator's convention.
     """
-    information = np.asarray(information, dtype=np.float64)
-    size = len(information)
-    covariance = np.zeros((size, size))
-    determined = np.diagonal(information) > 0.0
-    if determined.any():
-        block = information[np.ix_(determined, determined)]
-        inverse, loading = _scaled_pseudo_inverse(0.5 * (block + block.T), "information")
-        covariance[np.ix_(determined, determined)] = inverse
-        determined[np.flatnonzero(determined)[loading > LOADING_THRESHOLD]] = False
+    covariance, determined = _pseudo_inverse(information)
     covariance[~determined, :] = 0.0
     covariance[:, ~determined] = 0.0
     covariance[~determined, ~determined] = np.inf
     return 0.5 * (covariance + covariance.T)
 
 
-def _pseudo_inverse(information: np.ndarray) -> np.ndarray:
-    """Finite pseudo-inverse of an information matrix (0 where it has no information)."""
+def _pseudo_inverse(information: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Finite pseudo-inverse of an information matrix (0 where it has no information).
+
+    Also returns which tangent entries it determines: information on the diagonal and a
+    loading of at most ``LOADING_THRESHOLD`` on the null space.
+    """
+    information = np.asarray(information, dtype=np.float64)
     size = len(information)
     out = np.zeros((size, size))
     determined = np.diagonal(information) > 0.0
     if determined.any():
         block = information[np.ix_(determined, determined)]
-        inverse, _ = _scaled_pseudo_inverse(0.5 * (block + block.T), "information")
+        inverse, loading = _scaled_pseudo_inverse(0.5 * (block + block.T), "information")
         out[np.ix_(determined, determined)] = inverse
-    return out
-
-
-# --- fusion -------------------------------------------------------------------------------------
+        determined[np.flatnonzero(determined)[loading > LOADING_THRESHOLD]] = False
+    return out, determined
 
 
 def _tangent_difference(estimate: ParameterEstimate, new: ParameterEstimate) -> np.ndarray:
@@ -364,7 +359,7 @@ def fuse(previous: ParameterEstimate | None, new: ParameterEstimate, *,
     information = forgetting * previous.information + new_information
     information = 0.5 * (information + information.T)
     difference = _tangent_difference(previous, new)
-    step = _pseudo_inverse(information) @ (new_information @ difference)
+    step = _pseudo_inverse(information)[0] @ (new_information @ difference)
     values = _apply_step(previous, step)
     if not all(np.all(np.isfinite(v)) for v in values.values()):  # cannot happen; guard anyway
         raise ValueError("fusion produced a non-finite value")
