@@ -347,3 +347,20 @@ def test_fused_values_stay_in_the_box():
     _run(core, 15.5)
     assert len(out.fused) == 3
     assert all(float(e.values["b1"][0]) >= config.free["b1"].lower for e, _ in out.fused)
+
+
+def test_wrapped_driver_angles_are_continued_for_the_filter():
+    """A pendulum balancing at π whose driver wraps to (−π, π]: no 2π jumps reach the filter."""
+    out = Collect()
+    core = EstimatorCore(_config(), out.outputs, estimator=_fake_estimator)
+    t = np.arange(3000) * 1e-3
+    pendulum = np.pi + 0.05 * np.sin(2 * np.pi * t)
+    wrapped = np.angle(np.exp(1j * pendulum))
+    assert np.ptp(wrapped) > 6.0  # it does wrap
+    for k in range(len(t)):
+        core.on_voltage(T0 + k * 1_000_000, 1.0)
+        core.on_joint_state(T0 + k * 1_000_000, NAMES, (0.1 * t[k], wrapped[k]))
+    d = core.diagnostics()
+    assert d["filter_gated"] == 0 and d["filter_reinitialised"] == 0, d
+    filtered = np.array([angles[1] for _, _, angles, _ in out.filtered])
+    np.testing.assert_allclose(filtered[100:], pendulum[100:], atol=5e-3)

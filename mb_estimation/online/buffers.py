@@ -6,6 +6,8 @@ Appends are O(width) and never allocate, so they are safe in a subscription call
 
 from __future__ import annotations
 
+import bisect
+
 import numpy as np
 
 
@@ -56,6 +58,11 @@ class SampleRing:
         """Stamp of the newest sample, None when empty."""
         return None if self._size == 0 else int(self._stamps[(self._end - 1) % self.capacity])
 
+    @property
+    def last_values(self) -> np.ndarray | None:
+        """Values of the newest sample (a copy), None when empty."""
+        return None if self._size == 0 else self._values[(self._end - 1) % self.capacity].copy()
+
     def ordered(self) -> tuple[np.ndarray, np.ndarray]:
         """Copies of all held samples, oldest first: ``(stamps [m], values [m, width])``."""
         index = (self._end - self._size + np.arange(self._size)) % self.capacity
@@ -65,9 +72,15 @@ class SampleRing:
         """Samples from the last one at or before ``start_ns`` to the first at or after ``end_ns``.
 
         The samples just outside the interval are included so that the interval is covered
-        when there are samples on both sides (interpolation and a held input need them).
+        when there are samples on both sides (interpolation and a held input need them). Only
+        those samples are copied (binary search over the ring), so a window is cheap to cut.
         """
-        stamps, values = self.ordered()
-        first = max(int(np.searchsorted(stamps, start_ns, side="right")) - 1, 0)
-        last = min(int(np.searchsorted(stamps, end_ns, side="left")) + 1, len(stamps))
-        return stamps[first:last], values[first:last]
+        oldest = self._end - self._size
+
+        def stamp(i):
+            return self._stamps[(oldest + i) % self.capacity]
+
+        first = max(bisect.bisect_right(range(self._size), start_ns, key=stamp) - 1, 0)
+        last = min(bisect.bisect_left(range(self._size), end_ns, key=stamp) + 1, self._size)
+        index = (oldest + np.arange(first, max(last, first))) % self.capacity
+        return self._stamps[index].copy(), self._values[index].copy()

@@ -254,6 +254,7 @@ class EstimatorCore:
                 return
             filtered = None
             if self._accept_stamp_locked(stamp_ns):
+                angles = self._unwrapped_locked(angles)
                 self._joints.append(stamp_ns, angles)
                 filtered = self._filter.step((stamp_ns - self._epoch_ns) / NS, angles)
                 self._schedule_locked(stamp_ns)
@@ -322,6 +323,17 @@ class EstimatorCore:
             self._epoch_ns = stamp_ns
             self._next_start_ns = stamp_ns
         return True
+
+    def _unwrapped_locked(self, angles: np.ndarray) -> np.ndarray:
+        """Angles continued across ±π from the previous sample (multi-turn, as the filter needs).
+
+        A driver that wraps its angles (a pendulum balancing at π crosses it all the time)
+        would otherwise look like a 2π jump to the filter.
+        """
+        previous = self._joints.last_values
+        if previous is None:
+            return angles
+        return angles + 2.0 * np.pi * np.round((previous - angles) / (2.0 * np.pi))
 
     def _clear_time_locked(self) -> None:
         self._joints.clear()
