@@ -197,3 +197,54 @@ def test_real_humble_bag_with_scripted_input():
     assert recording.time_s[-1] == pytest.approx(10.0, abs=0.01)  # header stamps kept
     assert len(recording.time_s) == 5001
     np.testing.assert_allclose(recording.inputs[:, 0], [0.43])
+
+
+def test_driver_velocities_are_ignored_unless_asked_for(tmp_path):
+    """Asked for, the driver's velocities (low-passed) give the initial state velocities."""
+    from mb_estimation.estimation.parameters import FreeParameters
+    from mb_estimation.estimation.residuals import ModelStructure
+    from mb_estimation.estimation.solver import states_from_angles_and_rates
+    from mb_estimation.multibody import joint_rates
+    from mb_estimation.rigs import get_rig, parameter_arrays
+
+    t = np.arange(2000) * 1e-3
+    positions = np.stack([np.sin(2 * t), 0.3 * np.cos(3 * t)], axis=1)
+    velocities = np.stack([2 * np.cos(2 * t), -0.9 * np.sin(3 * t)], axis=1)
+    velocities += np.random.default_rng(0).normal(0.0, 0.5, velocities.shape)  # a noisy driver
+    stamps = (1_700_000_000 + t) * 1e9
+    bag = write_rig_bag(tmp_path / "bag", joint_time_ns=stamps.astype(np.int64),
+                        joint_names=["joint0", "joint1"], joint_positions=positions,
+                        joint_velocities=velocities, joint_states_topic="/joint_states",
+                        voltage_time_ns=stamps.astype(np.int64), voltage=np.zeros(len(t)),
+                        voltage_topic="/control_voltage")
+    ignored = read_recording(bag, _config())
+    assert ignored.joint_rates is None
+    assert prepare_recording(ignored, 0.01, 10.0).initial_rates is None
+    config = _config(use_driver_velocities=True)
+    recording = read_recording(bag, config)
+    np.testing.assert_allclose(recording.joint_rates, velocities * [1, -1])  # pendulum sign -1
+    grid = prepare_recording(recording, 0.01, 10.0)
+    truth = np.stack([2 * np.cos(2 * grid.time_s), 0.9 * np.sin(3 * grid.time_s)], axis=1)
+    inner = slice(10, -10)  # the filter's ends
+    error = (grid.initial_rates - truth)[inner]
+    assert np.sqrt(np.mean(error**2)) < 0.1  # the driver's noise of 0.5 rad/s low-passed
+    rig = get_rig(config.rig, config.friction)
+    structure = ModelStructure(rig, FreeParameters.of(rig.spec, ()))
+    states = states_from_angles_and_rates(structure, parameter_arrays(config.parameters), {},
+                                          grid.filtered_angles, grid.initial_rates)
+    system = structure.system(parameter_arrays(config.parameters), {})
+    rates = np.array([joint_rates(system, jax_state) for jax_state in _rows(states, 5)])
+    np.testing.assert_allclose(rates, grid.initial_rates[:5], atol=1e-9)
+    bare = write_rig_bag(tmp_path / "bare", joint_time_ns=stamps.astype(np.int64),
+                         joint_names=["joint0", "joint1"], joint_positions=positions,
+                         voltage_time_ns=stamps.astype(np.int64), voltage=np.zeros(len(t)),
+                         voltage_topic="/control_voltage")
+    with pytest.raises(BagError, match="use_driver_velocities is set but the joint states"):
+        read_recording(bare, config)
+
+
+def _rows(states, count):
+    """The first ``count`` time steps of stacked body states, one BodyStates each."""
+    import jax
+
+    return [jax.tree_util.tree_map(lambda leaf, k=k: leaf[k], states) for k in range(count)]

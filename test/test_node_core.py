@@ -364,3 +364,25 @@ def test_wrapped_driver_angles_are_continued_for_the_filter():
     assert d["filter_gated"] == 0 and d["filter_reinitialised"] == 0, d
     filtered = np.array([angles[1] for _, _, angles, _ in out.filtered])
     np.testing.assert_allclose(filtered[100:], pendulum[100:], atol=5e-3)
+
+
+def test_parameter_matrix_layout_tilt_as_rotation_vector_and_no_infinities():
+    from mb_estimation.online.fusion import ParameterEstimate
+    from mb_estimation.online.messages import diagnostic_level, multiarray_layout, \
+        parameter_matrix
+
+    angle = 0.2
+    tilt = np.array([np.cos(angle / 2), np.sin(angle / 2), 0.0, 0.0])  # 0.2 rad about x
+    covariance = np.diag([1e-6, 4e-6, 9e-6, np.inf])
+    estimate = ParameterEstimate(("J_Azz", "tilt"), {"J_Azz": np.array([0.003]), "tilt": tilt},
+                                 covariance)
+    labels, matrix = parameter_matrix(estimate)
+    assert labels == ("J_Azz", "tilt_rx", "tilt_ry", "tilt_rz")
+    np.testing.assert_allclose(matrix[0], [0.003, angle, 0.0, 0.0], atol=1e-12)
+    np.testing.assert_allclose(matrix[1], [1e-3, 2e-3, 3e-3, -1.0])  # -1: not determined
+    assert multiarray_layout(labels) == [("value,std", 2, 8), ("J_Azz,tilt_rx,tilt_ry,tilt_rz",
+                                                               4, 4)]
+    snapshot = {"windows_accepted": 1, "windows_done": 2, "windows_dropped": 0}
+    assert diagnostic_level({**snapshot, "last_window": "2: accepted"})[0] == 0
+    assert diagnostic_level({**snapshot, "last_window": "2: rig at rest"})[0] == 1
+    assert diagnostic_level({**snapshot, "last_window": "2: estimator failed: X"})[0] == 2

@@ -145,6 +145,16 @@ def states_from_angles(structure: ModelStructure, fixed, free_values, filtered_a
     return with_velocity(configurations, velocity)
 
 
+def states_from_angles_and_rates(structure: ModelStructure, fixed, free_values, angles,
+                                 rates):
+    """States from filtered angles and driver joint rates [rad/s] (initial states, §4.4).
+
+    Zero-violation configurations and the body velocities of those rates (forward kinematics).
+    """
+    system = structure.system(fixed, free_values)
+    return jax.vmap(lambda a, r: states_from_joints(system, a, r))(angles, rates)
+
+
 def _linearize(structure, fixed, free_values, states, data):
     lin = linearize(structure, fixed, free_values, states, data)
     return lin, normal_equations(lin)
@@ -226,6 +236,9 @@ def estimate(problem: EstimationProblem, settings: SolverSettings = SolverSettin
     if initial_states is None:
         states = [compiler(states_from_angles, structure, fixed, free_values,
                            jnp.asarray(r.filtered_angles), jnp.asarray(r.dt))
+                  if r.initial_rates is None else
+                  compiler(states_from_angles_and_rates, structure, fixed, free_values,
+                           jnp.asarray(r.filtered_angles), jnp.asarray(r.initial_rates))
                   for r in problem.recordings]
     else:
         states = list(initial_states)

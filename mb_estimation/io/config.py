@@ -215,6 +215,9 @@ class RecordingSettings:
     # Input for recordings without a voltage topic: ((t [s], value), ...) held from each t on,
     # t counted from the first joint-state sample; the voltage topic is then not read.
     voltage_script: tuple[tuple[float, float], ...] | None = None
+    # The driver's joint velocities (low-passed) for the initial state velocities instead of
+    # differences of the filtered angles; off: velocities in the recording are ignored.
+    use_driver_velocities: bool = False
 
     @classmethod
     def for_rig(cls, rig: RigSpec) -> RecordingSettings:
@@ -772,6 +775,10 @@ def _parse_recording(raw: Any, rig: RigSpec, source: str) -> RecordingSettings:
     voltage_script = None
     if raw.get("voltage_script") is not None:
         voltage_script = _parse_voltage_script(raw["voltage_script"], source)
+    use_driver_velocities = raw.get("use_driver_velocities", False)
+    if not isinstance(use_driver_velocities, bool):
+        _fail(source, "recording.use_driver_velocities",
+              f"expected true or false, got {use_driver_velocities!r}")
     return RecordingSettings(
         joint_states_topic=text("joint_states_topic"),
         joints=joints,
@@ -781,6 +788,7 @@ def _parse_recording(raw: Any, rig: RigSpec, source: str) -> RecordingSettings:
         voltage_joint=voltage_joint,
         stamp_source=stamp_source,
         voltage_script=voltage_script,
+        use_driver_velocities=use_driver_velocities,
     )
 
 

@@ -79,15 +79,19 @@ class PlotJugglerCsv:
         rows = ~np.all(np.isnan(positions), axis=1)
         if stamps is not None:
             rows |= ~np.isnan(stamps)
-        efforts = None
+        efforts = velocities = None
         if all(f"{prefix}/{n}/effort" in self._index for n in names):
             efforts = np.stack([self.column(f"{prefix}/{n}/effort") for n in names], axis=1)[rows]
+        if all(f"{prefix}/{n}/velocity" in self._index for n in names):
+            velocities = np.stack([self.column(f"{prefix}/{n}/velocity") for n in names],
+                                  axis=1)[rows]
         receive = self.column(RECEIVE_TIME_COLUMN)[rows]
         return {
             "time_ns": None if stamps is None else np.round(stamps[rows] * _NS).astype(np.int64),
             "receive_time_ns": np.round(receive * _NS).astype(np.int64),
             "names": names,
             "positions": positions[rows],
+            "velocities": velocities,
             "efforts": efforts,
         }
 

@@ -6,7 +6,8 @@ Everything a real driver does is handled here from the config's ``recording`` se
   leading slash;
 * the voltage from a std_msgs/Float64 or Float64MultiArray topic (receive time; held from each
   message to the next), from a joint's effort entry, or scripted in the config
-  (``voltage_script``) for recordings without one; driver velocities are not used;
+  (``voltage_script``) for recordings without one; driver velocities are not used unless
+  ``use_driver_velocities`` (then for the initial state velocities);
 * time from the header stamps or the receive times (``stamp_source``; ``auto`` takes the stamps
   unless they fail a sanity check, and says why);
 * non-finite samples dropped and counted; samples sorted by time, exact duplicates dropped
@@ -164,9 +165,20 @@ def assemble_recording(name: str, joints: dict, voltage, settings: RecordingSett
                                             np.asarray(inputs, float), notes)
         input_time_s, inputs = _sorted_without_duplicates("voltage", input_time_s, inputs,
                                                           notes)
+    joints_count = angles.shape[1]
+    if settings.use_driver_velocities:
+        velocities = joints.get("velocities")
+        if velocities is None:
+            raise BagError(f"{name}: recording.use_driver_velocities is set but the joint "
+                           f"states on {settings.joint_states_topic} carry no velocities")
+        rates = np.stack([settings.joints[j].sign * velocities[:, names.index(
+            settings.joints[j].name)] for j in rig.joints], 1)
+        angles = np.concatenate([angles, rates], axis=1)  # dropped and sorted together
     time_s, angles = _finite_rows(name, "joint-state", time_s, angles, notes)
     time_s, angles = _sorted_without_duplicates("joint-state", time_s, angles, notes)
+    angles, rates = angles[:, :joints_count], angles[:, joints_count:]
     if len(input_time_s) and input_time_s[0] > time_s[0] + 0.5 * np.median(np.diff(time_s)):
         notes.append(f"voltage unknown before its first message at {input_time_s[0]:.3f} s: "
                      "the data before it is not used")
-    return Recording(name, time_s, angles, input_time_s, inputs, notes=tuple(notes))
+    return Recording(name, time_s, angles, input_time_s, inputs, notes=tuple(notes),
+                     joint_rates=rates if settings.use_driver_velocities else None)

@@ -36,6 +36,8 @@ class Recording:
         input_time_s: times ``[q]`` [s] at which the input takes each value (held until the next).
         inputs: input values ``[q, n_inputs]`` (the Furuta rig: motor voltage [V]).
         notes: what reading it did to the data (stamps chosen, samples dropped, ...).
+        joint_rates: the driver's joint velocities ``[m, n_joints]`` [rad/s] at ``time_s``,
+            only when asked for (``recording.use_driver_velocities``); else None.
     """
 
     name: str
@@ -44,6 +46,7 @@ class Recording:
     input_time_s: np.ndarray
     inputs: np.ndarray
     notes: tuple[str, ...] = ()
+    joint_rates: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,8 @@ class GridData:
         inputs: the held input averaged over each step ``[n-1, n_inputs]``.
         observed: ``[n]`` 1.0 where ``y_k`` enters the observation residuals, 0.0 where not.
         dt: the grid step h [s].
+        initial_rates: low-passed driver joint velocities on the grid ``[n, n_joints]``
+            [rad/s] for the initial states, or None (velocities from the filtered angles).
     """
 
     name: str
@@ -68,6 +73,7 @@ class GridData:
     inputs: np.ndarray
     observed: np.ndarray
     dt: float
+    initial_rates: np.ndarray | None = None
 
     @property
     def num_steps(self) -> int:
@@ -136,9 +142,13 @@ def prepare_recording(recording: Recording, dt: float, cutoff_hz: float, *,
     """
     if dt <= 0:
         raise ValueError(f"the estimation step dt must be positive, got {dt}")
-    time_s, angles, _, _ = sorted_unique(np.asarray(recording.time_s, float),
-                                    np.asarray(recording.joint_angles, float))
-    angles = np.unwrap(angles, axis=0)
+    joints = np.asarray(recording.joint_angles, float)
+    with_rates = recording.joint_rates is not None
+    if with_rates:
+        joints = np.concatenate([joints, np.asarray(recording.joint_rates, float)], axis=1)
+    time_s, joints, _, _ = sorted_unique(np.asarray(recording.time_s, float), joints)
+    count_joints = np.shape(recording.joint_angles)[1]
+    angles = np.unwrap(joints[:, :count_joints], axis=0)
     begin, finish = time_s[0], time_s[-1]
     num_inputs = recording.inputs.shape[1] if np.ndim(recording.inputs) == 2 else 0
     if num_inputs:
@@ -161,6 +171,10 @@ def prepare_recording(recording: Recording, dt: float, cutoff_hz: float, *,
     observed[_inside_gaps(time_s, grid, dt)] = 0.0
     grid_inputs = (held_input_means(input_time, inputs, grid) if num_inputs
                    else np.zeros((count - 1, 0)))
+    initial_rates = None
+    if with_rates:
+        rates = lowpass(time_s, joints[:, count_joints:], cutoff_hz)
+        initial_rates = np.stack([np.interp(grid, time_s, r) for r in rates.T], axis=1)
     return GridData(
         name=recording.name,
         time_s=grid,
@@ -169,4 +183,5 @@ def prepare_recording(recording: Recording, dt: float, cutoff_hz: float, *,
         inputs=grid_inputs,
         observed=observed,
         dt=float(dt),
+        initial_rates=initial_rates,
     )

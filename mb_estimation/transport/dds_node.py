@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import threading
 
-import numpy as np
-
 from mb_estimation.io.config import Config
 from mb_estimation.online.core import EstimatorCore, NodeOutputs, estimate_window
 from mb_estimation.online.messages import (
@@ -195,7 +193,3 @@ class DdsNode:
             self._timer.join(5.0)
         self.bus.close()
 
-
-def joint_state_values(msg) -> tuple[int, list[str], np.ndarray]:
-    """Stamp [ns], names and positions of a received JointState (for tests and tools)."""
-    return stamp_to_ns(msg.header.stamp), list(msg.name), np.asarray(msg.position, float)
