@@ -172,6 +172,10 @@ class NodeSettings:
     min_motion_rad: float = 0.05  # a window whose joints all move less than this is at rest
     state_file: str | None = None  # fused estimate persisted here (atomic) and reloaded
     warm_up: bool = True  # compile on a synthetic window at start-up
+    # rclpy node: push accepted fused values to this node's set_parameters service, mapped as
+    # "estimate_name:controller_param,..." (None: no push)
+    push_target_node: str | None = None
+    push_mapping: str | None = None
 
 
 @dataclass(frozen=True)
@@ -686,6 +690,8 @@ def _parse_node(raw: Any, source: str) -> NodeSettings:
         min_motion_rad=get("min_motion_rad", _non_negative),
         state_file=get("state_file", text),
         warm_up=get("warm_up", boolean),
+        push_target_node=get("push_target_node", text),
+        push_mapping=get("push_mapping", text),
     )
     if settings.buffer_s < settings.window_s + settings.stride_s:
         _fail(source, "node.buffer_s", f"must hold a window and a stride "

@@ -25,7 +25,8 @@ Start it with the launch files (``ros2 launch mb_estimation estimator.launch.py`
   writes them), and once more when the node stops (it then first lets the worker finish the
   windows already cut, at most :data:`DRAIN_TIMEOUT_S`);
 * ``push.target_node`` (string, empty = off) and ``push.mapping`` (string
-  ``estimate_name:controller_param,...``): after each accepted window the mapped values of the
+  ``estimate_name:controller_param,...``; both default to the config's ``node.push_target_node``
+  and ``node.push_mapping``): after each accepted window the mapped values of the
   fused estimate are sent to ``/<target_node>/set_parameters`` (rcl_interfaces/srv/SetParameters,
   asynchronously; a quaternion as a double array ``[w, x, y, z]``). A missing service, a failed
   call or a rejected parameter is counted (``push_failed``) and reported through the core's
@@ -563,10 +564,12 @@ def _make_node_class():
             output_dir = declare("output_dir", "", read_only(
                 "folder for parameters.yaml/ros_parameters.yaml of the fused estimate; "
                 "empty: none")).value
-            target = declare("push.target_node", "", read_only(
-                "node whose parameters receive the fused estimate; empty: no push")).value
-            mapping_text = declare("push.mapping", "", read_only(
-                "estimate_name:controller_param,...")).value
+            target = declare("push.target_node", config.node.push_target_node or "", read_only(
+                "node whose parameters receive the fused estimate; empty: no push (default: "
+                "the config's node.push_target_node)")).value
+            mapping_text = declare("push.mapping", config.node.push_mapping or "", read_only(
+                "estimate_name:controller_param,... (default: the config's "
+                "node.push_mapping)")).value
 
             self.config = apply_node_overrides(config, free=free, set_text=set_text,
                                                compliance=compliance)
