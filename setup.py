@@ -8,7 +8,7 @@ package_name = "mb_estimation"
 
 setup(
     name=package_name,
-    version="0.1.0",
+    version="0.3.0",
     description=(
         "Joint parameter and state estimation for a Furuta pendulum rig with regularized "
         "time-discrete multibody dynamics"

@@ -5,4 +5,4 @@ time-discrete multibody dynamics" (the paper in ``shared/reference``): a SPOOK t
 maximal coordinates, inverse-dynamics impulse residuals and a structured Levenberg–Marquardt.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.3.0"
