@@ -272,24 +272,34 @@ def _add_transport_options(parser: argparse.ArgumentParser) -> None:
                         help="dds: bare Cyclone DDS in the ROS 2 wire format (default); ros: "
                         "rclpy (a sourced ROS 2 install)")
     parser.add_argument("--domain-id", type=int, metavar="N",
-                        help="DDS domain (default: $ROS_DOMAIN_ID, else 0)")
+                        help="DDS domain, as ROS_DOMAIN_ID (default: $ROS_DOMAIN_ID, else 0)")
 
 
 def _dds_bus(args):
+    """A DDS bus on the domain of --domain-id (else $ROS_DOMAIN_ID, else 0)."""
     try:
+        from cyclonedds.core import DDSException
+
         from mb_estimation.transport.dds_bus import DdsBus
     except ImportError:
         raise UserError("--transport dds needs the cyclonedds package: pip install "
                         "'mb_estimation[dds]'") from None
-    return DdsBus(args.domain_id)
+    try:
+        return DdsBus(args.domain_id)
+    except (DDSException, RuntimeError) as error:
+        raise UserError(f"cannot start DDS (check CYCLONEDDS_URI and --domain-id): "
+                        f"{str(error).strip() or type(error).__name__}") from None
 
 
-def _ros_transport():
+def _ros_transport(args):
+    """The rclpy transport, on the domain of --domain-id if given."""
     try:
         import rclpy  # noqa: F401
     except ImportError:
         raise UserError("--transport ros needs rclpy: source a ROS 2 installation, or use "
                         "--transport dds") from None
+    if args.domain_id is not None:
+        os.environ["ROS_DOMAIN_ID"] = str(args.domain_id)
     from mb_estimation.transport import ros_node
     return ros_node
 
@@ -479,10 +489,15 @@ def _node(args) -> int:
     config = _load_config(args)
     if args.transport == "ros":
         return _ros_node(args)
-    from mb_estimation.transport.dds_node import DdsNode
+    bus = _dds_bus(args)
+    try:
+        from mb_estimation.transport.dds_node import DdsNode
 
+        node = DdsNode(config, bus)
+    except BaseException:
+        bus.close()
+        raise
     stop = _stop_on_signals()
-    node = DdsNode(config, _dds_bus(args))
     name = config.node.name
     print(f"{name}: estimating {', '.join(config.free)} on windows of {config.node.window_s:g} s "
           f"every {config.node.stride_s:g} s (DDS domain {node.bus.domain_id}); compiling...",
@@ -490,8 +505,7 @@ def _node(args) -> int:
     try:
         warm_up_s = node.start()
         print(f"{name}: ready after {warm_up_s:.1f} s; listening on "
-              f"{config.recording.joint_states_topic} and {config.recording.voltage_topic}",
-              flush=True)
+              f"{', '.join(_input_topics(config))}", flush=True)
         started = time.monotonic()
         reported = 0
         while not stop.wait(0.2):
@@ -515,7 +529,7 @@ def _ros_node(args) -> int:
     if args.dt is not None or args.kappa is not None or args.duration is not None:
         raise UserError("--dt, --kappa and --duration are not available with --transport ros: "
                         "set method.dt/method.kappa in the config, stop with Ctrl-C")
-    ros_node = _ros_transport()
+    ros_node = _ros_transport(args)
     config = Path(args.config).resolve() if Path(args.config).exists() else args.config
     parameters = [f"config:={config}"]
     if args.free:
@@ -530,12 +544,21 @@ def _ros_node(args) -> int:
     return ros_node.main(argv)
 
 
+def _input_topics(config) -> list[str]:
+    """The topics the node subscribes to, for its start-up line."""
+    recording = config.recording
+    topics = [recording.joint_states_topic]
+    if config.rig_spec.inputs and recording.voltage_type != "sensor_msgs/msg/JointState":
+        topics.append(recording.voltage_topic)
+    return topics
+
+
 def _play(args, messages, speed: float, topics=None) -> int:
     from mb_estimation.transport.players import DdsSink, play
 
     stop = _stop_on_signals()
     if args.transport == "ros":
-        stats = _ros_transport().run_ros_player(messages, speed, topics=topics, stop=stop)
+        stats = _ros_transport(args).run_ros_player(messages, speed, topics=topics, stop=stop)
     else:
         with _dds_bus(args) as bus:
             stats = play(messages, DdsSink(bus), rate=speed, stop=stop)
@@ -549,7 +572,7 @@ def _rig_sim(args) -> int:
 
     from mb_estimation.transport.players import rig_sim_messages, rig_sim_topics
 
-    config = _load_config(args, dt=None)
+    config = _load_config(argparse.Namespace(**{**vars(args), "dt": None}))
     if args.dt is not None:
         config = dataclasses.replace(
             config, simulation=dataclasses.replace(config.simulation, dt=args.dt))

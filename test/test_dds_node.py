@@ -160,3 +160,19 @@ def test_wrong_voltage_type_and_bad_samples_are_reported_in_diagnostics():
     assert d["windows_rejected"] >= 1 and d["windows_accepted"] == 0
     assert listener.messages["parameters"] == []
     _all_finite(listener)
+
+
+def test_a_dds_that_cannot_start_is_one_line(tmp_path, monkeypatch, capsys):
+    """A CYCLONEDDS_URI naming an interface this machine does not have: no traceback."""
+    from mb_estimation.cli import main
+    from mb_estimation.io.bags import write_rig_bag
+
+    bag = write_rig_bag(tmp_path / "bag", joint_time_ns=T0 + np.arange(3) * 1_000_000,
+                        joint_names=list(NAMES), joint_positions=np.zeros((3, 2)))
+    monkeypatch.setenv("CYCLONEDDS_URI", "<CycloneDDS><Domain><General><Interfaces>"
+                       "<NetworkInterface address=\"10.255.255.1\"/></Interfaces></General>"
+                       "</Domain></CycloneDDS>")
+    for command in (["replay", str(bag)], ["node", "--config", "furuta"]):
+        assert main([*command, "--domain-id", str(DOMAIN + 13)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert err.startswith("mb-estimation: error: cannot start DDS"), err

@@ -205,7 +205,7 @@ def test_single_glitch_is_gated_and_barely_moves_the_state():
     clean, *_ = _warm()
     k = 2000
     expected_x, expected_p = predict(filt.mean, filt.covariance, t[k] - t[k - 1],
-                                     filt.settings.jerk_psd)
+                                     filt.settings.jerk_psd_for(t[k] - t[k - 1]))
     out = filt.step(t[k], z[k] + 0.5)
     assert out.status is SampleStatus.GATED and not out.accepted
     assert out.innovation == pytest.approx(z[k] + 0.5 - expected_x[0], rel=1e-12)
@@ -280,7 +280,8 @@ def test_gap_grows_the_covariance_and_the_filter_recovers():
     gap = 0.2
     k = 2000 + int(gap / 1e-3)  # the samples in between are lost
     p_before = filt.covariance
-    expected = predict(filt.mean, p_before, t[k] - t[2000], filt.settings.jerk_psd)[1]
+    expected = predict(filt.mean, p_before, t[k] - t[2000],
+                       filt.settings.jerk_psd_for(t[k] - t[2000]))[1]
     out = filt.step(t[k], z[k])
     assert out.status is SampleStatus.ACCEPTED  # the grown covariance opens the gate
     assert out.innovation_std == pytest.approx(math.sqrt(expected[0, 0] + 1e-6), rel=1e-12)
@@ -327,7 +328,8 @@ def test_reanchor_older_than_the_filter_is_propagated():
     assert filt.stamp_s == stamp
     np.testing.assert_allclose(filt.mean, f @ [1.0, 2.0, -3.0], rtol=1e-14)
     np.testing.assert_allclose(filt.covariance,
-                               f @ p0 @ f.T + process_noise(age, filt.settings.jerk_psd),
+                               f @ p0 @ f.T + process_noise(age,
+                                                            filt.settings.jerk_psd_for(age)),
                                rtol=1e-12)
     assert filt.mean[0] == pytest.approx(1.0 + 2.0 * age - 1.5 * age ** 2)
 
@@ -425,3 +427,26 @@ def test_step_cost():
     print(f"\nJointStateFilter.step, 2 joints: {per_step * 1e6:.1f} µs; "
           f"JointFilter.step: {per_joint * 1e6:.1f} µs")
     assert per_step < 200e-6
+
+
+def test_acceleration_steps_are_followed_at_100_hz():
+    """A motor switching the acceleration between ±1000 rad/s² every 0.3 s, sampled at 100 Hz.
+
+    Without scaling the jerk density with the sample interval the filter loses track at the
+    switches (each moves the angle ~0.1 rad off the constant-acceleration prediction in 10 ms)
+    and gates or re-initialises a large part of the samples.
+    """
+    rate_hz, seconds = 100.0, 3.0
+    t = np.arange(0.0, seconds, 1.0 / rate_hz)
+    acceleration = np.where((t // 0.3) % 2 == 0, 1000.0, -1000.0)
+    velocity = np.concatenate([[0.0], np.cumsum(acceleration[:-1]) / rate_hz])
+    angle = np.concatenate([[0.0], np.cumsum(velocity[:-1]) / rate_hz])
+    angle += np.random.default_rng(1).normal(0.0, 1e-3, len(t))
+    for settings, expect_followed in ((JerkFilterSettings(), True),
+                                      (JerkFilterSettings(reference_interval_s=0.01), False)):
+        joint = JointFilter(settings)
+        for k in range(len(t)):
+            joint.step(t[k], angle[k])
+        counters = joint.counters
+        followed = counters.reinitialised == 0 and counters.gated <= 0.02 * len(t)
+        assert followed == expect_followed, (settings, counters)

@@ -368,8 +368,7 @@ def test_wrapped_driver_angles_are_continued_for_the_filter():
 
 def test_parameter_matrix_layout_tilt_as_rotation_vector_and_no_infinities():
     from mb_estimation.online.fusion import ParameterEstimate
-    from mb_estimation.online.messages import diagnostic_level, multiarray_layout, \
-        parameter_matrix
+    from mb_estimation.online.messages import diagnostic_level, multiarray_layout, parameter_matrix
 
     angle = 0.2
     tilt = np.array([np.cos(angle / 2), np.sin(angle / 2), 0.0, 0.0])  # 0.2 rad about x
@@ -386,3 +385,49 @@ def test_parameter_matrix_layout_tilt_as_rotation_vector_and_no_infinities():
     assert diagnostic_level({**snapshot, "last_window": "2: accepted"})[0] == 0
     assert diagnostic_level({**snapshot, "last_window": "2: rig at rest"})[0] == 1
     assert diagnostic_level({**snapshot, "last_window": "2: estimator failed: X"})[0] == 2
+
+
+def test_a_failing_output_or_fusion_never_stops_the_worker():
+    """A transport that raises on publish: counted, reported, the next windows still run."""
+    def broken(*_):
+        raise OSError("DDS write timed out")
+
+    core = EstimatorCore(_config(), NodeOutputs(parameters=broken), estimator=_fake_estimator)
+    _run(core, 15.5)
+    d = core.diagnostics()
+    assert d["windows_done"] == 3 and d["windows_accepted"] == 3
+    assert d["output_errors"] == 3 and "publishing parameters: DDS write timed out" in \
+        d["last_error"]
+    assert core.fused is not None and core.fused.windows == 3
+
+
+def test_a_window_in_flight_during_a_reset_is_discarded():
+    started, release = threading.Event(), threading.Event()
+
+    def slow(config, recording):
+        started.set()
+        release.wait(10.0)
+        return _fake_estimator(config, recording)
+
+    out = Collect()
+    core = EstimatorCore(_config(), out.outputs, estimator=slow)
+    core.start()
+    try:
+        _feed(core, 5.5)
+        assert started.wait(10.0)
+        core.reset()
+        release.set()
+        _wait_idle(core)
+    finally:
+        core.stop()
+    d = core.diagnostics()
+    assert d["windows_stale"] == 1 and core.fused is None and out.fused == []
+    assert d.get("filter_reanchored", 0) == 0
+
+
+def test_the_node_reads_a_voltage_topic_not_a_script():
+    config = _config()
+    config = dataclasses.replace(config, recording=dataclasses.replace(
+        config.recording, voltage_script=((0.0, 1.0),)))
+    with pytest.raises(ValueError, match="voltage_script is for recordings"):
+        EstimatorCore(config, estimator=_fake_estimator)

@@ -50,6 +50,12 @@ def _ignore(*_args) -> None:
     return None
 
 
+def _one_line(error: BaseException) -> str:
+    """The first line of an exception's message, or its type's name."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
 @dataclass(frozen=True)
 class NodeOutputs:
     """What the core publishes, as callables a transport provides (unset: not published).
@@ -76,6 +82,7 @@ class Window:
     index: int
     start_ns: int
     recording: Recording  # times [s] from start_ns
+    generation: int = 0  # the time base it was cut on (a reset or time jump starts a new one)
 
 
 @dataclass(frozen=True)
@@ -141,6 +148,9 @@ class EstimatorCore:
                  filter_settings: JerkFilterSettings | None = None,
                  clock: Callable[[], float] = time.perf_counter) -> None:
         settings = config.node
+        if config.recording.voltage_script is not None:
+            raise ValueError("recording.voltage_script is for recordings; the node reads the "
+                             "voltage from recording.voltage_topic")
         if settings.window_s < 3 * config.method.dt:
             raise ValueError(f"node.window_s {settings.window_s} s is shorter than three "
                              f"estimation steps of {config.method.dt} s")
@@ -162,6 +172,7 @@ class EstimatorCore:
         self._worker: threading.Thread | None = None
         self._stopping = False
         self._epoch_ns: int | None = None  # stamp of the first sample since the last reset
+        self._generation = 0  # counts resets and time jumps: older windows are stale
         self._next_start_ns: int | None = None
         self._window_index = 0
         self._fused: ParameterEstimate | None = None
@@ -176,13 +187,15 @@ class EstimatorCore:
 
     def start(self) -> float:
         """Start the worker (after the warm-up compile if configured); returns warm-up [s]."""
+        if self._worker is not None:
+            raise RuntimeError("the estimator worker is still running (stop() timed out)")
         warm_up_s = self.warm_up() if self.settings.warm_up else 0.0
         self._stopping = False
         self._worker = threading.Thread(target=self._work, name="mb_estimation-worker",
                                         daemon=True)
         self._worker.start()
         if self._fused is not None:
-            self.outputs.fused_parameters(self._fused, 0)
+            self._emit("fused_parameters", self._fused, 0)
         return warm_up_s
 
     def stop(self, timeout: float | None = 30.0) -> None:
@@ -193,7 +206,8 @@ class EstimatorCore:
             self._wake.notify_all()
         if self._worker is not None:
             self._worker.join(timeout)
-            self._worker = None
+            if not self._worker.is_alive():
+                self._worker = None
 
     def warm_up(self) -> float:
         """Run the estimator once on a synthetic window so the first real one is not late.
@@ -210,8 +224,7 @@ class EstimatorCore:
         try:
             self._estimator(self._warm_config(), recording)
         except Exception as error:  # the synthetic data may not fit; compiling is the point
-            self._last["warm_up_error"] = str(error).splitlines()[0] if str(error) else \
-                type(error).__name__
+            self._last["warm_up_error"] = _one_line(error)
         elapsed = self._clock() - started
         self._last["warm_up_s"] = elapsed
         return elapsed
@@ -259,8 +272,8 @@ class EstimatorCore:
                 filtered = self._filter.step((stamp_ns - self._epoch_ns) / NS, angles)
                 self._schedule_locked(stamp_ns)
         if filtered is not None and all(np.all(np.isfinite(v)) for v in filtered):
-            self.outputs.filtered_joint_states(stamp_ns, self.joint_names,
-                                               *self._to_recorded(*filtered))
+            self._emit("filtered_joint_states", stamp_ns, self.joint_names,
+                       *self._to_recorded(*filtered))
         self._note_latency(started)
 
     def on_voltage(self, stamp_ns: int, value: float) -> None:
@@ -279,6 +292,16 @@ class EstimatorCore:
                     self.counters["voltage_late"] += 1
                     return
             self._voltage.append(stamp_ns, (value,))
+
+    def on_held_voltage(self, value: float, fallback_stamp_ns: int) -> None:
+        """A voltage message without a header (std_msgs/Float64, Float64MultiArray).
+
+        It takes effect at the newest joint-state stamp: the rig's clock as the node last saw
+        it, whatever clock the transport stamps messages with (a replayed bag, sim time); at
+        ``fallback_stamp_ns`` only before any joint state arrived.
+        """
+        latest = self._joints.last_stamp_ns
+        self.on_voltage(fallback_stamp_ns if latest is None else latest, value)
 
     def on_message_error(self, what: str) -> None:
         """A transport could not use a message (wrong type, undecodable): count and report."""
@@ -336,6 +359,7 @@ class EstimatorCore:
         return angles + 2.0 * np.pi * np.round((previous - angles) / (2.0 * np.pi))
 
     def _clear_time_locked(self) -> None:
+        self._generation += 1
         self._joints.clear()
         self._filter.reset()
         self._epoch_ns = None
@@ -367,7 +391,7 @@ class EstimatorCore:
         if len(self._pending) >= self.settings.pending_windows:
             self._pending.popleft()
             self.counters["windows_dropped"] += 1
-        self._pending.append(Window(self._window_index, start_ns, recording))
+        self._pending.append(Window(self._window_index, start_ns, recording, self._generation))
         self._wake.notify()
 
     # --- the worker ----------------------------------------------------------------------------
@@ -380,15 +404,28 @@ class EstimatorCore:
                 if self._stopping:
                     return
                 window = self._pending.popleft()
-            outcome = self.process(window)
+            try:
+                outcome = self.process(window)
+                with self._lock:
+                    self._last["last_outcome"] = outcome
+            except Exception as error:  # the worker must outlive any one window
+                self.on_message_error(f"window {window.index}: {_one_line(error)}")
+            self._emit("diagnostics", self.diagnostics())
+
+    def _emit(self, output: str, *args) -> None:
+        """Call one of the outputs; a transport error is counted, never stops the node."""
+        try:
+            getattr(self.outputs, output)(*args)
+        except Exception as error:
             with self._lock:
-                self._last["last_outcome"] = outcome
-            self.outputs.diagnostics(self.diagnostics())
+                self.counters["output_errors"] += 1
+                self._last["last_error"] = f"publishing {output}: {_one_line(error)}"
 
     def _warm_config(self) -> Config:
-        if self._last_accepted is None and self._fused is None:
+        with self._lock:
+            source = self._last_accepted or self._fused
+        if source is None:
             return self.config
-        source = self._last_accepted or self._fused
         return apply_overrides(self.config, set_values={
             name: (value.tolist() if value.size > 1 else float(value[0]))
             for name, value in source.values.items() if name in self.config.free})
@@ -403,8 +440,7 @@ class EstimatorCore:
                 result = self._estimator(self._warm_config(), window.recording)
                 reason = judge(result, self.settings.max_cost)
             except Exception as error:  # a failed window must not stop the node
-                text = str(error).splitlines()[0] if str(error) else ""
-                reason = f"estimator failed: {type(error).__name__}: {text}"
+                reason = f"estimator failed: {type(error).__name__}: {_one_line(error)}"
         outcome = WindowOutcome(window.index, window.start_ns, reason is None,
                                 reason or "accepted", self._clock() - started, result)
         with self._lock:
@@ -441,6 +477,9 @@ class EstimatorCore:
     def _accept(self, window: Window, result: EstimationResult) -> None:
         estimate = result_estimate(result)
         with self._lock:
+            if window.generation != self._generation:  # reset or time jump while estimating
+                self.counters["windows_stale"] += 1
+                return
             self._last_accepted = estimate
             self._fused = self._within_bounds(
                 fuse(self._fused, estimate, forgetting=self.settings.forgetting))
@@ -452,14 +491,15 @@ class EstimatorCore:
                 with self._lock:
                     self._last["last_error"] = f"could not persist the estimate: {error}"
         stamp_ns = window.start_ns + int(round(self.settings.window_s * NS))
-        self.outputs.parameters(estimate, stamp_ns)
-        self.outputs.fused_parameters(fused, stamp_ns)
+        self._emit("parameters", estimate, stamp_ns)
+        self._emit("fused_parameters", fused, stamp_ns)
         states = result.recordings[0]
         stamps = window.start_ns + np.round(states.time_s * NS).astype(np.int64)
         angles, rates = self._to_recorded(states.joint_angles, states.joint_rates)
         if np.all(np.isfinite(angles)) and np.all(np.isfinite(rates)):
-            self.outputs.shadow_joint_states(stamps, self.joint_names, angles, rates)
-            self._reanchor(stamps[-1], states.joint_angles[-1], states.joint_rates[-1])
+            self._emit("shadow_joint_states", stamps, self.joint_names, angles, rates)
+            self._reanchor(window.generation, stamps[-1], states.joint_angles[-1],
+                           states.joint_rates[-1])
 
     def _within_bounds(self, estimate: ParameterEstimate) -> ParameterEstimate:
         """The estimate with scalar values clipped to the config's box.
@@ -473,10 +513,11 @@ class EstimatorCore:
                 values[name] = np.clip(values[name], bounds.lower, bounds.upper)
         return dataclasses.replace(estimate, values=values)
 
-    def _reanchor(self, stamp_ns: int, angles: np.ndarray, rates: np.ndarray) -> None:
+    def _reanchor(self, generation: int, stamp_ns: int, angles: np.ndarray,
+                  rates: np.ndarray) -> None:
         std = self._filter.filters[0].settings.angle_noise_rad
         with self._lock:
-            if self._epoch_ns is None or stamp_ns < self._epoch_ns:
+            if generation != self._generation or self._epoch_ns is None:
                 return  # the time base was reset since the window
             self._filter.reanchor((stamp_ns - self._epoch_ns) / NS, angles, rates,
                                   [std] * len(angles), [10 * std / self.config.method.dt]
@@ -540,5 +581,5 @@ class EstimatorCore:
 
 
 def with_node(config: Config, **changes) -> Config:
-    """``config`` with node settings changed (tests and the command line)."""
+    """``config`` with node settings changed (tests, benchmarks)."""
     return dataclasses.replace(config, node=dataclasses.replace(config.node, **changes))

@@ -112,30 +112,19 @@ class DdsNode:
             index = recording.voltage_index
 
             def on_voltage(msg):
-                stamp = self._voltage_stamp(msg)
+                stamp = int(msg.sample_info.source_timestamp)
                 if kind is Float64MultiArray:
                     if index >= len(msg.data):
                         core.on_message_error(f"{recording.voltage_topic}: data has "
                                               f"{len(msg.data)} entries, voltage_index {index}")
                         return
-                    core.on_voltage(stamp, float(msg.data[index]))
+                    core.on_held_voltage(float(msg.data[index]), stamp)
                 else:
-                    core.on_voltage(stamp, float(msg.data))
+                    core.on_held_voltage(float(msg.data), stamp)
 
             inputs.append((self.bus.subscribe(recording.voltage_topic, kind, on_voltage),
                            recording.voltage_type))
         return inputs
-
-    def _voltage_stamp(self, msg) -> int:
-        """A voltage message's time on the joint states' clock.
-
-        Float64 has no header. Its DDS source timestamp is the publisher's wall clock, which is
-        not the joint states' clock when a bag is replayed or the rig runs on sim time; so the
-        voltage takes effect at the newest joint-state stamp (at 1 kHz within a millisecond of
-        its arrival), and at its source timestamp only before any joint state arrived.
-        """
-        latest = self.core.latest_stamp_ns
-        return int(msg.sample_info.source_timestamp) if latest is None else latest
 
     def _effort_voltage(self, stamp: int, msg) -> None:
         joint = self.config.recording.voltage_joint or self.core.joint_names[0]

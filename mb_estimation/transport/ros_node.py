@@ -803,19 +803,18 @@ def _make_node_class():
                 index = recording.voltage_index
 
                 def on_voltage(msg) -> None:
+                    # held from the newest joint-state stamp (the node clock only before any
+                    # joint state), as the DDS transport does: bag stamps and a clock can differ
                     stamp = self.get_clock().now().nanoseconds
-                    if stamp <= 0:  # sim time before the first /clock message
-                        self._count("voltage_before_clock")
-                        return
                     if kind is Float64MultiArray:
                         if index >= len(msg.data):
                             core.on_message_error(
                                 f"{recording.voltage_topic}: data has {len(msg.data)} "
                                 f"entries, voltage_index {index}")
                             return
-                        core.on_voltage(stamp, float(msg.data[index]))
+                        core.on_held_voltage(float(msg.data[index]), stamp)
                     else:
-                        core.on_voltage(stamp, float(msg.data))
+                        core.on_held_voltage(float(msg.data), stamp)
 
                 inputs.append((self.create_subscription(
                     kind, recording.voltage_topic, on_voltage, 10,
