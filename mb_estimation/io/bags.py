@@ -322,7 +322,7 @@ def write_rig_bag(
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp_root = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
     except OSError as exc:
-        raise BagError(f"cannot create bag {path}: {_first_line(exc)}") from None
+        raise BagError(f"cannot create bag {path}: {first_line(exc)}") from None
     try:
         tmp_bag = tmp_root / path.name  # same name: storage files are named after the directory
         try:
@@ -343,7 +343,7 @@ def write_rig_bag(
         except BagError:
             raise
         except Exception as exc:  # rosbags WriterError, serialization errors, OS errors
-            raise BagError(f"writing bag {path} failed: {_first_line(exc)}") from exc
+            raise BagError(f"writing bag {path} failed: {first_line(exc)}") from exc
         if path.exists():
             shutil.rmtree(path)
         tmp_bag.rename(path)
@@ -423,7 +423,8 @@ def _write(
 # --------------------------------------------------------------------------------------------
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message, or its type's name."""
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
 
@@ -454,12 +455,12 @@ def _read_metadata_yaml(path: Path) -> dict[str, Any]:
             raise TypeError("rosbag2_bagfile_information is not a mapping")
     except (OSError, yaml.YAMLError, KeyError, TypeError) as exc:
         raise BagError(
-            f"{path} is not a readable rosbag2 bag: bad metadata.yaml ({_first_line(exc)})"
+            f"{path} is not a readable rosbag2 bag: bad metadata.yaml ({first_line(exc)})"
         ) from None
     return info
 
 
-class _OpenBag:
+class OpenBag:
     """Context manager around rosbags' AnyReader that turns its errors into BagError."""
 
     def __init__(self, path: str | Path) -> None:
@@ -472,7 +473,7 @@ class _OpenBag:
             self.reader = AnyReader([self.path], default_typestore=_humble_typestore())
             self.reader.open()
         except Exception as exc:
-            raise BagError(f"cannot open bag {self.path}: {_first_line(exc)}") from None
+            raise BagError(f"cannot open bag {self.path}: {first_line(exc)}") from None
         return self.reader
 
     def __exit__(self, *exc_info: object) -> None:
@@ -532,11 +533,11 @@ def read_bag_summary(path: str | Path) -> BagSummary:
 
     """
     bag = _check_bag_path(path)
-    with _OpenBag(bag) as reader:
+    with OpenBag(bag) as reader:
         return _summary_from_reader(bag, reader)
 
 
-def _resolve_topic(summary: BagSummary, topic: str) -> str:
+def resolve_topic(summary: BagSummary, topic: str) -> str:
     """Exact topic name, else the unique topic equal up to a leading slash."""
     if topic in summary.topics:
         return topic
@@ -566,9 +567,9 @@ def read_topic(path: str | Path, topic: str, msgtype: str | None = None) -> list
 
     """
     bag = _check_bag_path(path)
-    with _OpenBag(bag) as reader:
+    with OpenBag(bag) as reader:
         summary = _summary_from_reader(bag, reader)
-        name = _resolve_topic(summary, topic)
+        name = resolve_topic(summary, topic)
         conns = [c for c in reader.connections if c.topic == name]
         if msgtype is not None:
             wrong = sorted({c.msgtype for c in conns if c.msgtype != msgtype})
@@ -583,7 +584,7 @@ def read_topic(path: str | Path, topic: str, msgtype: str | None = None) -> list
         except BagError:
             raise
         except Exception as exc:
-            raise BagError(f"cannot read topic {name!r} of bag {bag}: {_first_line(exc)}") from None
+            raise BagError(f"cannot read topic {name!r} of bag {bag}: {first_line(exc)}") from None
     return out
 
 
@@ -663,7 +664,7 @@ def read_float64(path: str | Path, topic: str, index: int = 0) -> tuple[np.ndarr
 
     """
     summary = read_bag_summary(path)
-    name = _resolve_topic(summary, topic)
+    name = resolve_topic(summary, topic)
     msgtype = summary.topics[name].msgtype
     if msgtype not in (_FLOAT64, _FLOAT64_MULTI):
         raise BagError(

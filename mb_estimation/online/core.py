@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from mb_estimation.estimation import EstimationResult
+from mb_estimation.io.bags import first_line
 from mb_estimation.io.config import Config, apply_overrides
 from mb_estimation.online.buffers import SampleRing
 from mb_estimation.online.fusion import ParameterEstimate, fuse, load_estimate, save_estimate
@@ -50,10 +51,6 @@ def _ignore(*_args) -> None:
     return None
 
 
-def _one_line(error: BaseException) -> str:
-    """The first line of an exception's message, or its type's name."""
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
 
 
 @dataclass(frozen=True)
@@ -224,7 +221,7 @@ class EstimatorCore:
         try:
             self._estimator(self._warm_config(), recording)
         except Exception as error:  # the synthetic data may not fit; compiling is the point
-            self._last["warm_up_error"] = _one_line(error)
+            self._last["warm_up_error"] = first_line(error)
         elapsed = self._clock() - started
         self._last["warm_up_s"] = elapsed
         return elapsed
@@ -409,7 +406,7 @@ class EstimatorCore:
                 with self._lock:
                     self._last["last_outcome"] = outcome
             except Exception as error:  # the worker must outlive any one window
-                self.on_message_error(f"window {window.index}: {_one_line(error)}")
+                self.on_message_error(f"window {window.index}: {first_line(error)}")
             self._emit("diagnostics", self.diagnostics())
 
     def _emit(self, output: str, *args) -> None:
@@ -419,7 +416,7 @@ class EstimatorCore:
         except Exception as error:
             with self._lock:
                 self.counters["output_errors"] += 1
-                self._last["last_error"] = f"publishing {output}: {_one_line(error)}"
+                self._last["last_error"] = f"publishing {output}: {first_line(error)}"
 
     def _warm_config(self) -> Config:
         with self._lock:
@@ -440,7 +437,7 @@ class EstimatorCore:
                 result = self._estimator(self._warm_config(), window.recording)
                 reason = judge(result, self.settings.max_cost)
             except Exception as error:  # a failed window must not stop the node
-                reason = f"estimator failed: {type(error).__name__}: {_one_line(error)}"
+                reason = f"estimator failed: {type(error).__name__}: {first_line(error)}"
         outcome = WindowOutcome(window.index, window.start_ns, reason is None,
                                 reason or "accepted", self._clock() - started, result)
         with self._lock:

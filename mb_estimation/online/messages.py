@@ -11,26 +11,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from mb_estimation.online.fusion import ParameterEstimate
+from mb_estimation.online.fusion import ParameterEstimate, quat_boxminus
 
 DIAGNOSTIC_OK, DIAGNOSTIC_WARN, DIAGNOSTIC_ERROR = 0, 1, 2
-
-
-def _rotation_vector(quaternion: np.ndarray) -> np.ndarray:
-    """Rotation vector [rad] of a unit quaternion ``[w, x, y, z]`` (the shorter rotation)."""
-    w, vector = (quaternion[0], quaternion[1:]) if quaternion[0] >= 0 else \
-        (-quaternion[0], -quaternion[1:])
-    norm = float(np.linalg.norm(vector))
-    if norm < 1e-12:
-        return 2.0 * vector
-    return 2.0 * np.arctan2(norm, w) * vector / norm
+IDENTITY = np.array([1.0, 0.0, 0.0, 0.0])
 
 
 def parameter_matrix(estimate: ParameterEstimate) -> tuple[tuple[str, ...], np.ndarray]:
     """Labels ``[n]`` and the ``[2, n]`` matrix (values; standard deviations) of an estimate.
 
-    Standard deviations the data does not determine are published as ``inf`` would be invalid
-    for some consumers; they are given as ``-1`` (documented: "not determined").
+    A quaternion's values are its rotation vector [rad] (the shorter rotation). A standard
+    deviation the data does not determine (``inf``) is given as ``-1``: nothing non-finite is
+    published.
     """
     labels, values, stds = [], [], []
     std = estimate.std
@@ -39,7 +31,7 @@ def parameter_matrix(estimate: ParameterEstimate) -> tuple[tuple[str, ...], np.n
         spread = np.asarray(std[name], dtype=np.float64).ravel()
         if value.size == 4:
             labels += [f"{name}_r{axis}" for axis in "xyz"]
-            values += list(_rotation_vector(value))
+            values += list(quat_boxminus(value, IDENTITY))
         else:
             labels.append(name)
             values.append(float(value[0]))

@@ -342,7 +342,7 @@ def bag_messages(
         play); it is read lazily, one pass at a time.
 
     """
-    from mb_estimation.io.bags import BagError, _resolve_topic, read_bag_summary
+    from mb_estimation.io.bags import BagError, read_bag_summary, resolve_topic
 
     summary = read_bag_summary(path)
     if topics is None:
@@ -351,7 +351,7 @@ def bag_messages(
     else:
         selected = []
         for name in ([topics] if isinstance(topics, str) else topics):
-            name = _resolve_topic(summary, name)
+            name = resolve_topic(summary, name)
             if summary.topics[name].msgtype not in KIND_BY_ROS_TYPE:
                 raise BagError(f"topic {name!r} in bag {summary.path} has type "
                                f"{summary.topics[name].msgtype}; expected one of "
@@ -371,9 +371,9 @@ def _bag_stream(path: Path, topics: set[str], loop: bool) -> Iterator[TimedMessa
 
 
 def _bag_pass(path: Path, topics: set[str]) -> Iterator[TimedMessage]:
-    from mb_estimation.io.bags import BagError, _first_line, _OpenBag
+    from mb_estimation.io.bags import BagError, OpenBag, first_line
 
-    with _OpenBag(path) as reader:
+    with OpenBag(path) as reader:
         conns = [conn for conn in reader.connections
                  if conn.topic in topics and conn.msgtype in KIND_BY_ROS_TYPE]
         messages = reader.messages(connections=conns)
@@ -386,7 +386,7 @@ def _bag_pass(path: Path, topics: set[str]) -> Iterator[TimedMessage]:
             except StopIteration:
                 return
             except Exception as exc:
-                raise BagError(f"cannot read bag {path}: {_first_line(exc)}") from None
+                raise BagError(f"cannot read bag {path}: {first_line(exc)}") from None
             yield timed
 
 
