@@ -625,6 +625,7 @@ def _simulate(args) -> int:
     import yaml
 
     from mb_estimation.io.bags import write_rig_bag
+    from mb_estimation.io.config import recorded_joint_states
     from mb_estimation.rigs import get_rig
     from mb_estimation.simulation import simulate_recording
 
@@ -650,10 +651,8 @@ def _simulate(args) -> int:
 
     recording_settings = config.recording
     joints = [recording_settings.joints[name] for name in rig.spec.joints]
-    positions = np.stack([joint.to_recorded(recording.measured_angles[:, i])
-                          for i, joint in enumerate(joints)], axis=1)
-    velocities = np.stack([joint.sign * recording.joint_rates[:, i]
-                           for i, joint in enumerate(joints)], axis=1)
+    positions, velocities = recorded_joint_states(joints, recording.measured_angles,
+                                                  recording.joint_rates)
     stamps_ns = SIMULATED_START_TIME_S * 10**9 + np.round(recording.time_s * 1e9).astype(np.int64)
     has_input = recording.inputs.shape[1] > 0
     write_rig_bag(

@@ -71,6 +71,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
+import numpy as np
 import yaml
 
 from mb_estimation.rigs.parameters import (
@@ -98,6 +99,7 @@ __all__ = [
     "builtin_config_path",
     "load_config",
     "parse_assignments",
+    "recorded_joint_states",
     "parse_config",
     "parse_free_list",
 ]
@@ -203,6 +205,18 @@ class JointMapping:
     def to_recorded(self, model):
         """Recorded angle from a model angle (floats or arrays): ``sign * model + offset``."""
         return self.sign * model + self.offset
+
+
+def recorded_joint_states(mappings: Sequence[JointMapping], angles, rates):
+    """Recorded positions and velocities ``[..., j]`` of model angles [rad] and rates [rad/s].
+
+    ``sign · θ + offset`` and ``sign · θ̇`` per joint; ``mappings`` in the order of the last
+    axis (the rig's joints).
+    """
+    signs = np.array([mapping.sign for mapping in mappings], dtype=np.float64)
+    offsets = np.array([mapping.offset for mapping in mappings], dtype=np.float64)
+    return (signs * np.asarray(angles, dtype=np.float64) + offsets,
+            signs * np.asarray(rates, dtype=np.float64))
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ import numpy as np
 
 from mb_estimation.estimation import EstimationResult
 from mb_estimation.io.bags import first_line
-from mb_estimation.io.config import Config, apply_overrides
+from mb_estimation.io.config import Config, apply_overrides, recorded_joint_states
 from mb_estimation.online.buffers import SampleRing
 from mb_estimation.online.fusion import ParameterEstimate, fuse, load_estimate, save_estimate
 from mb_estimation.online.kalman import JerkFilterSettings, JointStateFilter
@@ -522,13 +522,7 @@ class EstimatorCore:
             self.counters["filter_reanchored"] += 1
 
     def _to_recorded(self, angles, rates):
-        angles = np.asarray(angles, dtype=np.float64)
-        rates = np.asarray(rates, dtype=np.float64)
-        recorded = np.stack([m.to_recorded(angles[..., j]) for j, m in
-                             enumerate(self._mappings)], axis=-1)
-        recorded_rates = np.stack([m.sign * rates[..., j] for j, m in
-                                   enumerate(self._mappings)], axis=-1)
-        return recorded, recorded_rates
+        return recorded_joint_states(self._mappings, angles, rates)
 
     def _load_state(self, path: Path) -> ParameterEstimate | None:
         try:

@@ -235,6 +235,7 @@ def rig_sim_messages(
 
 def _rig_sim_stream(config, scenario, *, rate, dt, chunk, total, start_ns, seed, names,
                     mappings, voltage_kind, effort_index) -> Iterator[TimedMessage]:
+    from mb_estimation.io.config import recorded_joint_states
     from mb_estimation.simulation import quantise
 
     settings = config.recording
@@ -245,10 +246,6 @@ def _rig_sim_stream(config, scenario, *, rate, dt, chunk, total, start_ns, seed,
     noise = float(config.simulation.noise_rad)
     counts = config.simulation.encoder_counts
     quantised = quantise(angles, counts)
-    signs = np.array([mapping.sign for mapping in mappings], dtype=np.float64)
-    offsets = np.array([mapping.offset for mapping in mappings], dtype=np.float64)
-    velocities = signs * rates
-    velocities.flags.writeable = False
     has_input = inputs.shape[1] > 0
     voltage = inputs[:, 0] if has_input else None
     joint_topic = settings.joint_states_topic
@@ -270,8 +267,8 @@ def _rig_sim_stream(config, scenario, *, rate, dt, chunk, total, start_ns, seed,
         count = total - first + 1 if last_chunk else base_samples
         rng = np.random.default_rng(seed + c)
         measured = quantised + noise * rng.standard_normal(angles.shape)
-        positions = signs * measured + offsets
-        positions.flags.writeable = False
+        positions, velocities = recorded_joint_states(mappings, measured, rates)
+        positions.flags.writeable = velocities.flags.writeable = False
         stamps = start_ns + np.round(np.arange(first, first + count) / rate * 1e9).astype(np.int64)
         for k in range(count):
             stamp = int(stamps[k])
