@@ -431,3 +431,26 @@ def test_the_node_reads_a_voltage_topic_not_a_script():
         config.recording, voltage_script=((0.0, 1.0),)))
     with pytest.raises(ValueError, match="voltage_script is for recordings"):
         EstimatorCore(config, estimator=_fake_estimator)
+
+
+def test_voltage_messages_and_efforts_become_held_voltages():
+    """Float64MultiArray at voltage_index, a JointState effort, both at the newest joint stamp."""
+    config = _config()
+    array = dataclasses.replace(config, recording=dataclasses.replace(
+        config.recording, voltage_type="std_msgs/msg/Float64MultiArray", voltage_index=1))
+    core = EstimatorCore(array, estimator=_fake_estimator)
+    core.on_voltage_message([0.0, 2.5], T0 - 7)  # before any joint state: the fallback stamp
+    core.on_joint_state(T0, NAMES, (0.0, 0.0))
+    core.on_voltage_message([0.0, 3.5], T0 + 999)  # held from the newest joint stamp
+    core.on_voltage_message([1.0], T0 + 999)  # too short for index 1
+    stamps, values = core._voltage.ordered()
+    assert list(stamps) == [T0 - 7, T0] and list(values[:, 0]) == [2.5, 3.5]
+    assert "data has 1 entries, voltage_index 1" in core.diagnostics()["last_error"]
+    effort = dataclasses.replace(config, recording=dataclasses.replace(
+        config.recording, voltage_type="sensor_msgs/msg/JointState", voltage_joint="arm"))
+    core = EstimatorCore(effort, estimator=_fake_estimator)
+    core.on_joint_effort(T0, NAMES, (4.0, 0.0))
+    core.on_joint_effort(T0 + 1, NAMES, ())
+    stamps, values = core._voltage.ordered()
+    assert list(stamps) == [T0] and list(values[:, 0]) == [4.0]
+    assert core.diagnostics()["message_errors"] == 1

@@ -290,15 +290,34 @@ class EstimatorCore:
                     return
             self._voltage.append(stamp_ns, (value,))
 
-    def on_held_voltage(self, value: float, fallback_stamp_ns: int) -> None:
-        """A voltage message without a header (std_msgs/Float64, Float64MultiArray).
+    def on_voltage_message(self, data, fallback_stamp_ns: int) -> None:
+        """The ``data`` of a voltage message without a header.
 
-        It takes effect at the newest joint-state stamp: the rig's clock as the node last saw
-        it, whatever clock the transport stamps messages with (a replayed bag, sim time); at
-        ``fallback_stamp_ns`` only before any joint state arrived.
+        A std_msgs/Float64's number, or a Float64MultiArray's sequence holding the voltage at
+        ``recording.voltage_index``. It takes effect at the newest joint-state stamp: the rig's
+        clock as the node last saw it, whatever clock the transport stamps messages with (a
+        replayed bag, sim time); at ``fallback_stamp_ns`` only before any joint state arrived.
         """
+        recording = self.config.recording
+        if recording.voltage_type == "std_msgs/msg/Float64MultiArray":
+            index = recording.voltage_index
+            if index >= len(data):
+                self.on_message_error(f"{recording.voltage_topic}: data has {len(data)} "
+                                      f"entries, voltage_index {index}")
+                return
+            data = data[index]
         latest = self._joints.last_stamp_ns
-        self.on_voltage(fallback_stamp_ns if latest is None else latest, value)
+        self.on_voltage(fallback_stamp_ns if latest is None else latest, float(data))
+
+    def on_joint_effort(self, stamp_ns: int, names: Sequence[str], efforts: Sequence[float]
+                        ) -> None:
+        """The voltage as a joint state's effort (``recording.voltage_type`` JointState)."""
+        joint = self.config.recording.voltage_joint or self.joint_names[0]
+        names = list(names)
+        if joint in names and len(efforts) == len(names):
+            self.on_voltage(stamp_ns, float(efforts[names.index(joint)]))
+        else:
+            self.on_message_error(f"joint state without an effort for {joint}")
 
     def on_message_error(self, what: str) -> None:
         """A transport could not use a message (wrong type, undecodable): count and report."""

@@ -47,6 +47,7 @@ __all__ = [
     "MultiArrayDimension",
     "MultiArrayLayout",
     "Time",
+    "joint_state",
     "ns_to_stamp",
     "ros_topic_name",
     "stamp_to_ns",
@@ -214,3 +215,10 @@ def ns_to_stamp(ns: int) -> Time:
     if not -(2**31) <= sec < 2**31:
         raise OverflowError(f"time {ns} ns does not fit builtin_interfaces/Time (int32 seconds)")
     return Time(sec=sec, nanosec=nanosec)
+
+
+def joint_state(stamp_ns: int, names, positions, velocities=(), efforts=()) -> JointState:
+    """A ``sensor_msgs/JointState`` stamped ``stamp_ns`` (empty ``frame_id``), floats as given."""
+    return JointState(header=Header(stamp=ns_to_stamp(int(stamp_ns)), frame_id=""),
+                      name=[str(n) for n in names], position=[float(x) for x in positions],
+                      velocity=[float(x) for x in velocities], effort=[float(x) for x in efforts])

@@ -43,6 +43,7 @@ from mb_estimation.transport.dds_messages import (
     KeyValue,
     MultiArrayDimension,
     MultiArrayLayout,
+    joint_state,
     ns_to_stamp,
     stamp_to_ns,
 )
@@ -51,11 +52,6 @@ DIAGNOSTICS_PERIOD_S = 1.0
 # DDS QoS policy id of TYPE_CONSISTENCY_ENFORCEMENT: Cyclone's reason for not matching a writer
 # whose type differs from the reader's.
 TYPE_CONSISTENCY_POLICY_ID = 24
-
-
-def _joint_state(stamp_ns: int, names, angles, rates) -> JointState:
-    return JointState(header=Header(stamp=ns_to_stamp(int(stamp_ns))), name=list(names),
-                      position=[float(a) for a in angles], velocity=[float(r) for r in rates])
 
 
 def _parameter_message(estimate) -> Float64MultiArray:
@@ -86,7 +82,7 @@ class DdsNode:
             fused_parameters=lambda e, s: publish["fused_parameters"](_parameter_message(e)),
             shadow_joint_states=self._shadow,
             filtered_joint_states=lambda s, n, a, r: publish["filtered_joint_states"](
-                _joint_state(s, n, a, r)),
+                joint_state(s, n, a, r)),
             diagnostics=self._diagnostics), estimator=estimator)
         self._stop = threading.Event()
         self._timer: threading.Thread | None = None
@@ -101,42 +97,25 @@ class DdsNode:
             stamp = stamp_to_ns(msg.header.stamp)
             core.on_joint_state(stamp, msg.name, msg.position)
             if voltage_from_effort:
-                self._effort_voltage(stamp, msg)
+                core.on_joint_effort(stamp, msg.name, msg.effort)
 
         voltage_from_effort = recording.voltage_type == "sensor_msgs/msg/JointState"
         inputs = [(self.bus.subscribe(recording.joint_states_topic, JointState,
                                       on_joint_state, qos="sensor_data"),
                    "sensor_msgs/msg/JointState")]
         if self.config.rig_spec.inputs and not voltage_from_effort:
-            kind = DDS_TYPES[recording.voltage_type]
-            index = recording.voltage_index
-
             def on_voltage(msg):
-                stamp = int(msg.sample_info.source_timestamp)
-                if kind is Float64MultiArray:
-                    if index >= len(msg.data):
-                        core.on_message_error(f"{recording.voltage_topic}: data has "
-                                              f"{len(msg.data)} entries, voltage_index {index}")
-                        return
-                    core.on_held_voltage(float(msg.data[index]), stamp)
-                else:
-                    core.on_held_voltage(float(msg.data), stamp)
+                core.on_voltage_message(msg.data, int(msg.sample_info.source_timestamp))
 
-            inputs.append((self.bus.subscribe(recording.voltage_topic, kind, on_voltage),
+            inputs.append((self.bus.subscribe(recording.voltage_topic,
+                                              DDS_TYPES[recording.voltage_type], on_voltage),
                            recording.voltage_type))
         return inputs
-
-    def _effort_voltage(self, stamp: int, msg) -> None:
-        joint = self.config.recording.voltage_joint or self.core.joint_names[0]
-        if joint in msg.name and len(msg.effort) == len(msg.name):
-            self.core.on_voltage(stamp, float(msg.effort[list(msg.name).index(joint)]))
-        else:
-            self.core.on_message_error(f"joint state without an effort for {joint}")
 
     def _shadow(self, stamps, names, angles, rates) -> None:
         publish = self._publish["shadow_joint_states"]
         for k in range(len(stamps)):
-            publish(_joint_state(stamps[k], names, angles[k], rates[k]))
+            publish(joint_state(stamps[k], names, angles[k], rates[k]))
 
     def _diagnostics(self, snapshot: dict) -> None:
         level, message = diagnostic_level(snapshot)

@@ -528,13 +528,8 @@ def to_dds(message: TimedMessage) -> Any:
 
     kind, payload = message.kind, message.payload
     if kind == JOINT_STATE:
-        return m.JointState(
-            header=m.Header(stamp=m.ns_to_stamp(message.stamp_ns), frame_id=""),
-            name=list(payload.names),
-            position=[float(x) for x in payload.positions],
-            velocity=[float(x) for x in payload.velocities],
-            effort=[float(x) for x in payload.efforts],
-        )
+        return m.joint_state(message.stamp_ns, payload.names, payload.positions,
+                             payload.velocities, payload.efforts)
     if kind == FLOAT64:
         return m.Float64(data=float(payload))
     if kind == FLOAT64_MULTIARRAY:

@@ -321,14 +321,16 @@ def _stamp_ns(stamp) -> int:
     return int(stamp.sec) * _NS + int(stamp.nanosec)
 
 
-def _joint_state(stamp_ns: int, names, angles, rates):
+def _joint_state(stamp_ns: int, names, positions, velocities=(), efforts=()):
+    """A ``sensor_msgs/JointState`` stamped ``stamp_ns`` (empty ``frame_id``)."""
     from sensor_msgs.msg import JointState
 
     msg = JointState()
     msg.header.stamp = _stamp(stamp_ns)
     msg.name = [str(n) for n in names]
-    msg.position = [float(a) for a in angles]
-    msg.velocity = [float(r) for r in rates]
+    msg.position = [float(x) for x in positions]
+    msg.velocity = [float(x) for x in velocities]
+    msg.effort = [float(x) for x in efforts]
     return msg
 
 
@@ -356,15 +358,8 @@ def to_ros(message: TimedMessage):
 
     kind, payload = message.kind, message.payload
     if kind == players.JOINT_STATE:
-        from sensor_msgs.msg import JointState
-
-        msg = JointState()
-        msg.header.stamp = _stamp(message.stamp_ns)
-        msg.name = [str(n) for n in payload.names]
-        msg.position = [float(x) for x in payload.positions]
-        msg.velocity = [float(x) for x in payload.velocities]
-        msg.effort = [float(x) for x in payload.efforts]
-        return msg
+        return _joint_state(message.stamp_ns, payload.names, payload.positions,
+                            payload.velocities, payload.efforts)
     if kind == players.FLOAT64:
         from std_msgs.msg import Float64
 
@@ -793,41 +788,21 @@ def _make_node_class():
                 stamp = _stamp_ns(msg.header.stamp)
                 core.on_joint_state(stamp, msg.name, msg.position)
                 if from_effort:
-                    self._effort_voltage(stamp, msg)
+                    core.on_joint_effort(stamp, msg.name, msg.effort)
 
             inputs = [(self.create_subscription(
                 JointState, recording.joint_states_topic, on_joint_state,
                 qos_profile_sensor_data, callback_group=self._inputs_group), _JOINT_STATE_TYPE)]
             if self.config.rig_spec.inputs and not from_effort:
-                kind = voltage_classes[recording.voltage_type]
-                index = recording.voltage_index
-
                 def on_voltage(msg) -> None:
                     # held from the newest joint-state stamp (the node clock only before any
                     # joint state), as the DDS transport does: bag stamps and a clock can differ
-                    stamp = self.get_clock().now().nanoseconds
-                    if kind is Float64MultiArray:
-                        if index >= len(msg.data):
-                            core.on_message_error(
-                                f"{recording.voltage_topic}: data has {len(msg.data)} "
-                                f"entries, voltage_index {index}")
-                            return
-                        core.on_held_voltage(float(msg.data[index]), stamp)
-                    else:
-                        core.on_held_voltage(float(msg.data), stamp)
+                    core.on_voltage_message(msg.data, self.get_clock().now().nanoseconds)
 
                 inputs.append((self.create_subscription(
-                    kind, recording.voltage_topic, on_voltage, 10,
-                    callback_group=self._inputs_group), recording.voltage_type))
+                    voltage_classes[recording.voltage_type], recording.voltage_topic,
+                    on_voltage, 10, callback_group=self._inputs_group), recording.voltage_type))
             return inputs
-
-        def _effort_voltage(self, stamp: int, msg) -> None:
-            joint = self.config.recording.voltage_joint or self.core.joint_names[0]
-            names = list(msg.name)
-            if joint in names and len(msg.effort) == len(names):
-                self.core.on_voltage(stamp, float(msg.effort[names.index(joint)]))
-            else:
-                self.core.on_message_error(f"joint state without an effort for {joint}")
 
         def check_topic_types(self) -> None:
             """Report (once each) input topics with a publisher of a type not the config's."""
