@@ -73,6 +73,7 @@ __all__ = [
     "quat_boxminus",
     "quat_boxplus",
     "save_estimate",
+    "write_text_atomically",
 ]
 
 # Eigenvalues of a matrix scaled to unit diagonal below this fraction of the largest one count as
@@ -401,7 +402,17 @@ def save_estimate(path: Path, estimate: ParameterEstimate) -> None:
     """
     path = Path(path)
     _check_numbers(estimate, "saved")
-    text = yaml.safe_dump(_to_document(estimate), sort_keys=False, explicit_end=True)
+    write_text_atomically(
+        path, yaml.safe_dump(_to_document(estimate), sort_keys=False, explicit_end=True))
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that a reader sees the old file or the new one, never part.
+
+    A temporary file in the same folder, flushed to disk, replaces ``path`` (``os.replace``); a
+    failure leaves the old file as it was and no temporary file behind.
+    """
+    path = Path(path)
     descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.",
                                              suffix=".tmp")
     try:

@@ -81,9 +81,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -218,17 +216,6 @@ def estimate_parameter_values(config: Config, estimate: ParameterEstimate | None
     return values
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-
-
 def write_fused(directory: str | Path, estimate: ParameterEstimate, config: Config, *,
                 node_name: str = DEFAULT_NODE_NAME) -> Path:
     """Write a fused estimate as ``calibrate`` writes a result; returns the folder.
@@ -245,6 +232,8 @@ def write_fused(directory: str | Path, estimate: ParameterEstimate, config: Conf
     estimate has no states).
     """
     import yaml
+
+    from mb_estimation.online.fusion import write_text_atomically
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -271,11 +260,11 @@ def write_fused(directory: str | Path, estimate: ParameterEstimate, config: Conf
     }
     document = {"rig": spec.name, "parameters": estimated, "fixed": fixed, "fit": fit,
                 "method": dataclasses.asdict(config.method)}
-    _write_atomically(directory / "parameters.yaml", yaml.safe_dump(document, sort_keys=False))
+    write_text_atomically(directory / "parameters.yaml", yaml.safe_dump(document, sort_keys=False))
     values = {name: _plain(value) for name, value in config.parameters.items()}
     values.update({name: entry["value"] for name, entry in estimated.items()})
     ros = {f"estimate.{name}": value for name, value in values.items()}
-    _write_atomically(directory / "ros_parameters.yaml",
+    write_text_atomically(directory / "ros_parameters.yaml",
                       yaml.safe_dump({node_name: {"ros__parameters": ros}}, sort_keys=False))
     return directory
 
