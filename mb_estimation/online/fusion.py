@@ -59,6 +59,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from mb_estimation.io.config import QUATERNION_TOLERANCE  # |tilt| − 1 allowed, as in configs
+
 __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
@@ -85,8 +87,6 @@ LOADING_THRESHOLD = 1e-6
 # Negative eigenvalues of a scaled covariance beyond this (relative to the largest) are an error
 # rather than round-off.
 NEGATIVE_TOLERANCE = 1e-8
-# Allowed deviation of a quaternion value's norm from 1 (as mb_estimation.io.config).
-QUATERNION_TOLERANCE = 1e-6
 
 FORMAT = "mb_estimation/parameter_estimate"
 FORMAT_VERSION = 1
