@@ -72,7 +72,12 @@ def _number_list(text: str) -> tuple[float, ...]:
     return values
 
 
-def _load_config(args, *, dt=None):
+def _load_config(args, *, dt_is_estimation_step: bool = True):
+    """The config of --config with the command line's overrides.
+
+    ``--dt`` is the estimation step (method.dt) except for simulate and rig-sim, where it is the
+    simulation step and leaves the config's method alone.
+    """
     from mb_estimation.io.config import (
         apply_overrides,
         load_config,
@@ -88,7 +93,7 @@ def _load_config(args, *, dt=None):
         set_values.update(parse_assignments(args.set_values))
     free = parse_free_list(args.free) if getattr(args, "free", None) else None
     return apply_overrides(config, set_values=set_values or None, compliance=args.compliance,
-                           dt=dt if dt is not None else getattr(args, "dt", None),
+                           dt=getattr(args, "dt", None) if dt_is_estimation_step else None,
                            kappa=getattr(args, "kappa", None), free=free,
                            max_iterations=getattr(args, "max_iterations", None))
 
@@ -572,7 +577,7 @@ def _rig_sim(args) -> int:
 
     from mb_estimation.transport.players import rig_sim_messages, rig_sim_topics
 
-    config = _load_config(argparse.Namespace(**{**vars(args), "dt": None}))
+    config = _load_config(args, dt_is_estimation_step=False)
     if args.dt is not None:
         config = dataclasses.replace(
             config, simulation=dataclasses.replace(config.simulation, dt=args.dt))
@@ -629,7 +634,7 @@ def _simulate(args) -> int:
     from mb_estimation.rigs import get_rig
     from mb_estimation.simulation import simulate_recording
 
-    config = _load_config(args)
+    config = _load_config(args, dt_is_estimation_step=False)
     settings = config.simulation
     dt = args.dt if args.dt is not None else settings.dt
     rate = args.rate if args.rate is not None else settings.rate_hz

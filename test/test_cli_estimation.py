@@ -71,6 +71,9 @@ def test_simulate_overwrite_replaces_its_own_output(tmp_path):
     arguments = ["simulate", "release", "--config", "furuta_synthetic", "--output", str(bag),
                  "--duration", "0.05", "--dt", "1e-3"]
     assert main(arguments) == 0 and (bag / "ground_truth.yaml").exists()
+    truth = yaml.safe_load((bag / "ground_truth.yaml").read_text())
+    # --dt is the simulation's step; the estimation step stays the config's
+    assert truth["simulation"]["dt"] == 1e-3 and truth["method"]["dt"] == 0.01
     assert main(arguments) == 2  # exists, no --overwrite
     assert main([*arguments, "--overwrite"]) == 0
 
