@@ -434,17 +434,19 @@ def test_the_node_reads_a_voltage_topic_not_a_script():
 
 
 def test_voltage_messages_and_efforts_become_held_voltages():
-    """Float64MultiArray at voltage_index, a JointState effort, both at the newest joint stamp."""
+    """Float64MultiArray at voltage_index, a JointState effort, both on the joint stamps."""
     config = _config()
     array = dataclasses.replace(config, recording=dataclasses.replace(
         config.recording, voltage_type="std_msgs/msg/Float64MultiArray", voltage_index=1))
     core = EstimatorCore(array, estimator=_fake_estimator)
-    core.on_voltage_message([0.0, 2.5], T0 - 7)  # before any joint state: the fallback stamp
+    core.on_voltage_message([0.0, 9.0])  # before any joint state: superseded by the next
+    core.on_voltage_message([0.0, 2.5])  # before any joint state: from the first joint stamp
     core.on_joint_state(T0, NAMES, (0.0, 0.0))
-    core.on_voltage_message([0.0, 3.5], T0 + 999)  # held from the newest joint stamp
-    core.on_voltage_message([1.0], T0 + 999)  # too short for index 1
+    core.on_joint_state(T0 + 1000, NAMES, (0.0, 0.0))
+    core.on_voltage_message([0.0, 3.5])  # held from the newest joint stamp
+    core.on_voltage_message([1.0])  # too short for index 1
     stamps, values = core._voltage.ordered()
-    assert list(stamps) == [T0 - 7, T0] and list(values[:, 0]) == [2.5, 3.5]
+    assert list(stamps) == [T0, T0 + 1000] and list(values[:, 0]) == [2.5, 3.5]
     assert "data has 1 entries, voltage_index 1" in core.diagnostics()["last_error"]
     effort = dataclasses.replace(config, recording=dataclasses.replace(
         config.recording, voltage_type="sensor_msgs/msg/JointState", voltage_joint="arm"))

@@ -170,6 +170,7 @@ class EstimatorCore:
         self._stopping = False
         self._epoch_ns: int | None = None  # stamp of the first sample since the last reset
         self._generation = 0  # counts resets and time jumps: older windows are stale
+        self._voltage_before_joints: float | None = None  # received before any joint state
         self._next_start_ns: int | None = None
         self._window_index = 0
         self._fused: ParameterEstimate | None = None
@@ -266,6 +267,9 @@ class EstimatorCore:
             if self._accept_stamp_locked(stamp_ns):
                 angles = self._unwrapped_locked(angles)
                 self._joints.append(stamp_ns, angles)
+                if self._voltage_before_joints is not None:  # held from the first joint state
+                    self._add_voltage_locked(stamp_ns, self._voltage_before_joints)
+                    self._voltage_before_joints = None
                 filtered = self._filter.step((stamp_ns - self._epoch_ns) / NS, angles)
                 self._schedule_locked(stamp_ns)
         if filtered is not None and all(np.all(np.isfinite(v)) for v in filtered):
@@ -276,27 +280,31 @@ class EstimatorCore:
     def on_voltage(self, stamp_ns: int, value: float) -> None:
         """One motor voltage [V] at ``stamp_ns`` (held until the next)."""
         with self._lock:
-            self.counters["voltage_samples"] += 1
-            if not math.isfinite(value):
-                self.counters["voltage_non_finite"] += 1
-                self._last["last_error"] = "non-finite voltage dropped"
-                return
-            last = self._voltage.last_stamp_ns
-            if last is not None and stamp_ns < last:
-                if last - stamp_ns > JUMP_BACK_NS:
-                    self._voltage.clear()  # the joint states reset the rest on their jump
-                else:
-                    self.counters["voltage_late"] += 1
-                    return
-            self._voltage.append(stamp_ns, (value,))
+            self._add_voltage_locked(stamp_ns, value)
 
-    def on_voltage_message(self, data, fallback_stamp_ns: int) -> None:
+    def _add_voltage_locked(self, stamp_ns: int, value: float) -> None:
+        self.counters["voltage_samples"] += 1
+        if not math.isfinite(value):
+            self.counters["voltage_non_finite"] += 1
+            self._last["last_error"] = "non-finite voltage dropped"
+            return
+        last = self._voltage.last_stamp_ns
+        if last is not None and stamp_ns < last:
+            if last - stamp_ns > JUMP_BACK_NS:
+                self._voltage.clear()  # the joint states reset the rest on their jump
+            else:
+                self.counters["voltage_late"] += 1
+                return
+        self._voltage.append(stamp_ns, (value,))
+
+    def on_voltage_message(self, data) -> None:
         """The ``data`` of a voltage message without a header.
 
         A std_msgs/Float64's number, or a Float64MultiArray's sequence holding the voltage at
         ``recording.voltage_index``. It takes effect at the newest joint-state stamp: the rig's
         clock as the node last saw it, whatever clock the transport stamps messages with (a
-        replayed bag, sim time); at ``fallback_stamp_ns`` only before any joint state arrived.
+        replayed bag, sim time). Before any joint state (at start, after a reset) it is held
+        and takes effect at the first joint state's stamp.
         """
         recording = self.config.recording
         if recording.voltage_type == "std_msgs/msg/Float64MultiArray":
@@ -306,8 +314,12 @@ class EstimatorCore:
                                       f"entries, voltage_index {index}")
                 return
             data = data[index]
-        latest = self._joints.last_stamp_ns
-        self.on_voltage(fallback_stamp_ns if latest is None else latest, float(data))
+        with self._lock:
+            latest = self._joints.last_stamp_ns
+            if latest is None:
+                self._voltage_before_joints = float(data)
+            else:
+                self._add_voltage_locked(latest, float(data))
 
     def on_joint_effort(self, stamp_ns: int, names: Sequence[str], efforts: Sequence[float]
                         ) -> None:

@@ -105,7 +105,7 @@ class DdsNode:
                    "sensor_msgs/msg/JointState")]
         if self.config.rig_spec.inputs and not voltage_from_effort:
             def on_voltage(msg):
-                core.on_voltage_message(msg.data, int(msg.sample_info.source_timestamp))
+                core.on_voltage_message(msg.data)
 
             inputs.append((self.bus.subscribe(recording.voltage_topic,
                                               DDS_TYPES[recording.voltage_type], on_voltage),

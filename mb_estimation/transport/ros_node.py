@@ -784,9 +784,9 @@ def _make_node_class():
                 qos_profile_sensor_data, callback_group=self._inputs_group), _JOINT_STATE_TYPE)]
             if self.config.rig_spec.inputs and not from_effort:
                 def on_voltage(msg) -> None:
-                    # held from the newest joint-state stamp (the node clock only before any
-                    # joint state), as the DDS transport does: bag stamps and a clock can differ
-                    core.on_voltage_message(msg.data, self.get_clock().now().nanoseconds)
+                    # held from the newest joint-state stamp, as the DDS transport does: bag
+                    # stamps and the node's clock can differ
+                    core.on_voltage_message(msg.data)
 
                 inputs.append((self.create_subscription(
                     voltage_classes[recording.voltage_type], recording.voltage_topic,
