@@ -28,7 +28,8 @@ fails if the domain already exists in this process with another configuration).
 
 Threading: subscription callbacks are never run on Cyclone's receive threads.  Each bus has one
 dispatcher thread that waits on a DDS ``WaitSet`` (read conditions of all its readers plus a guard
-condition to wake it), takes the samples and calls the callbacks in order.  A slow callback
+condition to wake it), takes the samples of all readers and calls the callbacks in the order the
+samples were written (source timestamp), across topics.  A slow callback
 therefore delays only this bus's other callbacks; the readers' keep-last history drops the oldest
 samples if the callbacks cannot keep up.  Exceptions raised by callbacks are logged (logger
 ``mb_estimation.transport.dds_bus``) and counted in :attr:`Subscription.errors`.  Publishing from
@@ -381,20 +382,30 @@ class DdsBus:
                 break
             with self._lock:
                 subscriptions = list(self._subscriptions)
-            for sub in subscriptions:
-                if self._stop.is_set():
-                    break
-                self._drain(sub)
+            self._drain(subscriptions)
 
-    def _drain(self, sub: Subscription) -> None:
+    def _drain(self, subscriptions: list[Subscription]) -> None:
+        """Deliver what the readers hold, in the order it was written across all topics.
+
+        A batch is taken from every reader and delivered sorted by source timestamp (stable:
+        per-reader order kept), so that a message published after another on a different topic
+        (a voltage after its joint state) reaches the callbacks after it, however the samples
+        were split into batches; repeated while any reader had a full batch.
+        """
         while not self._stop.is_set():
-            try:
-                samples = sub.reader.take(N=_TAKE_BATCH, condition=sub.condition)
-            except DDSException:
-                if not self._stop.is_set():
-                    _log.exception("DDS bus: take failed on %s", sub.topic)
-                return
-            for sample in samples:
+            batch, full = [], False
+            for order, sub in enumerate(subscriptions):
+                try:
+                    samples = sub.reader.take(N=_TAKE_BATCH, condition=sub.condition)
+                except DDSException:
+                    if not self._stop.is_set():
+                        _log.exception("DDS bus: take failed on %s", sub.topic)
+                    continue
+                full |= len(samples) == _TAKE_BATCH
+                batch += [(sample.sample_info.source_timestamp, order, k, sub, sample)
+                          for k, sample in enumerate(samples)]
+            batch.sort(key=lambda entry: entry[:3])
+            for *_, sub, sample in batch:
                 if self._stop.is_set():
                     return  # closed from a callback: deliver nothing more
                 if not sample.sample_info.valid_data:
@@ -405,7 +416,7 @@ class DdsBus:
                 except Exception:
                     sub.errors += 1
                     _log.exception("DDS bus: callback for %s raised", sub.topic)
-            if len(samples) < _TAKE_BATCH:
+            if not full:
                 return
 
     def _release_entities(self) -> None:
