@@ -16,6 +16,9 @@ COMPLIANCE_HELP = "set every hinge compliance (linear and rotational) to EPS"
 # Bags start at this wall-clock time [s since the Unix epoch]: a stamp of 0 means "unset" to
 # many ROS tools.
 SIMULATED_START_TIME_S = 1_700_000_000
+# rig-sim waits this long [s] for a subscriber on each of its topics before publishing (as the
+# ROS player does).
+SUBSCRIBER_WAIT_S = 2.0
 
 
 class UserError(Exception):
@@ -563,10 +566,16 @@ def _play(args, messages, speed: float, topics=None) -> int:
 
     stop = _stop_on_signals()
     if args.transport == "ros":
-        stats = _ros_transport(args).run_ros_player(messages, speed, topics=topics, stop=stop)
+        stats = _ros_transport(args).run_ros_player(messages, speed, topics=topics, stop=stop,
+                                                    wait_s=SUBSCRIBER_WAIT_S)
     else:
         with _dds_bus(args) as bus:
-            stats = play(messages, DdsSink(bus), rate=speed, stop=stop)
+            sink = DdsSink(bus)
+            if topics:  # publishers first, so that the first messages are not lost to discovery
+                for topic, kind in topics.items():
+                    sink.publisher(topic, kind)
+                sink.wait_for_subscribers(1, timeout=SUBSCRIBER_WAIT_S)
+            stats = play(messages, sink, rate=speed, stop=stop)
     print(f"published {stats.messages} messages over {stats.wall_s:.1f} s "
           f"(stream {stats.stream_s:.1f} s, at most {stats.max_lateness_s * 1e3:.1f} ms late)")
     return 0
