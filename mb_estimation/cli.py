@@ -655,7 +655,7 @@ def _simulate(args) -> int:
     if output.exists() and not args.overwrite:
         raise UserError(f"{output} exists; choose another --output or pass --overwrite")
 
-    rig = get_rig(config.rig, config.friction)
+    rig = get_rig(config.rig, config.friction, config.drift_correction)
     started = time.perf_counter()
     recording = simulate_recording(
         rig, config.parameters, args.scenario, duration_s=args.duration, dt=dt, rate_hz=rate,

@@ -56,7 +56,7 @@ def open_loop_checks(config: Config, grids: Sequence[GridData], result: Estimati
     From each recording's estimated initial state (validation: does the model reproduce the
     recording by itself?).
     """
-    rig = get_rig(config.rig, config.friction)
+    rig = get_rig(config.rig, config.friction, config.drift_correction)
     return tuple(
         open_loop_check(rig, result.parameters, grid, BodyStates(
             estimate.position[0], estimate.orientation[0], estimate.linear_velocity[0],
@@ -79,7 +79,7 @@ def estimation_problem(config: Config, grids: Sequence[GridData], *,
     """The config's rig, values, free parameters and their box, on recordings on the grid."""
     free = tuple(config.free) if estimate_parameters else ()
     return EstimationProblem(
-        rig=get_rig(config.rig, config.friction),
+        rig=get_rig(config.rig, config.friction, config.drift_correction),
         parameters=config.parameters,
         free=free,
         lower={name: config.free[name].lower for name in free},

@@ -220,6 +220,15 @@ def test_friction_on_furuta(tmp_path):
     assert message.startswith("friction: only the pendulum rig")
 
 
+def test_drift_correction_is_a_boolean_off_by_default(tmp_path):
+    assert parse_config(furuta()).drift_correction is False
+    config = parse_config(furuta(drift_correction=True))
+    assert config.drift_correction is True
+    assert parse_config(config.to_dict()) == config
+    message = load_error(tmp_path, furuta(drift_correction="yes"))
+    assert message.startswith("drift_correction: expected true or false, got 'yes'")
+
+
 def test_pendulum_friction_defaults_to_dry():
     data = raw("pendulum")
     del data["friction"]

@@ -6,11 +6,12 @@ against the rigid Lagrangian model of ``reference_furuta.py``.
 
 Measured (benchmarks/RESULTS.md): the multisine run agrees within 2e-3 rad over 3 s. The release
 agrees within 2e-4 rad until t ≈ 1.25 s, when the pendulum first swings through hanging and
-the arm spins up to 38 rad/s (angular momentum about y is conserved while the pendulum's inertia
+the arm spins up to 40 rad/s (angular momentum about y is conserved while the pendulum's inertia
 about y drops twelvefold). In that transient the Table G.5 hinges (ε = 1e-6, τ = 0.02 s, i.e.
-Kelvin–Voigt joints with damping τ/ε = 2e4 N s/m) dissipate 3 % of the energy, which a rigid
-model cannot; from there the two models part. With near-rigid, lightly damped hinges the
-agreement extends through the transient, which is what ``test_release_transient_...`` shows.
+Kelvin–Voigt joints with damping τ/ε = 2e4 N s/m) dissipate energy that a rigid model cannot;
+from there the two models part — not through a fault of the stepper: converged in the step
+(drift-corrected rows), the regularised model itself ends 0.7 rad from the rigid one at 3 s.
+With near-rigid hinges the agreement extends through the transient.
 """
 
 import numpy as np
@@ -88,3 +89,29 @@ def test_energy_matches_the_reference_model(repo_root):
     state = states_from_joints(system, jnp.asarray(angles), jnp.asarray(rates))
     np.testing.assert_allclose(float(energy(system, state)),
                                energy_reference(values, angles, rates), rtol=1e-12)
+
+
+def test_release_with_table_g5_hinges_converges_in_the_step(repo_root):
+    """Release with Table G.5 hinges: corrected rows converge in h; the limit is not rigid.
+
+    With the paper's rows (2.8) the linearisation drift relaxes over τ = 200 steps of 1e-4 s and
+    its dissipation depends on h: halving h moves the 3 s angles by ~0.4 rad. Drift-corrected
+    rows agree with their own half-step run within 5e-3 rad — so h = 1e-4 resolves the
+    regularised model — and that model is still far from the rigid reference at 3 s: its damped
+    hinges dissipate in the spin transients. That is why Done-means 2 cannot hold for the release
+    with this configuration (benchmarks/RESULTS.md).
+    """
+    values = dict(load_config(repo_root / "config/furuta_synthetic.yaml").parameters)
+
+    def release(step, drift_correction):
+        rig = get_rig("furuta", None, drift_correction)
+        return simulate_recording(rig, values, "release", duration_s=3.0, dt=step,
+                                  rate_hz=1000.0).joint_angles
+
+    corrected, corrected_half = release(1e-4, True), release(5e-5, True)
+    paper = release(1e-4, False)
+    assert np.max(np.abs(corrected - corrected_half)) < 5e-3
+    assert np.max(np.abs(paper - corrected_half)) > 0.1
+    reference = simulate_reference(values, [0.0, np.pi - 0.03], [0.0, 0.0],
+                                   np.arange(3001) / 1000.0)
+    assert np.max(np.abs(corrected_half - reference["theta"])) > 0.3

@@ -9,6 +9,8 @@ Schema (every value in SI units)::
 
     rig: furuta                # furuta | pendulum
     friction: dry              # pendulum only: viscous | dry | stribeck (default dry)
+    drift_correction: false    # true: SPOOK rows with the constraints' curvature (no drift with
+                               # damped stiff hinges, see multibody.constraints); false: (2.8)
     parameters:                # EVERY parameter of the rig must be given
       l1: 0.128
       tilt: [1.0, 0.0, 0.0, 0.0]       # unit quaternion [w, x, y, z]
@@ -111,8 +113,8 @@ VOLTAGE_TYPES = (
     "sensor_msgs/msg/JointState",
 )
 STAMP_SOURCES = ("auto", "header", "receive")
-TOP_LEVEL_KEYS = ("rig", "friction", "parameters", "free", "method", "simulation", "recording",
-                  "node")
+TOP_LEVEL_KEYS = ("rig", "friction", "drift_correction", "parameters", "free", "method",
+                  "simulation", "recording", "node")
 
 # Pendulum parameters that only a particular friction model uses (paper §4.2, (4.1)).
 _PENDULUM_FRICTION_PARAMETERS = {
@@ -250,8 +252,10 @@ class Config:
     ``parameters`` holds every parameter of the rig in the rig's order (floats; ``tilt`` as a
     unit quaternion tuple ``(w, x, y, z)``); ``free`` maps the estimated parameters (in the rig's
     order) to their bounds; their values in ``parameters`` are the initial values. ``friction`` is
-    the pendulum's friction model and ``None`` for other rigs. ``source`` names where the
-    configuration came from (a path), for messages.
+    the pendulum's friction model and ``None`` for other rigs. ``drift_correction`` selects the
+    drift-corrected holonomic rows (:attr:`mb_estimation.multibody.Multibody.drift_correction`)
+    for simulation and estimation alike. ``source`` names where the configuration came from (a
+    path), for messages.
     """
 
     rig: str
@@ -262,6 +266,7 @@ class Config:
     simulation: SimulationSettings = field(default_factory=SimulationSettings)
     recording: RecordingSettings = field(default_factory=RecordingSettings)
     node: NodeSettings = field(default_factory=NodeSettings)
+    drift_correction: bool = False
     source: str = "<config>"
 
     @property
@@ -294,6 +299,8 @@ class Config:
         data: dict[str, Any] = {"rig": self.rig}
         if self.friction is not None:
             data["friction"] = self.friction
+        if self.drift_correction:
+            data["drift_correction"] = True
         data["parameters"] = {
             name: list(value) if isinstance(value, tuple) else value
             for name, value in self.parameters.items()
@@ -864,6 +871,10 @@ def parse_config(data: Any, source: str = "<config>") -> Config:
         _fail(source, "friction", f"only the pendulum rig has a choice of friction model; remove "
                                   f"this key for rig {rig.name}")
 
+    drift_correction = data.get("drift_correction", False)
+    if not isinstance(drift_correction, bool):
+        _fail(source, "drift_correction",
+              f"expected true or false, got {_describe(drift_correction)}")
     parameters = _parse_parameters(data.get("parameters"), rig, source)
     free = _parse_free(data.get("free"), rig, friction, parameters, source)
     return Config(
@@ -875,6 +886,7 @@ def parse_config(data: Any, source: str = "<config>") -> Config:
         simulation=_parse_simulation(data.get("simulation"), source),
         recording=_parse_recording(data.get("recording"), rig, source),
         node=_parse_node(data.get("node"), source),
+        drift_correction=drift_correction,
         source=source,
     )
 

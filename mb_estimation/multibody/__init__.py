@@ -4,7 +4,7 @@ Pure JAX, float64, no I/O. See :mod:`.system` (bodies, hinges), :mod:`.constrain
 :mod:`.stepper` (forward step, rollouts) and :mod:`.inverse` (impulse residuals).
 """
 
-from mb_estimation.multibody.constraints import ConstraintRows, constraint_rows
+from mb_estimation.multibody.constraints import ConstraintRows, constraint_rows, energy
 from mb_estimation.multibody.inverse import impulse_residuals, initial_state_residual
 from mb_estimation.multibody.state import (
     BodyStates,
@@ -19,7 +19,6 @@ from mb_estimation.multibody.system import (
     Bodies,
     Hinge,
     Multibody,
-    energy,
     joint_angles,
     joint_rates,
     states_from_joints,

@@ -31,7 +31,13 @@ from dataclasses import dataclass, field
 
 from mb_estimation import lie
 from mb_estimation.multibody.state import BodyStates
-from mb_estimation.multibody.system import WORLD, Hinge, Multibody, hinge_frames
+from mb_estimation.multibody.system import (
+    WORLD,
+    Hinge,
+    Multibody,
+    hinge_frames,
+    rigid_body_energy,
+)
 from mb_estimation.numerics import jax
 
 jnp = jax.numpy
@@ -133,20 +139,26 @@ def _body_velocity(velocity, index: int):
     return velocity[index, :3], velocity[index, 3:]
 
 
+def _hinge_vectors(hinge: Hinge, state: BodyStates):
+    """World lever arms ``s_p, s_c`` [m] and frame axes ``x_a, y_b, z_b, x_b`` of a hinge."""
+    e_p, _ = _pose(state, hinge.parent)
+    e_c, _ = _pose(state, hinge.child)
+    frame_a, frame_b = hinge_frames(hinge, state)
+    return (lie.quat_rotate(e_p, hinge.parent_anchor), lie.quat_rotate(e_c, hinge.child_anchor),
+            lie.quat_rotate(frame_a, jnp.array([1.0, 0.0, 0.0])),
+            lie.quat_rotate(frame_b, jnp.array([0.0, 1.0, 0.0])),
+            lie.quat_rotate(frame_b, jnp.array([0.0, 0.0, 1.0])),
+            lie.quat_rotate(frame_b, jnp.array([1.0, 0.0, 0.0])))
+
+
 def hinge_holonomic(hinge: Hinge, state: BodyStates):
     """Violation ``g(q)`` (F.1) ``[5]`` and the geometry of the hinge's rows.
 
     Rows: the three components of ``anchor_a - anchor_b`` [m], then ``x_a·y_b`` and ``x_a·z_b``.
     """
-    e_p, r_p = _pose(state, hinge.parent)
-    e_c, r_c = _pose(state, hinge.child)
-    s_p = lie.quat_rotate(e_p, hinge.parent_anchor)
-    s_c = lie.quat_rotate(e_c, hinge.child_anchor)
-    frame_a, frame_b = hinge_frames(hinge, state)
-    x_a = lie.quat_rotate(frame_a, jnp.array([1.0, 0.0, 0.0]))
-    y_b = lie.quat_rotate(frame_b, jnp.array([0.0, 1.0, 0.0]))
-    z_b = lie.quat_rotate(frame_b, jnp.array([0.0, 0.0, 1.0]))
-    x_b = lie.quat_rotate(frame_b, jnp.array([1.0, 0.0, 0.0]))
+    r_p = _pose(state, hinge.parent)[1]
+    r_c = _pose(state, hinge.child)[1]
+    s_p, s_c, x_a, y_b, z_b, x_b = _hinge_vectors(hinge, state)
     violation = jnp.concatenate([(r_p + s_p) - (r_c + s_c), jnp.stack([x_a @ y_b, x_a @ z_b])])
     normals = jnp.stack([jnp.cross(x_a, y_b), jnp.cross(x_a, z_b)])
     return violation, HingeGeometry(s_p, s_c, normals, x_b)
@@ -233,9 +245,56 @@ def _layout(hinge: Hinge) -> HingeLayout:
     return HingeLayout(hinge.parent, hinge.child, hinge.has_motor, hinge.has_dry_friction)
 
 
+def energy(system: Multibody, state: BodyStates):
+    """Total energy of the regularised model [J]: kinetic, gravitational and elastic.
+
+    The elastic part is the potential of the compliant holonomic rows, ``½ gᵀ ε⁻¹ g`` (the
+    constraint potential whose discretisation SPOOK is, §2.2); without it a conservative run
+    seems to lose and regain energy whenever the hinges deflect.
+    """
+    elastic = 0.0
+    for hinge in system.hinges:
+        violation, _ = hinge_holonomic(hinge, state)
+        elastic += 0.5 * (jnp.sum(violation[:3] ** 2) / hinge.compliance_linear
+                          + jnp.sum(violation[3:] ** 2) / hinge.compliance_rotational)
+    return rigid_body_energy(system, state) + elastic
+
+
 def spook_gamma(damping, h):
     """γ = 1/(1 + 4τ/h) (2.9)."""
     return 1.0 / (1.0 + 4.0 * damping / h)
+
+
+def constraint_curvature(hinge: Hinge, state: BodyStates):
+    """``d²/ds² g(q ⊞ s v)`` at ``s = 0`` ``[5]`` [m/s², rad/s²], ``v`` the state's velocity.
+
+    The curvature of the hinge's violation (F.1) along the step direction; its slope there is
+    ``ġ = G v``. Positions move on straight lines and every body-fixed world vector ``u`` turns
+    as ``u(s) = exp(s ω) u``, so ``u'' = ω × (ω × u)``: the translational rows get the two
+    centripetal terms, ``x_a·y_b`` gets ``x_a''·y_b + 2 x_a'·y_b' + x_a·y_b''``.
+    """
+    velocity = state.velocity
+    w_p = _body_velocity(velocity, hinge.parent)[1]
+    w_c = _body_velocity(velocity, hinge.child)[1]
+    s_p, s_c, x_a, y_b, z_b, _ = _hinge_vectors(hinge, state)
+
+    def turned(w, u):
+        return jnp.cross(w, u)
+
+    def twice_turned(w, u):
+        return jnp.cross(w, jnp.cross(w, u))
+
+    def dot_curvature(b):
+        return (twice_turned(w_p, x_a) @ b + 2.0 * turned(w_p, x_a) @ turned(w_c, b)
+                + x_a @ twice_turned(w_c, b))
+
+    linear = twice_turned(w_p, s_p) - twice_turned(w_c, s_c)
+    return jnp.concatenate([linear, jnp.stack([dot_curvature(y_b), dot_curvature(z_b)])])
+
+
+def drift_correction_coefficient(gamma):
+    """``c = (1 - γ²)/2`` of the drift-corrected holonomic row (see :func:`constraint_rows`)."""
+    return 0.5 * (1.0 - gamma**2)
 
 
 def constraint_rows(system: Multibody, state: BodyStates, inputs, h) -> ConstraintRows:
@@ -243,6 +302,18 @@ def constraint_rows(system: Multibody, state: BodyStates, inputs, h) -> Constrai
 
     Implements the right-hand sides and regularisation of (2.8)-(2.11), (2.17), (F.2), (F.3);
     ``inputs`` has one entry per motorised hinge, in hinge order.
+
+    With ``system.drift_correction`` the holonomic target gets ``- c h κ_k``, ``κ_k`` the
+    curvature of ``g`` along the step (:func:`constraint_curvature`) and ``c = (1 - γ²)/2``.
+    Why: (2.8) linearises ``g(q_{k+1}) ≈ g_k + h G_k v_{k+1}`` and leaves out ``½ h² κ``. On
+    a steady rotation the violation then settles where the stabilisation cancels that drift,
+    at ``g* = h² κ (1 + γ) / (8 γ)`` — for τ ≫ h (γ → 0) about ``½ h τ κ``, which with the
+    paper's τ = 0.02 s is 1e-4…4e-3 m in a fast spin, far above the physical deflection ε·F,
+    and its relaxation dissipates energy that depends on h (benchmarks/RESULTS.md). With the
+    correction the fixed point is ``g* = h² κ (1 + γ)/8`` (small for every τ), and at τ = 0
+    (γ = 1) the row is unchanged, where SPOOK's undamped rows are only marginally stable and
+    any explicit term would destabilise them. ``κ_k`` uses ``v_k``, so row k still depends on
+    ``x_k`` only and the inverse dynamics stays consistent with the forward step.
     """
     velocity = state.velocity
     geometries, scale, reg, target = [], [], [], []
@@ -258,7 +329,11 @@ def constraint_rows(system: Multibody, state: BodyStates, inputs, h) -> Constrai
         geometries.append(geometry)
         scale.append(jnp.ones(HOLONOMIC_ROWS_PER_HINGE))
         reg.append(4.0 / h**2 * compliance * gamma)
-        target.append(-4.0 / h * gamma * violation + gamma * rates[:HOLONOMIC_ROWS_PER_HINGE])
+        holonomic_target = -4.0 / h * gamma * violation + gamma * rates[:HOLONOMIC_ROWS_PER_HINGE]
+        if system.drift_correction:
+            holonomic_target -= (drift_correction_coefficient(gamma) * h
+                                 * constraint_curvature(hinge, state))
+        target.append(holonomic_target)
 
         rate = rates[-1]
         scale.append(jnp.atleast_1d(hinge.viscous * h))

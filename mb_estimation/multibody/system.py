@@ -86,11 +86,17 @@ class Hinge:
 @jax.tree_util.register_dataclass
 @dataclass(frozen=True)
 class Multibody:
-    """Bodies, hinges (parent-first, hinge ``i`` carries body ``i``) and gravity [m/s², world]."""
+    """Bodies, hinges (parent-first, hinge ``i`` carries body ``i``) and gravity [m/s², world].
+
+    ``drift_correction`` (static) adds each constraint's curvature along the step to the
+    holonomic rows (:func:`mb_estimation.multibody.constraints.constraint_rows`); off, the rows
+    are exactly the paper's (2.8).
+    """
 
     bodies: Bodies
     hinges: tuple[Hinge, ...]
     gravity: jax.Array
+    drift_correction: bool = field(default=False, metadata=dict(static=True))
 
     @property
     def num_bodies(self) -> int:
@@ -145,11 +151,12 @@ def applied_forces(system: Multibody, state: BodyStates):
     return jnp.concatenate([gravity, gyroscopic], axis=-1).reshape(-1)
 
 
-def energy(system: Multibody, state: BodyStates):
+def rigid_body_energy(system: Multibody, state: BodyStates):
     """Kinetic plus gravitational potential energy [J] (zero potential at the world origin).
 
     The kinetic part includes each motor shaft's ``½ J_shaft θ̇²`` (F.3): the shaft inertia is
-    part of the model although it belongs to no body.
+    part of the model although it belongs to no body. The energy stored in compliant
+    constraints is not included (:func:`mb_estimation.multibody.energy` adds it).
     """
     omega = state.angular_velocity
     kinetic = 0.5 * jnp.sum(system.bodies.mass * jnp.sum(state.linear_velocity**2, axis=-1))

@@ -9,6 +9,7 @@ hinge angles, :func:`mb_estimation.multibody.joint_angles`, and its inverse is
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -38,19 +39,28 @@ def parameter_arrays(values: Mapping[str, object]) -> dict[str, jax.Array]:
 
 
 @functools.cache
-def get_rig(name: str, friction: str | None = None) -> Rig:
+def get_rig(name: str, friction: str | None = None, drift_correction: bool = False) -> Rig:
     """The rig called ``name`` (``furuta`` or ``pendulum``; the pendulum takes a friction model).
 
-    Cached: the same rig object comes back, so compiled estimator functions are shared.
+    ``drift_correction`` builds systems with :attr:`Multibody.drift_correction` set. Cached: the
+    same rig object comes back, so compiled estimator functions are shared.
     """
     from mb_estimation.rigs import furuta, pendulum
 
     if name == FURUTA.name:
-        return Rig(FURUTA, furuta.build_system)
-    if name == PENDULUM.name:
+        rig = Rig(FURUTA, furuta.build_system)
+    elif name == PENDULUM.name:
         model = friction or "dry"
         if model not in PENDULUM_FRICTION_MODELS:
             raise ValueError(f"unknown pendulum friction model {model!r}; "
                              f"choose one of {', '.join(PENDULUM_FRICTION_MODELS)}")
-        return Rig(PENDULUM, functools.partial(pendulum.build_system, friction=model))
-    raise ValueError(f"unknown rig {name!r}; choose furuta or pendulum")
+        rig = Rig(PENDULUM, functools.partial(pendulum.build_system, friction=model))
+    else:
+        raise ValueError(f"unknown rig {name!r}; choose furuta or pendulum")
+    if drift_correction:
+        rig = Rig(rig.spec, functools.partial(_with_drift_correction, rig.build))
+    return rig
+
+
+def _with_drift_correction(build, params: Mapping[str, jax.Array]) -> Multibody:
+    return dataclasses.replace(build(params), drift_correction=True)

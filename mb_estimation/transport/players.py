@@ -241,8 +241,8 @@ def _rig_sim_stream(config, scenario, *, rate, dt, chunk, total, start_ns, seed,
     settings = config.recording
     base_samples = chunk if total is None else min(chunk, total)
     angles, rates, inputs = _noise_free_simulation(
-        config.rig, config.friction, _parameters_key(config.parameters), scenario,
-        base_samples, dt, rate)
+        config.rig, config.friction, config.drift_correction, _parameters_key(config.parameters),
+        scenario, base_samples, dt, rate)
     noise = float(config.simulation.noise_rad)
     counts = config.simulation.encoder_counts
     quantised = quantise(angles, counts)
@@ -294,12 +294,13 @@ def _parameters_key(parameters) -> tuple:
 
 
 @functools.lru_cache(maxsize=4)
-def _noise_free_simulation(rig_name, friction, parameters_key, scenario, samples, dt, rate):
+def _noise_free_simulation(rig_name, friction, drift_correction, parameters_key, scenario, samples,
+                           dt, rate):
     """True joint angles, rates and inputs of ``samples + 1`` samples (cached per process)."""
     from mb_estimation.rigs import get_rig
     from mb_estimation.simulation import simulate_recording
 
-    rig = get_rig(rig_name, friction)
+    rig = get_rig(rig_name, friction, drift_correction)
     recording = simulate_recording(
         rig, dict(parameters_key), scenario, duration_s=samples / rate, dt=dt, rate_hz=rate,
         noise_rad=0.0, seed=0, encoder_counts=None)
