@@ -249,7 +249,7 @@ def energy(system: Multibody, state: BodyStates):
     """Total energy of the regularised model [J]: kinetic, gravitational and elastic.
 
     The elastic part is the potential of the compliant holonomic rows, ``½ gᵀ ε⁻¹ g`` (the
-    constraint potential whose discretisation SPOOK is, §2.2); without it a conservative run
+    constraint potential that SPOOK discretises, §2.3); without it a conservative run
     seems to lose and regain energy whenever the hinges deflect.
     """
     elastic = 0.0
