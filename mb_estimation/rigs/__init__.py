@@ -38,13 +38,18 @@ def parameter_arrays(values: Mapping[str, object]) -> dict[str, jax.Array]:
     return {name: jnp.asarray(value, dtype=jnp.float64) for name, value in values.items()}
 
 
-@functools.cache
 def get_rig(name: str, friction: str | None = None, drift_correction: bool = False) -> Rig:
     """The rig called ``name`` (``furuta`` or ``pendulum``; the pendulum takes a friction model).
 
     ``drift_correction`` builds systems with :attr:`Multibody.drift_correction` set. Cached: the
-    same rig object comes back, so compiled estimator functions are shared.
+    same rig object comes back however the defaults are spelled, so compiled estimator functions
+    are shared.
     """
+    return _cached_rig(name, friction, bool(drift_correction))
+
+
+@functools.cache
+def _cached_rig(name: str, friction: str | None, drift_correction: bool) -> Rig:
     from mb_estimation.rigs import furuta, pendulum
 
     if name == FURUTA.name:
