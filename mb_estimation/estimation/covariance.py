@@ -26,12 +26,9 @@ import numpy as np
 from mb_estimation.estimation.linear_algebra import Elimination, backward_solve
 from mb_estimation.estimation.residuals import Linearization
 from mb_estimation.numerics import jax
+from mb_estimation.pseudo_inverse import LOADING_THRESHOLD, scaled_pseudo_inverse
 
 jnp = jax.numpy
-
-# Eigenvalues of the scaled TᵀT below this fraction of the largest count as "not determined".
-SINGULAR_THRESHOLD = 1e-12
-
 
 @jax.tree_util.register_dataclass
 @dataclass(frozen=True)
@@ -79,14 +76,9 @@ def parameter_covariance(information: np.ndarray, middle: np.ndarray) -> np.ndar
     scale = np.sqrt(np.clip(np.diag(information), 0.0, None))
     determined = scale > 0
     safe = np.where(determined, scale, 1.0)
-    scaled = information / np.outer(safe, safe)
-    values, vectors = np.linalg.eigh(scaled)
-    keep = values > SINGULAR_THRESHOLD * max(values.max(), 0.0)
-    inverse = (vectors[:, keep] / values[keep]) @ vectors[:, keep].T
-    inverse = inverse / np.outer(safe, safe)
+    inverse, _, loading = scaled_pseudo_inverse(information, safe)
     covariance = inverse @ middle @ inverse
-    loading = (vectors[:, ~keep] ** 2).sum(axis=1)
-    undetermined = ~determined | (loading > 1e-6)
+    undetermined = ~determined | (loading > LOADING_THRESHOLD)
     covariance[undetermined, :] = np.where(np.eye(size, dtype=bool)[undetermined], np.inf, 0.0)
     covariance[:, undetermined] = covariance[undetermined, :].T
     return covariance

@@ -60,6 +60,11 @@ import numpy as np
 import yaml
 
 from mb_estimation.io.config import QUATERNION_TOLERANCE  # |tilt| − 1 allowed, as in configs
+from mb_estimation.pseudo_inverse import (
+    LOADING_THRESHOLD,
+    SINGULAR_THRESHOLD,
+    scaled_pseudo_inverse,
+)
 
 __all__ = [
     "FORMAT",
@@ -78,12 +83,6 @@ __all__ = [
     "write_text_atomically",
 ]
 
-# Eigenvalues of a matrix scaled to unit diagonal below this fraction of the largest one count as
-# zero (same value as mb_estimation.estimation.covariance).
-SINGULAR_THRESHOLD = 1e-12
-# A tangent entry whose squared loading on the null space of the information exceeds this is
-# reported with an infinite variance (as in mb_estimation.estimation.covariance).
-LOADING_THRESHOLD = 1e-6
 # Negative eigenvalues of a scaled covariance beyond this (relative to the largest) are an error
 # rather than round-off.
 NEGATIVE_TOLERANCE = 1e-8
@@ -233,21 +232,15 @@ def _check_numbers(estimate: ParameterEstimate, role: str) -> None:
 def _scaled_pseudo_inverse(matrix: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:
     """Pseudo-inverse of a symmetric PSD matrix with positive diagonal, and its null loading.
 
-    The matrix is scaled to unit diagonal first, so entries of very different magnitude do not
-    mask each other; eigenvalues below ``SINGULAR_THRESHOLD`` times the largest are dropped.
-    Returns the pseudo-inverse and, per row, the squared loading on the dropped directions.
+    Scaled to unit diagonal first (:func:`mb_estimation.pseudo_inverse.scaled_pseudo_inverse`);
+    a clearly negative eigenvalue is an error rather than round-off.
     """
-    scale = np.sqrt(np.diagonal(matrix))
-    scaled = matrix / np.outer(scale, scale)
-    eigenvalues, vectors = np.linalg.eigh(0.5 * (scaled + scaled.T))
+    inverse, eigenvalues, loading = scaled_pseudo_inverse(matrix, np.sqrt(np.diagonal(matrix)))
     largest = max(float(eigenvalues.max()), 0.0)
     if eigenvalues.min() < -NEGATIVE_TOLERANCE * largest:
         raise ValueError(f"{what} is not positive semidefinite "
                          f"(scaled eigenvalue {eigenvalues.min():.3g})")
-    keep = eigenvalues > SINGULAR_THRESHOLD * largest
-    inverse = (vectors[:, keep] / eigenvalues[keep]) @ vectors[:, keep].T
-    loading = (vectors[:, ~keep] ** 2).sum(axis=1)
-    return inverse / np.outer(scale, scale), loading
+    return inverse, loading
 
 
 def information_from_covariance(covariance: np.ndarray) -> np.ndarray:

@@ -1,0 +1,32 @@
+"""Pseudo-inverse of a symmetric positive semidefinite matrix, scaled first (numpy only).
+
+Shared by the estimator's parameter covariance (:mod:`mb_estimation.estimation.covariance`) and
+the node's information fusion (:mod:`mb_estimation.online.fusion`), which must agree on what
+"not determined" means. Scaling to unit diagonal first keeps entries of very different magnitude
+(inertias ~1e-3 kg m², gains ~1 N m/V) from masking each other.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# Eigenvalues of the scaled matrix below this fraction of the largest one count as zero.
+SINGULAR_THRESHOLD = 1e-12
+# An entry whose squared loading on the dropped (null) directions exceeds this is not determined.
+LOADING_THRESHOLD = 1e-6
+
+
+def scaled_pseudo_inverse(matrix: np.ndarray, scale: np.ndarray):
+    """Pseudo-inverse of ``matrix`` computed on ``D⁻¹ matrix D⁻¹``, ``D = diag(scale)``.
+
+    Returns ``(inverse, eigenvalues, loading)``: the pseudo-inverse (in the original units), the
+    eigenvalues of the scaled matrix, and per row the squared loading on the dropped directions
+    (eigenvalues at or below ``SINGULAR_THRESHOLD`` times the largest).
+    """
+    outer = np.outer(scale, scale)
+    scaled = matrix / outer
+    eigenvalues, vectors = np.linalg.eigh(0.5 * (scaled + scaled.T))
+    keep = eigenvalues > SINGULAR_THRESHOLD * max(float(eigenvalues.max()), 0.0)
+    inverse = (vectors[:, keep] / eigenvalues[keep]) @ vectors[:, keep].T / outer
+    loading = (vectors[:, ~keep] ** 2).sum(axis=1)
+    return inverse, eigenvalues, loading
