@@ -29,8 +29,9 @@ information (:func:`information_from_covariance`):
 - every tangent entry whose covariance row holds a non-finite value, or whose variance is 0,
   gets zero information (its row and column of ``Λ`` are 0);
 - the rest of the covariance is inverted as a pseudo-inverse after scaling to unit diagonal:
-  eigen-directions of the correlation matrix below ``SINGULAR_THRESHOLD`` times the largest
-  eigenvalue carry zero information. A finite covariance that is singular in some direction is
+  eigen-directions of the correlation matrix below
+  :data:`mb_estimation.pseudo_inverse.SINGULAR_THRESHOLD` times the largest eigenvalue carry
+  zero information. A finite covariance that is singular in some direction is
   therefore read as "no information there" (the pseudo-inverse convention), never as "known
   exactly": an estimator never reports an exactly zero variance for a determined direction.
 
@@ -60,18 +61,13 @@ import numpy as np
 import yaml
 
 from mb_estimation.io.config import QUATERNION_TOLERANCE  # |tilt| − 1 allowed, as in configs
-from mb_estimation.pseudo_inverse import (
-    LOADING_THRESHOLD,
-    SINGULAR_THRESHOLD,
-    scaled_pseudo_inverse,
-)
+from mb_estimation.pseudo_inverse import LOADING_THRESHOLD, scaled_pseudo_inverse
 
 __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
     "LOADING_THRESHOLD",
     "QUATERNION_TOLERANCE",
-    "SINGULAR_THRESHOLD",
     "ParameterEstimate",
     "covariance_from_information",
     "fuse",
