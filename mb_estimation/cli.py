@@ -44,13 +44,25 @@ def _add_free_option(parser: argparse.ArgumentParser) -> None:
                         help="replace the config's free parameters, e.g. J_Azz,J_Byy,b1,b2")
 
 
+ESTIMATOR_HELP = (
+    "consistent (default: joint coordinates in the rigid limit, second-order step refined "
+    "from 2h to h, estimates that converge to the physical values) or paper (the paper's "
+    "single fit in maximal coordinates at step h, kept for comparison)")
+
+
 def _add_step_and_weight_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dt", type=float, metavar="H", help="estimation step h [s]")
-    parser.add_argument("--kappa", type=float, metavar="K", help="state error weight κ")
+    parser.add_argument("--dt", type=float, metavar="H",
+                        help="estimation step h [s] (consistent: the finest step; default the "
+                        "recording's sample period; paper: default the config's method.dt)")
+    parser.add_argument("--kappa", type=float, metavar="K",
+                        help="state error weight κ (consistent: read at h = 0.01 s and scaled "
+                        "as κ·0.01 s/h per step)")
 
 
 def _add_method_options(parser: argparse.ArgumentParser, *, single_values: bool = True) -> None:
-    """--free, --max-iterations, --start, --end, --quiet (and --dt, --kappa if single_values)."""
+    """--estimator, --free, --max-iterations, --start, --end, --quiet (and --dt, --kappa)."""
+    parser.add_argument("--estimator", choices=("consistent", "paper"),
+                        help=f"{ESTIMATOR_HELP} (default: the config's method.estimator)")
     _add_free_option(parser)
     if single_values:
         _add_step_and_weight_options(parser)
@@ -98,7 +110,8 @@ def _load_config(args, *, dt_is_estimation_step: bool = True):
     return apply_overrides(config, set_values=set_values or None, compliance=args.compliance,
                            dt=getattr(args, "dt", None) if dt_is_estimation_step else None,
                            kappa=getattr(args, "kappa", None), free=free,
-                           max_iterations=getattr(args, "max_iterations", None))
+                           max_iterations=getattr(args, "max_iterations", None),
+                           estimator=getattr(args, "estimator", None))
 
 
 def _fitted_values(path, config) -> dict:
@@ -380,6 +393,55 @@ def _print_open_loop(checks):
               f"{check.time_s[-1] - check.time_s[0]:.3g} s ({whole})")
 
 
+def _level_started(args, config):
+    """Progress line at the start of each fit (each refinement level of the consistent path)."""
+    if getattr(args, "quiet", False):
+        return None
+    free = f"{len(config.free)} parameters ({', '.join(config.free)}) and the states"
+    if config.method.estimator == "paper":
+        def show(index, dt, problem):
+            steps = sum(g.num_steps for g in problem.recordings)
+            print(f"calibrating {free} of {len(problem.recordings)} recording(s), the paper's "
+                  f"single fit: {steps} steps of {dt:g} s")
+        return show
+    levels = config.method.refinement_levels
+
+    def show_level(index, dt, problem):
+        steps = sum(g.num_steps for g in problem.recordings)
+        print(f"calibrating {free} of {len(problem.recordings)} recording(s), consistent "
+              f"path level {index + 1} of {levels}: {steps} steps of {dt:g} s", flush=True)
+    return show_level
+
+
+def _print_refinement(result):
+    """How far each free parameter moved over the consistent path's last two steps."""
+    import numpy as np
+
+    from mb_estimation.estimation.consistent import step_dependence
+
+    rows = step_dependence(result)
+    if not rows:
+        return
+    coarse, fine = result.refinement[-2].dt, result.refinement[-1].dt
+    print(f"step dependence (h = {coarse:g} s → {fine:g} s):")
+    for row in rows:
+        change = " ".join(f"{v:+.3g}" for v in row.change)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            sigmas = " ".join(f"{v:.2g}" for v in np.abs(row.change) / row.std)
+        verdict = "settled" if row.settled else "STILL MOVES with the step: a shadow value"
+        print(f"  {row.name:8s} change {change} ({sigmas} std): {verdict}")
+
+
+def _print_predictions(checks):
+    """RMS error of the short-horizon predictions at the longest lead time."""
+    for check in checks:
+        if not check.starts:
+            continue
+        errors = ", ".join(f"{v:.3g}" for v in check.rms[-1])
+        print(f"prediction {check.horizons_s[-1]:g} s ahead from {check.starts} estimated "
+              f"states, RMS angle error [rad] (arm, pendulum): {errors} ({check.name})")
+
+
 def _run_calibration(config, bags, args, output: Path, truth=None):
     """Read, prepare, estimate, validate, write the outputs and the report, print the summary."""
     from mb_estimation import pipeline
@@ -388,24 +450,26 @@ def _run_calibration(config, bags, args, output: Path, truth=None):
     from mb_estimation.report import write_report
 
     recordings = [read_recording(path, config) for path in bags]
-    grids = pipeline.prepare(config, recordings, start_s=getattr(args, "start", None),
-                             end_s=getattr(args, "end", None))
-    notes = _notes(recordings, grids)
+    start, end = getattr(args, "start", None), getattr(args, "end", None)
+    notes = _notes(recordings, pipeline.prepare(config, recordings, start_s=start, end_s=end))
     for note in notes:
         print(f"note: {note}")
-    steps = sum(g.num_steps for g in grids)
-    if not getattr(args, "quiet", False):
-        print(f"calibrating {len(config.free)} parameters ({', '.join(config.free)}) and the "
-              f"states of {len(grids)} recording(s), {steps} steps of {config.method.dt} s")
-    result = pipeline.calibrate(config, grids, progress=_progress(args))
-    method = pipeline.method_summary(config)
-    write_outputs(output, result, config.rig_spec, method)
+    calibration = pipeline.calibrate_recordings(
+        config, recordings, start_s=start, end_s=end, progress=_progress(args),
+        level_started=_level_started(args, config))
+    result, grids = calibration.result, calibration.grids
+    method = pipeline.method_summary(config, result)
     print(result.message)
     _print_parameters(result, truth)
+    _print_refinement(result)
+    predictions = pipeline.prediction_checks(config, grids, result)
+    _print_predictions(predictions)
+    write_outputs(output, result, config.rig_spec, method, predictions=predictions)
     checks = pipeline.open_loop_checks(config, grids, result)
     _print_open_loop(checks)
     write_report(output, result, grids, checks, method=method, notes=notes,
-                 units={name: config.rig_spec.parameter(name).unit for name in result.free})
+                 units={name: config.rig_spec.parameter(name).unit for name in result.free},
+                 predictions=predictions)
     print(f"wrote {output}/parameters.yaml, ros_parameters.yaml, states.csv, report.html "
           f"({result.compile_time_s:.1f} s compiling, {result.solve_time_s:.1f} s solving)")
     return result
@@ -428,10 +492,9 @@ def _crossval(args) -> int:
     config = _load_config(args)
     rows = []
     for path in args.bags:
-        grids = pipeline.prepare(config, [read_recording(path, config)], start_s=args.start,
-                                 end_s=args.end)
-        result = pipeline.calibrate(config, grids, estimate_parameters=False,
-                                    progress=_progress(args))
+        result = pipeline.calibrate_recordings(
+            config, [read_recording(path, config)], start_s=args.start, end_s=args.end,
+            estimate_parameters=False, progress=_progress(args)).result
         rows.append({"path": str(path), "mse": result.cost,
                      "observation_mse": result.observation_mse,
                      "impulse_mse": result.impulse_mse})
@@ -459,7 +522,9 @@ def _sweep(args) -> int:
     for note in _notes(recordings, pipeline.prepare(config, recordings, start_s=args.start,
                                                     end_s=args.end)):
         print(f"note: {note}")
-    dts = args.dt or (config.method.dt,)
+    default_dt = (config.method.dt if config.method.estimator == "paper"
+                  else pipeline.consistent_steps(config, recordings)[-1])
+    dts = args.dt or (default_dt,)
     kappas = args.kappa or (config.method.kappa,)
     compliances = args.compliance or (None,)
     total = len(dts) * len(kappas) * len(compliances)
@@ -640,7 +705,7 @@ def _simulate(args) -> int:
 
     from mb_estimation.io.bags import write_rig_bag
     from mb_estimation.io.config import recorded_joint_states
-    from mb_estimation.rigs import get_rig
+    from mb_estimation.pipeline import config_rig
     from mb_estimation.simulation import simulate_recording
 
     config = _load_config(args, dt_is_estimation_step=False)
@@ -655,7 +720,7 @@ def _simulate(args) -> int:
     if output.exists() and not args.overwrite:
         raise UserError(f"{output} exists; choose another --output or pass --overwrite")
 
-    rig = get_rig(config.rig, config.friction, config.drift_correction)
+    rig = config_rig(config)
     started = time.perf_counter()
     recording = simulate_recording(
         rig, config.parameters, args.scenario, duration_s=args.duration, dt=dt, rate_hz=rate,

@@ -1,6 +1,8 @@
 """The pipeline shared by the command line and the node: config + recordings → estimate.
 
 recording → signals (grid) → estimation problem → result (DESIGN §2: data flows one way).
+Two estimators (``method.estimator``): the consistent path (default; joint coordinates, refined
+steps, :mod:`mb_estimation.estimation.consistent`) and the paper's single fit at ``method.dt``.
 """
 
 from __future__ import annotations
@@ -9,26 +11,116 @@ import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
+import numpy as np
+
 from mb_estimation.estimation import (
     EstimationProblem,
     EstimationResult,
     IterationRecord,
     SolverSettings,
     estimate,
+    estimate_consistently,
+    refinement_steps,
 )
 from mb_estimation.io.config import Config, apply_overrides
 from mb_estimation.multibody import BodyStates
-from mb_estimation.rigs import get_rig
+from mb_estimation.rigs import Rig, get_rig
+from mb_estimation.rigs.parameters import DRY_FRICTION_PARAMETERS
 from mb_estimation.signals import GridData, Recording, prepare_recording
-from mb_estimation.simulation import OpenLoopCheck, open_loop_check
+from mb_estimation.simulation import (
+    OpenLoopCheck,
+    PredictionCheck,
+    open_loop_check,
+    prediction_check,
+)
+
+
+def config_rig(config: Config) -> Rig:
+    """The rig a config describes: its model, its constraint rows, and its friction.
+
+    Dry friction only on the hinges whose friction parameters are free or non-zero (the other
+    hinges' friction rows would carry nothing).
+    """
+    flags = tuple(any(name in config.free or np.any(np.asarray(config.parameters[name]) != 0)
+                      for name in names if name in config.parameters)
+                  for names in DRY_FRICTION_PARAMETERS[config.rig])
+    return get_rig(config.rig, config.friction, config.drift_correction, flags)
+
+
+# Bounds of the consistent path's automatic finest step (the recordings' sample period) [s].
+SMALLEST_AUTOMATIC_STEP = 1e-4
+LARGEST_AUTOMATIC_STEP = 0.01
 
 
 def prepare(config: Config, recordings: Sequence[Recording], *, start_s: float | None = None,
-            end_s: float | None = None) -> tuple[GridData, ...]:
-    """Every recording on the config's estimation grid."""
+            end_s: float | None = None, dt: float | None = None) -> tuple[GridData, ...]:
+    """Every recording on the estimation grid of step ``dt`` (default: the config's ``dt``)."""
     method = config.method
-    return tuple(prepare_recording(r, method.dt, method.filter_cutoff_hz, start_s=start_s,
+    step = method.dt if dt is None else dt
+    return tuple(prepare_recording(r, step, method.filter_cutoff_hz, start_s=start_s,
                                    end_s=end_s) for r in recordings)
+
+
+def sample_period(recordings: Sequence[Recording]) -> float:
+    """The recordings' median joint-angle sample period [s] (to 9 significant digits)."""
+    period = np.median(np.concatenate([np.diff(np.sort(np.asarray(r.time_s, float)))
+                                       for r in recordings]))
+    return float(f"{period:.9g}")
+
+
+def consistent_steps(config: Config, recordings: Sequence[Recording]) -> tuple[float, ...]:
+    """The consistent path's steps [s], coarse to fine.
+
+    The finest is ``method.refinement_dt``, or the recordings' sample period (within
+    [:data:`SMALLEST_AUTOMATIC_STEP`, :data:`LARGEST_AUTOMATIC_STEP`]): every sample then has
+    its own grid point, and a finer step adds no information, only cost.
+    """
+    method = config.method
+    finest = method.refinement_dt
+    if finest is None:
+        finest = min(max(sample_period(recordings), SMALLEST_AUTOMATIC_STEP),
+                     LARGEST_AUTOMATIC_STEP)
+    return refinement_steps(finest, method.refinement_levels)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A calibration's result and the recordings on the grid of its (final) fit."""
+
+    result: EstimationResult
+    grids: tuple[GridData, ...]
+
+
+def calibrate_recordings(config: Config, recordings: Sequence[Recording], *,
+                         start_s: float | None = None, end_s: float | None = None,
+                         estimate_parameters: bool = True,
+                         progress: Callable[[IterationRecord], None] | None = None,
+                         level_started: Callable[[int, float, EstimationProblem], None]
+                         | None = None) -> Calibration:
+    """Estimate the config's free parameters and the states with the config's estimator.
+
+    ``consistent``: joint coordinates over :func:`consistent_steps` (with
+    ``estimate_parameters=False`` only the states, at the finest step); ``paper``: the single
+    fit at ``method.dt``.
+    """
+    if config.method.estimator == "paper":
+        grids = prepare(config, recordings, start_s=start_s, end_s=end_s)
+        if level_started is not None:
+            level_started(0, config.method.dt, estimation_problem(config, grids))
+        return Calibration(calibrate(config, grids, estimate_parameters=estimate_parameters,
+                                     progress=progress), grids)
+    steps = consistent_steps(config, recordings)
+    if not estimate_parameters:
+        steps = steps[-1:]
+    prepared: dict[float, tuple[GridData, ...]] = {}
+
+    def problem_at(dt: float) -> EstimationProblem:
+        prepared[dt] = prepare(config, recordings, start_s=start_s, end_s=end_s, dt=dt)
+        return estimation_problem(config, prepared[dt], estimate_parameters=estimate_parameters)
+
+    result = estimate_consistently(problem_at, steps, solver_settings(config), progress=progress,
+                                   level_started=level_started)
+    return Calibration(result, prepared[steps[-1]])
 
 
 def solver_settings(config: Config) -> SolverSettings:
@@ -41,9 +133,10 @@ def solver_settings(config: Config) -> SolverSettings:
 
 def calibrate(config: Config, grids: Sequence[GridData], *, estimate_parameters: bool = True,
               progress: Callable[[IterationRecord], None] | None = None) -> EstimationResult:
-    """Estimate the config's free parameters and the states from recordings on the grid.
+    """The paper's single fit (§3, maximal coordinates) on recordings already on the grid.
 
-    With ``estimate_parameters=False`` only the states (cross-validation, §4.5).
+    With ``estimate_parameters=False`` only the states (cross-validation, §4.5). The online
+    node runs this per window; :func:`calibrate_recordings` chooses by ``method.estimator``.
     """
     problem = estimation_problem(config, grids, estimate_parameters=estimate_parameters)
     return estimate(problem, solver_settings(config), progress=progress)
@@ -56,12 +149,25 @@ def open_loop_checks(config: Config, grids: Sequence[GridData], result: Estimati
     From each recording's estimated initial state (validation: does the model reproduce the
     recording by itself?).
     """
-    rig = get_rig(config.rig, config.friction, config.drift_correction)
+    rig = config_rig(config)
     return tuple(
         open_loop_check(rig, result.parameters, grid, BodyStates(
             estimate.position[0], estimate.orientation[0], estimate.linear_velocity[0],
             estimate.angular_velocity[0]), first_s)
         for grid, estimate in zip(grids, result.recordings, strict=True))
+
+
+def prediction_checks(config: Config, grids: Sequence[GridData], result: EstimationResult,
+                      horizon_s: float = 0.5) -> tuple[PredictionCheck, ...]:
+    """Each recording predicted over ``horizon_s`` from the estimated states (validation).
+
+    The fitted parameters run in the config's own simulator (its hinges, rows and
+    ``simulation.dt``), the way ``simulate --parameters`` would run them.
+    """
+    rig = config_rig(config)
+    return tuple(prediction_check(rig, result.parameters, grid, estimate, horizon_s=horizon_s,
+                                  simulation_dt=config.simulation.dt)
+                 for grid, estimate in zip(grids, result.recordings, strict=True))
 
 
 def starting_from(config: Config, initial: Config) -> Config:
@@ -79,7 +185,7 @@ def estimation_problem(config: Config, grids: Sequence[GridData], *,
     """The config's rig, values, free parameters and their box, on recordings on the grid."""
     free = tuple(config.free) if estimate_parameters else ()
     return EstimationProblem(
-        rig=get_rig(config.rig, config.friction, config.drift_correction),
+        rig=config_rig(config),
         parameters=config.parameters,
         free=free,
         lower={name: config.free[name].lower for name in free},
@@ -88,9 +194,13 @@ def estimation_problem(config: Config, grids: Sequence[GridData], *,
     )
 
 
-def method_summary(config: Config) -> dict:
-    """The method settings as written into parameters.yaml."""
-    return asdict(config.method)
+def method_summary(config: Config, result: EstimationResult | None = None) -> dict:
+    """The method settings as written into parameters.yaml (with the steps the fit used)."""
+    summary = asdict(config.method)
+    if result is not None and result.refinement:
+        summary["steps"] = [float(level.dt) for level in result.refinement]
+        summary["kappa_per_step"] = [float(level.kappa) for level in result.refinement]
+    return summary
 
 
 @dataclass(frozen=True)
@@ -110,16 +220,17 @@ def sweep(config: Config, recordings: Sequence[Recording], *, dts: Sequence[floa
     """Fit the config's free parameters at every (h, κ, compliance) of the grid (paper §4.7).
 
     Every fit starts from the config's values, so the points differ only in the method
-    parameter. The recordings are put on each step's grid once; a new h compiles anew, κ and
-    the compliance do not.
+    parameter; h is the step of the paper's fit or the finest step of the consistent path.
+    A new h compiles anew, κ and the compliance do not.
     """
     points = []
     for dt in dts:
         on_grid = apply_overrides(config, dt=dt)
-        grids = prepare(on_grid, recordings, start_s=start_s, end_s=end_s)
         for compliance, kappa in itertools.product(compliances, kappas):
             point_config = apply_overrides(on_grid, kappa=kappa, compliance=compliance)
-            point = SweepPoint(dt, kappa, compliance, calibrate(point_config, grids))
+            result = calibrate_recordings(point_config, recordings, start_s=start_s,
+                                          end_s=end_s).result
+            point = SweepPoint(dt, kappa, compliance, result)
             points.append(point)
             if progress is not None:
                 progress(point)

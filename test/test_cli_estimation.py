@@ -11,13 +11,32 @@ def test_calibrate_and_crossval_write_their_files(tmp_path, capsys):
     bag = tmp_path / "bag"
     assert main(["simulate", "swingup", "--config", "furuta_synthetic", "--output", str(bag),
                  "--duration", "0.6", "--dt", "1e-3"]) == 0
+    # the default, consistent path: steps 2 ms and 1 ms (the sample period), both in the output
+    consistent = tmp_path / "consistent"
+    assert main(["calibrate", str(bag), "--config", "furuta_synthetic", "--free", "J_Azz",
+                 "--set", "J_Azz=0.005", "--output", str(consistent), "--quiet"]) == 0
+    document = yaml.safe_load((consistent / "parameters.yaml").read_text())
+    entry = document["parameters"]["J_Azz"]
+    assert set(entry) == {"value", "std", "unit", "excited", "settled"}
+    refinement = document["refinement"]
+    assert refinement["dt"] == [0.002, 0.001]
+    assert len(refinement["parameters"]["J_Azz"]["values"]) == 2
+    assert refinement["parameters"]["J_Azz"]["values"][-1] == entry["value"]
+    assert document["fit"]["steps"] == 601 and document["method"]["estimator"] == "consistent"
+    (prediction,) = document["validation"]["prediction"]
+    assert prediction["lead_time_s"][-1] == 0.5 and len(prediction["rms_rad"][-1]) == 2
+    report = (consistent / "report.html").read_text()
+    assert "Refinement" in report and "prediction" in report
+
+    # the paper's single fit, on request
     out = tmp_path / "fit"
     status = main(["calibrate", str(bag), "--config", "furuta_synthetic", "--free", "J_Azz",
                    "--set", "J_Azz=0.005", "--compliance", "1e-4", "--max-iterations", "3",
-                   "--output", str(out), "--quiet"])
+                   "--estimator", "paper", "--output", str(out), "--quiet"])
     assert status == 0
     document = yaml.safe_load((out / "parameters.yaml").read_text())
     assert set(document) >= {"parameters", "fixed", "fit", "method"}
+    assert "refinement" not in document
     entry = document["parameters"]["J_Azz"]
     assert set(entry) == {"value", "std", "unit", "excited"} and entry["unit"] == "kg m^2"
     assert "J_Azz" not in document["fixed"] and document["fixed"]["m_A"] == 0.238
@@ -33,7 +52,8 @@ def test_calibrate_and_crossval_write_their_files(tmp_path, capsys):
     # a sweep over κ on the same problem shape (no new compilation): a table and a figure
     assert main(["sweep", str(bag), "--config", "furuta_synthetic", "--free", "J_Azz",
                  "--set", "J_Azz=0.005", "--compliance", "1e-4", "--kappa", "10,1000",
-                 "--max-iterations", "3", "--output", str(tmp_path / "sweep"), "--quiet"]) == 0
+                 "--estimator", "paper", "--max-iterations", "3",
+                 "--output", str(tmp_path / "sweep"), "--quiet"]) == 0
     rows = (tmp_path / "sweep" / "sweep.csv").read_text().splitlines()
     assert rows[0].startswith("dt,kappa,compliance,J_Azz,J_Azz_std,observation_mse")
     assert [row.split(",")[1] for row in rows[1:]] == ["10.0", "1000.0"]
@@ -42,7 +62,7 @@ def test_calibrate_and_crossval_write_their_files(tmp_path, capsys):
 
     assert main(["crossval", str(bag), "--config", "furuta_synthetic", "--compliance", "1e-4",
                  "--parameters", str(out / "parameters.yaml"), "--max-iterations", "3",
-                 "--output", str(out), "--quiet"]) == 0
+                 "--estimator", "paper", "--output", str(out), "--quiet"]) == 0
     scores = yaml.safe_load((out / "crossval.yaml").read_text())
     score = scores["recordings"][0]["mse"]
     assert score > 0 and scores["mean_mse"] == score

@@ -199,11 +199,12 @@ def test_jacobian_blocks_match_finite_differences(furuta_case):
                     jnp.asarray(grid.observed[:12]), jnp.asarray(STEP), jnp.asarray(10.0))
     states = states_from_angles(structure, fixed, free_values,
                              jnp.asarray(grid.filtered_angles[:12]), jnp.asarray(STEP))
-    lin = linearize(structure, fixed, free_values, states, data)
+    lin = jax.jit(linearize, static_argnums=0)(structure, fixed, free_values, states, data)
     n = states.position.shape[0]
+    compiled = jax.jit(recording_residuals, static_argnums=0)
 
     def residuals(x, parameter_values):
-        return np.asarray(recording_residuals(structure, fixed, parameter_values, x, data))
+        return np.asarray(compiled(structure, fixed, parameter_values, x, data))
 
     np.testing.assert_allclose(residuals(states, free_values), lin.residuals, atol=1e-10)
     eps, k = 1e-6, 5

@@ -1,11 +1,21 @@
 """Joint state and parameter estimation (paper §3), pure JAX/NumPy without I/O.
 
 Residuals, structured Jacobian, Levenberg–Marquardt with a block-tridiagonal solver,
-covariance; with no free parameters, the state-only estimation of cross-validation.
+covariance; with no free parameters, the state-only estimation of cross-validation. Two
+formulations (the paper's maximal coordinates, joint coordinates in the rigid limit) and the
+consistent path over refined steps (:mod:`mb_estimation.estimation.consistent`).
 """
 
+from mb_estimation.estimation.consistent import (
+    KAPPA_REFERENCE_STEP,
+    RefinementLevel,
+    estimate_consistently,
+    kappa_per_step,
+    refinement_steps,
+)
 from mb_estimation.estimation.result import EstimationResult, IterationRecord, RecordingEstimate
 from mb_estimation.estimation.solver import EstimationProblem, SolverSettings, estimate
 
-__all__ = ["EstimationProblem", "EstimationResult", "IterationRecord", "RecordingEstimate",
-           "SolverSettings", "estimate"]
+__all__ = ["KAPPA_REFERENCE_STEP", "EstimationProblem", "EstimationResult", "IterationRecord",
+           "RecordingEstimate", "RefinementLevel", "SolverSettings", "estimate",
+           "estimate_consistently", "kappa_per_step", "refinement_steps"]

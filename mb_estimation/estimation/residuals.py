@@ -1,11 +1,15 @@
 """Residuals of the estimation problem (3.15) and their per-step Jacobian blocks (§3.6, app. B).
 
 The unknowns of one recording are the states ``x_0..x_{n-1}`` on the grid; all recordings share
-the free parameters χ. Residual block ``k`` (``m = 12 nb + n_joints`` rows) stacks
+the free parameters χ. How a state is written and which dynamics residuals connect consecutive
+states is the structure's *formulation* (:mod:`mb_estimation.estimation.formulations`): the
+paper's maximal coordinates, or joint coordinates in the rigid limit. Residual block ``k``
+(``m = impulse rows + n_joints``) stacks
 
-* ``√κ Δp_k``: for ``k = 0`` the initial-state residual (3.16)-(3.17), for ``k ≥ 1`` the impulse
-  residuals (3.7)-(3.8) of the transition ``x_{k-1} → x_k`` (exact ⊟, see
-  :func:`~mb_estimation.multibody.impulse_residuals`);
+* ``√κ Δp_k``: for ``k = 0`` the initial-state residual ((3.16)-(3.17) in maximal coordinates),
+  for ``k ≥ 1`` the dynamics residuals of the transition ``x_{k-1} → x_k`` ((3.7)-(3.8), exact
+  ⊟, see :func:`~mb_estimation.multibody.impulse_residuals`; or the joint-space momentum
+  residuals of :func:`~mb_estimation.multibody.joint_space.variational_residuals`);
 * ``Δy_k``: the observation residual (3.6), ``wrap(h(x_k) - y_k)`` (weight ``R⁻¹ = I``), zero
   where ``y_k`` is missing.
 
@@ -17,16 +21,10 @@ The weights are folded in (``Ω⁻¹ = κI`` → factor ``√κ``), so the cost 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from mb_estimation.estimation.formulations import MaximalCoordinates
 from mb_estimation.estimation.parameters import FreeParameters, parameters_boxplus
-from mb_estimation.multibody import (
-    BodyStates,
-    impulse_residuals,
-    initial_state_residual,
-    joint_angles,
-)
-from mb_estimation.multibody.state import state_boxplus_parts
 from mb_estimation.numerics import jax
 from mb_estimation.rigs import Rig
 
@@ -35,10 +33,11 @@ jnp = jax.numpy
 
 @dataclass(frozen=True)
 class ModelStructure:
-    """What the estimator compiles against (static, hashable): the rig and the free layout."""
+    """What the estimator compiles against (static, hashable): rig, free layout, formulation."""
 
     rig: Rig
     free: FreeParameters
+    formulation: object = field(default_factory=MaximalCoordinates)
 
     def system(self, fixed, free_values):
         """The multibody system for the fixed and free parameter values."""
@@ -77,84 +76,104 @@ class Linearization:
     parameters: jax.Array
 
 
-def observation_residuals(system, state: BodyStates, measured_angles, observed):
+def observation_residuals(structure: ModelStructure, system, state, measured_angles, observed):
     """``Δy = wrap(h(x) - y)`` (3.6) [rad], wrapped to (-π, π], times the ``observed`` flag."""
-    difference = joint_angles(system, state) - measured_angles
+    difference = structure.formulation.observe(system, state) - measured_angles
     return jnp.arctan2(jnp.sin(difference), jnp.cos(difference)) * observed
 
 
-def initial_block(structure: ModelStructure, fixed, free_values, state, data: StepData):
-    """Residual block 0: ``[√κ Δp_0 (3.16)-(3.17); Δy_0]``."""
+def initial_block(structure: ModelStructure, fixed, free_values, state, measured_angles,
+                  observed, dt, sqrt_kappa):
+    """Residual block 0: ``[√κ Δp_0; Δy_0]`` (``Δp_0``: (3.16)-(3.17), or zero in joints)."""
     system = structure.system(fixed, free_values)
-    impulse = initial_state_residual(system, state, data.dt)
-    observation = observation_residuals(system, state, data.measured_angles[0], data.observed[0])
-    return jnp.concatenate([data.sqrt_kappa * impulse, observation])
+    impulse = structure.formulation.initial_residual(system, state, dt)
+    observation = observation_residuals(structure, system, state, measured_angles, observed)
+    return jnp.concatenate([sqrt_kappa * impulse, observation])
 
 
 def transition_block(structure: ModelStructure, fixed, free_values, previous, current, inputs,
-                     measured_angles, observed, data: StepData):
-    """Residual block k ≥ 1: ``[√κ Δp_k (3.7)-(3.8); Δy_k]`` from ``(x_{k-1}, x_k, χ)``."""
+                     measured_angles, observed, dt, sqrt_kappa):
+    """Residual block k ≥ 1: ``[√κ Δp_k; Δy_k]`` from ``(x_{k-1}, x_k, χ)``."""
     system = structure.system(fixed, free_values)
-    impulse = impulse_residuals(system, previous, current, inputs, data.dt)
-    observation = observation_residuals(system, current, measured_angles, observed)
-    return jnp.concatenate([data.sqrt_kappa * impulse, observation])
+    impulse = structure.formulation.transition_residual(system, previous, current, inputs, dt,
+                                                        measured_angles)
+    observation = observation_residuals(structure, system, current, measured_angles, observed)
+    return jnp.concatenate([sqrt_kappa * impulse, observation])
 
 
-def recording_residuals(structure: ModelStructure, fixed, free_values, states: BodyStates,
-                        data: StepData):
-    """All residual blocks ``[n, m]`` of one recording."""
-    first = initial_block(structure, fixed, free_values, states[0], data)
+def transition_residuals(structure: ModelStructure, fixed, free_values, previous, current,
+                         inputs, measured_angles, observed, dt, sqrt_kappa):
+    """Residual blocks ``[c, m]`` of ``c`` transitions (a chunk, or all of a recording).
 
+    Transition ``j`` goes from ``previous[j]`` to ``current[j]`` under ``inputs[j]`` and is
+    observed through ``measured_angles[j]`` where ``observed[j]``.
+    """
     def block(previous, current, inputs, measured, observed):
         return transition_block(structure, fixed, free_values, previous, current, inputs,
-                                measured, observed, data)
+                                measured, observed, dt, sqrt_kappa)
 
-    rest = jax.vmap(block)(states[:-1], states[1:], data.inputs, data.measured_angles[1:],
-                           data.observed[1:])
+    return jax.vmap(block)(previous, current, inputs, measured_angles, observed)
+
+
+def recording_residuals(structure: ModelStructure, fixed, free_values, states, data: StepData):
+    """All residual blocks ``[n, m]`` of one recording."""
+    first = initial_block(structure, fixed, free_values, states[0], data.measured_angles[0],
+                          data.observed[0], data.dt, data.sqrt_kappa)
+    rest = transition_residuals(structure, fixed, free_values, states[:-1], states[1:],
+                                data.inputs, data.measured_angles[1:], data.observed[1:],
+                                data.dt, data.sqrt_kappa)
     return jnp.concatenate([first[None], rest])
 
 
-def _moved(state: BodyStates, delta_configuration, delta_velocity) -> BodyStates:
-    """``x ⊞ δ`` from the flat parts ``[δr, δψ]`` and ``[δv, δω]`` (``[6 nb]`` each)."""
-    num_bodies = state.num_bodies
-    return state_boxplus_parts(state, delta_configuration.reshape(num_bodies, 6),
-                               delta_velocity.reshape(num_bodies, 6))
-
-
-def _jacobians_by_part(function, num_bodies, num_parameters):
+def _jacobians_by_part(function, formulation, half_size, num_parameters):
     """Value and Jacobian blocks of ``function(δq_prev, δv_prev, δq_cur, δv_cur, δχ)`` at zero.
 
-    Each argument gets its own forward pass (five passes instead of one over all directions):
+    With ``formulation.split_jacobian`` each argument gets its own forward pass (five passes
+    instead of one over all directions):
     a pass carries tangents only through the operations that depend on its argument, and most
     of the residual depends on the previous configuration alone (mass matrix, constraint rows);
     the velocities enter almost linearly. On the 10 s swing-up this alone made the Jacobian
     2.3× cheaper than one pass over all 61 directions (312 → 136 ms, benchmarks/RESULTS.md).
-    Returns ``(value, ∂/∂δx_prev, ∂/∂δx_cur, ∂/∂δχ)`` with the state blocks in the
-    ``[δr, δψ, δv, δω]``-per-body layout of ⊞.
+    Returns ``(value, ∂/∂δx_prev, ∂/∂δx_cur, ∂/∂δχ)`` with the state blocks in the layout of
+    the formulation's ⊞ (maximal: ``[δr, δψ, δv, δω]`` per body; joints: ``[δθ, δθ̇]``).
     """
-    half = jnp.zeros(6 * num_bodies)
+    half = jnp.zeros(half_size)
     zeros = (half, half, half, half, jnp.zeros(num_parameters))
-    parts = [jax.jacfwd(function, argnums=i)(*zeros) for i in range(5)]
-
-    def state_block(configuration, velocity):
-        rows = configuration.shape[0]
-        return jnp.concatenate([configuration.reshape(rows, num_bodies, 6),
-                                velocity.reshape(rows, num_bodies, 6)], axis=-1).reshape(rows, -1)
-
-    return (function(*zeros), state_block(parts[0], parts[1]), state_block(parts[2], parts[3]),
-            parts[4])
+    if formulation.split_jacobian:
+        parts = [jax.jacfwd(function, argnums=i)(*zeros) for i in range(5)]
+    else:  # few directions: one pass compiles once instead of five times
+        parts = jax.jacfwd(function, argnums=(0, 1, 2, 3, 4))(*zeros)
+    stack = formulation.tangent_columns
+    return function(*zeros), stack(parts[0], parts[1]), stack(parts[2], parts[3]), parts[4]
 
 
-def linearize(structure: ModelStructure, fixed, free_values, states: BodyStates,
-              data: StepData) -> Linearization:
-    """Residual blocks and their Jacobian blocks at ``(states, χ)``."""
+def first_jacobians(structure: ModelStructure, fixed, free_values, state, measured_angles,
+                    observed, dt, sqrt_kappa):
+    """Block 0 and its Jacobian blocks ``(value [m], ∂/∂δx_0 [m, s], ∂/∂δχ [m, p])``."""
     free = structure.free
-    num_bodies = states.position.shape[-2]
+    formulation = structure.formulation
 
     def first(_configuration, _velocity, configuration, velocity, delta_parameters):
         values = parameters_boxplus(free, free_values, delta_parameters)
-        return initial_block(structure, fixed, values, _moved(states[0], configuration, velocity),
-                             data)
+        return initial_block(structure, fixed, values,
+                             formulation.moved(state, configuration, velocity), measured_angles,
+                             observed, dt, sqrt_kappa)
+
+    value, _, current, parameters = _jacobians_by_part(
+        first, formulation, formulation.half_size_of(state), free.size)
+    return value, current, parameters
+
+
+def transition_jacobians(structure: ModelStructure, fixed, free_values, previous, current,
+                         inputs, measured_angles, observed, dt, sqrt_kappa):
+    """Residual and Jacobian blocks of ``c`` transitions (see :func:`transition_residuals`).
+
+    Returns ``(value, ∂/∂δx_{k-1}, ∂/∂δx_k, ∂/∂δχ)``, each ``[c, ...]``.
+    """
+    free = structure.free
+    formulation = structure.formulation
+    moved = formulation.moved
+    half_size = formulation.half_size_of(previous[0])
 
     def transition(previous, current, inputs, measured, observed):
         def residual(previous_configuration, previous_velocity, current_configuration,
@@ -162,18 +181,33 @@ def linearize(structure: ModelStructure, fixed, free_values, states: BodyStates,
             values = parameters_boxplus(free, free_values, delta_parameters)
             return transition_block(
                 structure, fixed, values,
-                _moved(previous, previous_configuration, previous_velocity),
-                _moved(current, current_configuration, current_velocity),
-                inputs, measured, observed, data)
+                moved(previous, previous_configuration, previous_velocity),
+                moved(current, current_configuration, current_velocity),
+                inputs, measured, observed, dt, sqrt_kappa)
 
-        return _jacobians_by_part(residual, num_bodies, free.size)
+        return _jacobians_by_part(residual, formulation, half_size, free.size)
 
-    value0, _, current0, parameters0 = _jacobians_by_part(first, num_bodies, free.size)
-    value, previous, current, parameters = jax.vmap(transition)(
-        states[:-1], states[1:], data.inputs, data.measured_angles[1:], data.observed[1:])
+    return jax.vmap(transition)(previous, current, inputs, measured_angles, observed)
+
+
+def assemble_linearization(first, transitions) -> Linearization:
+    """:class:`Linearization` from :func:`first_jacobians` and :func:`transition_jacobians`."""
+    value0, current0, parameters0 = first
+    value, previous, current, parameters = transitions
     return Linearization(
         residuals=jnp.concatenate([value0[None], value]),
         previous=jnp.concatenate([jnp.zeros_like(current0)[None], previous]),
         current=jnp.concatenate([current0[None], current]),
         parameters=jnp.concatenate([parameters0[None], parameters]),
     )
+
+
+def linearize(structure: ModelStructure, fixed, free_values, states,
+              data: StepData) -> Linearization:
+    """Residual blocks and their Jacobian blocks at ``(states, χ)`` for a whole recording."""
+    first = first_jacobians(structure, fixed, free_values, states[0], data.measured_angles[0],
+                            data.observed[0], data.dt, data.sqrt_kappa)
+    transitions = transition_jacobians(structure, fixed, free_values, states[:-1], states[1:],
+                                       data.inputs, data.measured_angles[1:], data.observed[1:],
+                                       data.dt, data.sqrt_kappa)
+    return assemble_linearization(first, transitions)

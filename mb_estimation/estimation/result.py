@@ -13,7 +13,7 @@ class IterationRecord:
 
     ``cost`` and its parts are mean squared errors per time step; ``parameters`` holds the
     free parameter values; ``damping`` is α after the iteration; ``elapsed_s`` is wall time
-    since the solve started (compilation included).
+    since the solve started (compilation included); ``dt`` is the step of the fit [s].
     """
 
     iteration: int
@@ -25,6 +25,7 @@ class IterationRecord:
     gradient_norm: float
     step_norm: float
     elapsed_s: float
+    dt: float = float("nan")
 
 
 @dataclass(frozen=True)
@@ -66,12 +67,15 @@ class EstimationResult:
         covariance: ``[p, p]`` linearised covariance of ``δχ`` (tangent order of ``free``).
         recordings: the estimated states per recording.
         cost: final mean squared error per time step, ``observation_mse + impulse_mse``.
-        iterations: accepted LM iterations.
+        iterations: accepted LM iterations (summed over the levels of the consistent path).
         converged: True when a tolerance was met.
         status: ``gradient``, ``step``, ``no_progress`` or ``max_iterations``.
         message: one human-readable line.
         history: one :class:`IterationRecord` per accepted iterate, starting with the guess.
         compile_time_s / solve_time_s: compilation (first use of a problem shape) and the rest.
+        refinement: the consistent path's fits, coarse to fine
+            (:class:`~mb_estimation.estimation.consistent.RefinementLevel`); empty for a single
+            fit.
     """
 
     parameters: dict[str, np.ndarray]
@@ -91,6 +95,7 @@ class EstimationResult:
     compile_time_s: float = 0.0
     solve_time_s: float = 0.0
     settings: dict = field(default_factory=dict)
+    refinement: tuple = ()
 
     @property
     def wall_time_s(self) -> float:

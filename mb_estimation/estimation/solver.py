@@ -27,6 +27,7 @@ from mb_estimation.estimation.covariance import (
     projected_blocks,
     residual_covariances,
 )
+from mb_estimation.estimation.formulations import formulation_named
 from mb_estimation.estimation.linear_algebra import (
     damping_scale,
     eliminate_states,
@@ -42,21 +43,18 @@ from mb_estimation.estimation.parameters import (
     tangent_bounds,
 )
 from mb_estimation.estimation.residuals import (
+    Linearization,
     ModelStructure,
     StepData,
-    linearize,
-    recording_residuals,
+    assemble_linearization,
+    first_jacobians,
+    initial_block,
+    transition_jacobians,
+    transition_residuals,
 )
 from mb_estimation.estimation.result import EstimationResult, IterationRecord, RecordingEstimate
-from mb_estimation.multibody import (
-    BodyStates,
-    configuration_boxminus,
-    joint_angles,
-    joint_rates,
-    state_boxplus,
-    states_from_joints,
-)
-from mb_estimation.multibody.state import with_velocity
+from mb_estimation.multibody import BodyStates
+from mb_estimation.multibody.joint_space import JointStates
 from mb_estimation.numerics import jax
 from mb_estimation.rigs import Rig, parameter_arrays
 from mb_estimation.signals import GridData
@@ -72,6 +70,10 @@ MAX_DAMPING = 2.0**32  # Algorithm 1
 INITIAL_DAMPING = 1e-9
 DAMPING_FLOOR = 1e-12
 COVARIANCE_REGULARIZATION = 1e-12
+# The model's residuals and Jacobian blocks are evaluated in chunks of this many transitions
+# (the last one padded), so one compiled program serves every recording length; only the cheap
+# linear algebra over whole recordings is compiled per length.
+CHUNK_TRANSITIONS = 256
 
 
 @dataclass(frozen=True)
@@ -94,7 +96,9 @@ class EstimationProblem:
 
     ``parameters``: every model parameter's value (the free ones: initial guesses) by name;
     ``free``: names of the estimated parameters; ``lower``/``upper``: their box (scalars);
-    ``recordings``: the data on the grid, all with the same step ``dt``.
+    ``recordings``: the data on the grid, all with the same step ``dt``; ``formulation``:
+    ``maximal`` (the paper's states and residuals) or ``joint`` (the rigid limit in joint
+    coordinates, :mod:`mb_estimation.estimation.formulations`).
     """
 
     rig: Rig
@@ -103,6 +107,7 @@ class EstimationProblem:
     lower: Mapping[str, float]
     upper: Mapping[str, float]
     recordings: tuple[GridData, ...]
+    formulation: str = "maximal"
 
     @property
     def dt(self) -> float:
@@ -136,44 +141,79 @@ class _Compiler:
 
 def states_from_angles(structure: ModelStructure, fixed, free_values, filtered_angles, dt):
     """States from filtered angles (§4.4): zero-violation configurations, velocities (4.3)."""
-    system = structure.system(fixed, free_values)
-    zero_rates = jnp.zeros(filtered_angles.shape[1])
-    configurations = jax.vmap(lambda a: states_from_joints(system, a, zero_rates))(
-        filtered_angles)
-    velocity = configuration_boxminus(configurations[1:], configurations[:-1]) / dt
-    velocity = jnp.concatenate([velocity[:1], velocity])
-    return with_velocity(configurations, velocity)
+    return structure.formulation.initial_states(structure.system(fixed, free_values),
+                                                filtered_angles, None, dt)
 
 
 def states_from_angles_and_rates(structure: ModelStructure, fixed, free_values, angles,
                                  rates):
-    """States from filtered angles and driver joint rates [rad/s] (initial states, §4.4).
+    """States from filtered angles and driver joint rates [rad/s] (initial states, §4.4)."""
+    return structure.formulation.initial_states(structure.system(fixed, free_values), angles,
+                                                rates, None)
 
-    Zero-violation configurations and the body velocities of those rates (forward kinematics).
+
+def _transition_chunks(states, data: StepData, size: int):
+    """A recording's transitions as host arrays in chunks of ``size``, and their number.
+
+    Each chunk is ``(previous, current, inputs, measured_angles, observed)``; the last one is
+    padded by repeating its final transition (the padding's results are dropped).
     """
-    system = structure.system(fixed, free_values)
-    return jax.vmap(lambda a, r: states_from_joints(system, a, r))(angles, rates)
+    count = int(np.shape(data.observed)[0]) - 1
+    padded = -(-count // size) * size
+
+    def pad(array):
+        array = np.asarray(array)
+        return np.concatenate([array, np.repeat(array[-1:], padded - count, axis=0)])
+
+    host = jax.tree_util.tree_map(np.asarray, states)
+    previous = jax.tree_util.tree_map(lambda a: pad(a[:-1]), host)
+    current = jax.tree_util.tree_map(lambda a: pad(a[1:]), host)
+    inputs, measured, observed = (pad(data.inputs), pad(np.asarray(data.measured_angles)[1:]),
+                                  pad(np.asarray(data.observed)[1:]))
+    chunks = []
+    for start in range(0, padded, size):
+        window = slice(start, start + size)
+        chunks.append((jax.tree_util.tree_map(lambda a, w=window: a[w], previous),
+                       jax.tree_util.tree_map(lambda a, w=window: a[w], current),
+                       inputs[window], measured[window], observed[window]))
+    return chunks, count
 
 
-def _linearize(structure, fixed, free_values, states, data):
-    lin = linearize(structure, fixed, free_values, states, data)
-    return lin, normal_equations(lin)
+def _first_state(states):
+    return jax.tree_util.tree_map(lambda a: a[0], states)
 
 
-def _propose(structure, fixed, free_values, states, data, lin, elimination, parameter_step):
-    """Trial point of one recording and the sums the gain ratio needs."""
+def _linearization(compiler, structure, fixed, free_values, states, data: StepData):
+    """:class:`Linearization` of one recording, its transitions evaluated chunk by chunk."""
+    first = compiler(first_jacobians, structure, fixed, free_values, _first_state(states),
+                     data.measured_angles[0], data.observed[0], data.dt, data.sqrt_kappa)
+    chunks, count = _transition_chunks(states, data, CHUNK_TRANSITIONS)
+    parts = [compiler(transition_jacobians, structure, fixed, free_values, *chunk, data.dt,
+                      data.sqrt_kappa) for chunk in chunks]
+    transitions = tuple(jnp.concatenate([part[i] for part in parts])[:count] for i in range(4))
+    return assemble_linearization(first, transitions)
+
+
+def _residuals(compiler, structure, fixed, free_values, states, data: StepData):
+    """All residual blocks ``[n, m]`` of one recording, chunk by chunk."""
+    first = compiler(initial_block, structure, fixed, free_values, _first_state(states),
+                     data.measured_angles[0], data.observed[0], data.dt, data.sqrt_kappa)
+    chunks, count = _transition_chunks(states, data, CHUNK_TRANSITIONS)
+    parts = [compiler(transition_residuals, structure, fixed, free_values, *chunk, data.dt,
+                      data.sqrt_kappa) for chunk in chunks]
+    return jnp.concatenate([first[None], jnp.concatenate(parts)[:count]])
+
+
+def _trial_states(structure, states, lin: Linearization, elimination, parameter_step):
+    """Trial states of one recording and the sums the gain ratio needs (model cost, ‖δx‖²)."""
     step = state_step(elimination, parameter_step)
-    num_bodies = states.position.shape[-2]
-    moved = state_boxplus(states, step.reshape(step.shape[0], num_bodies, 12))
-    residuals = recording_residuals(structure, fixed, free_values, moved, data)
+    moved = structure.formulation.boxplus(states, step)
     model = lin.residuals + linearized_change(lin, step, parameter_step)
-    return moved, residuals, jnp.sum(model**2), jnp.sum(step**2)
+    return moved, jnp.sum(model**2), jnp.sum(step**2)
 
 
 def _shadow(structure, fixed, free_values, states):
-    system = structure.system(fixed, free_values)
-    return (jax.vmap(lambda s: joint_angles(system, s))(states),
-            jax.vmap(lambda s: joint_rates(system, s))(states))
+    return structure.formulation.shadow(structure.system(fixed, free_values), states)
 
 
 def _covariance_blocks(num_impulse_rows, lin, normal, scale, impulse_covariance,
@@ -206,11 +246,12 @@ def _excited(kind: str, std: np.ndarray, value: np.ndarray, initial: np.ndarray)
 
 
 def estimate(problem: EstimationProblem, settings: SolverSettings = SolverSettings(), *,
-             initial_states: Sequence[BodyStates] | None = None,
+             initial_states: Sequence[BodyStates | JointStates] | None = None,
              progress: Callable[[IterationRecord], None] | None = None) -> EstimationResult:
     """Estimate the free parameters and all states of ``problem`` (Algorithm 1).
 
-    ``initial_states`` (one stacked :class:`BodyStates` per recording) warm-starts the states;
+    ``initial_states`` (one stacked :class:`BodyStates`, or :class:`JointStates` for the joint
+    formulation, per recording) warm-starts the states;
     by default they come from the filtered angles (§4.4). ``progress`` is called with every
     accepted iterate.
     """
@@ -223,7 +264,7 @@ def estimate(problem: EstimationProblem, settings: SolverSettings = SolverSettin
     compiler = _Compiler()
     rig = problem.rig
     free = FreeParameters.of(rig.spec, problem.free)
-    structure = ModelStructure(rig, free)
+    structure = ModelStructure(rig, free, formulation_named(problem.formulation))
     values = parameter_arrays(problem.parameters)
     fixed = {k: v for k, v in values.items() if k not in free.names}
     free_values = {k: values[k] for k in free.names}
@@ -242,14 +283,12 @@ def estimate(problem: EstimationProblem, settings: SolverSettings = SolverSettin
                   for r in problem.recordings]
     else:
         states = list(initial_states)
-    num_bodies = states[0].position.shape[-2]
-    num_impulse_rows = 12 * num_bodies
     num_steps = sum(r.num_steps for r in problem.recordings)
 
     def linearize_all(free_values, states):
-        pairs = [compiler(_linearize, structure, fixed, free_values, x, d)
-                 for x, d in zip(states, datas, strict=False)]
-        return [p[0] for p in pairs], [p[1] for p in pairs]
+        lins = [_linearization(compiler, structure, fixed, free_values, x, d)
+                for x, d in zip(states, datas, strict=False)]
+        return lins, [compiler(normal_equations, None, lin) for lin in lins]
 
     def gradient_norm(normals, free_values):
         state_part = sum(float(jnp.sum(n.state_gradient**2)) for n in normals)
@@ -275,13 +314,15 @@ def estimate(problem: EstimationProblem, settings: SolverSettings = SolverSettin
             iteration=iteration, cost=(impulse + observation) / num_steps,
             observation_mse=observation / num_steps, impulse_mse=impulse / num_steps,
             parameters={k: np.asarray(v) for k, v in free_values.items()}, damping=damping,
-            gradient_norm=gradient, step_norm=step, elapsed_s=time.perf_counter() - started)
+            gradient_norm=gradient, step_norm=step, elapsed_s=time.perf_counter() - started,
+            dt=problem.dt)
         history.append(entry)
         if progress is not None:
             progress(entry)
 
     lins, normals = linearize_all(free_values, states)
     residuals = [np.asarray(lin.residuals) for lin in lins]
+    num_impulse_rows = residuals[0].shape[1] - datas[0].measured_angles.shape[1]
     cost = sum(float(np.sum(r**2)) for r in residuals)
     state_scales, parameter_scale = damping_scales(normals)
     damping = INITIAL_DAMPING
@@ -315,12 +356,14 @@ def estimate(problem: EstimationProblem, settings: SolverSettings = SolverSettin
                 delta = jnp.asarray(parameter_step)
                 trial_values = clip_to_box(free, parameters_boxplus(free, free_values, delta),
                                            problem.lower, problem.upper)
-                trials = [compiler(_propose, structure, fixed, trial_values, x, d, lin, e, delta)
-                          for x, d, lin, e in zip(states, datas, lins, eliminations, strict=False)]
-                trial_residuals = [np.asarray(t[1]) for t in trials]
+                trials = [compiler(_trial_states, structure, x, lin, e, delta)
+                          for x, lin, e in zip(states, lins, eliminations, strict=False)]
+                trial_residuals = [
+                    np.asarray(_residuals(compiler, structure, fixed, trial_values, t[0], d))
+                    for t, d in zip(trials, datas, strict=False)]
                 trial_cost = sum(float(np.sum(r**2)) for r in trial_residuals)
-                model_cost = sum(float(t[2]) for t in trials)
-                step_norm = float(np.sqrt(sum(float(t[3]) for t in trials)
+                model_cost = sum(float(t[1]) for t in trials)
+                step_norm = float(np.sqrt(sum(float(t[2]) for t in trials)
                                           + np.sum(parameter_step**2)))
                 predicted = cost - model_cost
                 ratio = (cost - trial_cost) / predicted if predicted > 0 else -1.0
@@ -367,7 +410,7 @@ def estimate(problem: EstimationProblem, settings: SolverSettings = SolverSettin
 
     estimates = []
     for grid, x, r in zip(problem.recordings, states, residuals, strict=False):
-        angles, rates = compiler(_shadow, structure, fixed, free_values, x)
+        angles, rates, bodies = compiler(_shadow, structure, fixed, free_values, x)
         angles = np.asarray(angles)
         # continue the measured (multi-turn) angles rather than wrap to (-π, π]
         angles = grid.measured_angles + np.arctan2(np.sin(angles - grid.measured_angles),
@@ -375,9 +418,10 @@ def estimate(problem: EstimationProblem, settings: SolverSettings = SolverSettin
         impulse, observation = _cost_parts([r], num_impulse_rows)
         estimates.append(RecordingEstimate(
             name=grid.name, time_s=grid.time_s, joint_angles=angles,
-            joint_rates=np.asarray(rates), position=np.asarray(x.position),
-            orientation=np.asarray(x.orientation), linear_velocity=np.asarray(x.linear_velocity),
-            angular_velocity=np.asarray(x.angular_velocity),
+            joint_rates=np.asarray(rates), position=np.asarray(bodies.position),
+            orientation=np.asarray(bodies.orientation),
+            linear_velocity=np.asarray(bodies.linear_velocity),
+            angular_velocity=np.asarray(bodies.angular_velocity),
             observation_mse=observation / grid.num_steps, impulse_mse=impulse / grid.num_steps))
 
     converged = status in ("gradient", "step")

@@ -113,6 +113,7 @@ VOLTAGE_TYPES = (
     "sensor_msgs/msg/JointState",
 )
 STAMP_SOURCES = ("auto", "header", "receive")
+ESTIMATORS = ("consistent", "paper")  # method.estimator
 TOP_LEVEL_KEYS = ("rig", "friction", "drift_correction", "parameters", "free", "method",
                   "simulation", "recording", "node")
 
@@ -151,10 +152,18 @@ class Bounds:
 
 @dataclass(frozen=True)
 class MethodSettings:
-    """Estimator settings (paper §3, §4.4, §4.6)."""
+    """Estimator settings (paper §3, §4.4, §4.6; the consistent path, estimation/consistent.py).
 
-    dt: float = 0.01  # estimation time step h [s]
-    kappa: float = 100.0  # state error weight, Omega^-1 = kappa I
+    ``estimator``: ``consistent`` (default: joint coordinates in the rigid limit, a second-order
+    step refined over ``refinement_levels`` steps down to ``refinement_dt``, κ per unit time) or
+    ``paper`` (the paper's single fit in maximal coordinates at step ``dt``).
+    """
+
+    estimator: str = "consistent"  # consistent | paper
+    dt: float = 0.01  # the paper's single fit: its time step h [s]
+    refinement_dt: float | None = None  # consistent: finest step [s]; None: the sample period
+    refinement_levels: int = 2  # consistent: steps refinement_dt * 2^(levels-1) ... refinement_dt
+    kappa: float = 100.0  # state error weight, Omega^-1 = kappa I (consistent: read at h = 0.01 s)
     filter_cutoff_hz: float = 10.0  # Butterworth cutoff for the initial states [Hz]
     max_iterations: int = 60  # Levenberg-Marquardt iteration limit
     gradient_tolerance: float = 1e-2  # epsilon_g (the paper: 10)
@@ -659,7 +668,11 @@ def _parse_method(raw: Any, source: str) -> MethodSettings:
     get = _section_reader(raw, source, "method", MethodSettings)
 
     return MethodSettings(
+        estimator=get("estimator", lambda v, s, k: _choice(v, ESTIMATORS, s, k, "estimator")),
         dt=get("dt", _positive),
+        refinement_dt=get("refinement_dt", _positive),
+        refinement_levels=get("refinement_levels",
+                              lambda v, s, k: _integer(v, s, k, minimum=1)),
         kappa=get("kappa", _positive),
         filter_cutoff_hz=get("filter_cutoff_hz", _positive),
         max_iterations=get("max_iterations",
@@ -1044,14 +1057,17 @@ def apply_overrides(
     kappa: float | None = None,
     compliance: float | None = None,
     max_iterations: int | None = None,
+    estimator: str | None = None,
 ) -> Config:
     """Apply command-line overrides (DESIGN.md section 6) and validate the result.
 
     ``free`` replaces the set of free parameters; a name that was already free keeps the bounds
     the config gave it, a new one gets its default range. ``compliance`` sets every compliance
     parameter of the rig (``COMPLIANCE_PARAMETERS``); ``set_values`` then overrides single values
-    (for free parameters: initial values). ``dt``, ``kappa`` and ``max_iterations`` override the
-    method settings. Returns a new :class:`Config`; raises :class:`ConfigError`.
+    (for free parameters: initial values). ``dt``, ``kappa``, ``max_iterations`` and
+    ``estimator`` override the method settings; ``dt`` is the estimation step of either
+    estimator (the paper's step and the consistent path's finest step). Returns a new
+    :class:`Config`; raises :class:`ConfigError`.
     """
     rig = config.rig_spec
     parameters = dict(config.parameters)
@@ -1090,7 +1106,11 @@ def apply_overrides(
 
     method = config.method
     if dt is not None:
-        method = dataclasses.replace(method, dt=_positive(dt, "--dt", None))
+        step = _positive(dt, "--dt", None)
+        method = dataclasses.replace(method, dt=step, refinement_dt=step)
+    if estimator is not None:
+        method = dataclasses.replace(
+            method, estimator=_choice(estimator, ESTIMATORS, "--estimator", None, "estimator"))
     if kappa is not None:
         method = dataclasses.replace(method, kappa=_positive(kappa, "--kappa", None))
     if max_iterations is not None:

@@ -9,6 +9,7 @@ import numpy as np
 import yaml
 
 from mb_estimation.estimation import EstimationResult
+from mb_estimation.estimation.consistent import step_dependence
 from mb_estimation.rigs.parameters import RigSpec
 
 
@@ -17,17 +18,64 @@ def _plain(value):
     return float(array) if array.ndim == 0 else [float(v) for v in array.ravel()]
 
 
-def parameters_document(result: EstimationResult, rig: RigSpec, method: dict) -> dict:
-    """The content of parameters.yaml: free parameters with std, fixed ones, fit and method."""
-    free = {}
+def _scalar_or_list(value):
+    array = np.asarray(value, dtype=float)
+    return _plain(array) if array.size > 1 else float(array.ravel()[0])
+
+
+def refinement_document(result: EstimationResult) -> dict | None:
+    """The consistent path's levels for parameters.yaml: steps, costs and each free value.
+
+    ``parameters.<name>``: ``values`` and ``std`` per level (coarse to fine), ``change`` over
+    the last two levels and ``settled`` (moved by at most its standard deviation).
+    """
+    if not result.refinement:
+        return None
+    levels = result.refinement
+    dependence = {row.name: row for row in step_dependence(result)}
+    parameters = {}
     for name in result.free:
-        std = result.std[name]
+        entry = {"values": [_scalar_or_list(level.parameters[name]) for level in levels],
+                 "std": [_scalar_or_list(level.std[name]) for level in levels]}
+        if name in dependence:
+            entry["change"] = _scalar_or_list(dependence[name].change)
+            entry["settled"] = dependence[name].settled
+        parameters[name] = entry
+    return {"dt": [float(level.dt) for level in levels],
+            "kappa_per_step": [float(level.kappa) for level in levels],
+            "cost": [float(level.cost) for level in levels],
+            "iterations": [int(level.iterations) for level in levels],
+            "parameters": parameters}
+
+
+def validation_document(predictions) -> dict:
+    """Short-horizon predictions per recording: lead times [s] and RMS error per joint [rad]."""
+    return {"prediction": [
+        {"recording": check.name, "starts": int(check.starts),
+         "simulation_dt": float(check.simulation_dt),
+         "lead_time_s": [round(float(t), 9) for t in check.horizons_s],
+         "rms_rad": [[float(v) for v in row] for row in np.asarray(check.rms)]}
+        for check in predictions]}
+
+
+def parameters_document(result: EstimationResult, rig: RigSpec, method: dict,
+                        predictions=()) -> dict:
+    """The content of parameters.yaml.
+
+    Free parameters with std, fixed ones, fit and method; with the consistent path its
+    refinement levels, and the prediction validation when given.
+    """
+    free = {}
+    dependence = {row.name: row for row in step_dependence(result)}
+    for name in result.free:
         free[name] = {
             "value": _plain(result.parameters[name]),
-            "std": _plain(std) if std.size > 1 else float(std[0]),
+            "std": _scalar_or_list(result.std[name]),
             "unit": rig.parameter(name).unit,
             "excited": bool(result.excited[name]),
         }
+        if name in dependence:
+            free[name]["settled"] = dependence[name].settled
     fixed = {name: _plain(value) for name, value in result.parameters.items()
              if name not in result.free}
     fit = {
@@ -38,14 +86,21 @@ def parameters_document(result: EstimationResult, rig: RigSpec, method: dict) ->
         "compile_time_s": round(result.compile_time_s, 3), "steps": result.num_steps,
         "recordings": [r.name for r in result.recordings],
     }
-    return {"rig": rig.name, "parameters": free, "fixed": fixed, "fit": fit, "method": method}
+    document = {"rig": rig.name, "parameters": free, "fixed": fixed, "fit": fit,
+                "method": method}
+    refinement = refinement_document(result)
+    if refinement is not None:
+        document["refinement"] = refinement
+    if predictions:
+        document["validation"] = validation_document(predictions)
+    return document
 
 
 def write_outputs(directory: Path, result: EstimationResult, rig: RigSpec, method: dict,
-                  node_name: str = "mb_estimator") -> None:
+                  node_name: str = "mb_estimator", predictions=()) -> None:
     """Write parameters.yaml, ros_parameters.yaml and states.csv into ``directory``."""
     directory.mkdir(parents=True, exist_ok=True)
-    document = parameters_document(result, rig, method)
+    document = parameters_document(result, rig, method, predictions)
     (directory / "parameters.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
     ros = {f"estimate.{name}": _plain(result.parameters[name]) for name in result.parameters}
     (directory / "ros_parameters.yaml").write_text(

@@ -250,3 +250,21 @@ def open_loop_figure(name: str, check, observed: np.ndarray | None = None) -> Fi
         axis_titles=[f"RMS (wrapped error) {first[j]:.3g} rad over the first "
                      f"{check.first_s:g} s, {total[j]:.3g} rad over all"
                      for j in range(min(len(first), len(total)))])
+
+
+def prediction_figure(name: str, check) -> Figure:
+    """RMS prediction error per joint against the lead time (short-horizon validation)."""
+    figure = new_figure(3.2)
+    axes = figure.add_subplot()
+    rms = np.asarray(check.rms, dtype=np.float64)
+    for joint in range(rms.shape[1]):
+        axes.plot(check.horizons_s, rms[:, joint], marker="o", markersize=3.5,
+                  label=joint_label(joint))
+    axes.set_xlabel("prediction lead time [s]")
+    axes.set_ylabel("RMS angle error [rad]")
+    axes.set_ylim(bottom=0.0)
+    axes.grid(True, alpha=0.3)
+    axes.legend(loc="upper left")
+    axes.set_title(f"{short_name(name)}: {check.starts} predictions from the estimated states",
+                   fontsize=10)
+    return figure

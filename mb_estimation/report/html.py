@@ -10,8 +10,12 @@
   "—" where a variance is infinite or zero);
 * convergence: cost per LM iteration (log scale; total, observation, impulse) and one panel per
   free parameter with its value per iteration;
+* the consistent path's refinement: each free parameter at every step, its change over the
+  last two steps in standard deviations, and whether it settled (a value that still moves with
+  the step is a shadow of the method, not of the rig);
 * per recording: measured vs shadow (estimated) joint angles, the residuals measured − shadow
-  at the observed grid points, and the open-loop simulation vs measured with its RMS errors.
+  at the observed grid points, the short-horizon predictions from the estimated states (RMS
+  error against the lead time) and the open-loop simulation vs measured with its RMS errors.
 
 The PNGs are also written to ``figures/``. The page references nothing outside itself (no
 external CSS, scripts or fonts), so it reads offline; all text is HTML-escaped.
@@ -35,7 +39,7 @@ if TYPE_CHECKING:  # annotations only: the report itself needs neither JAX nor S
 
     from mb_estimation.estimation.result import EstimationResult
     from mb_estimation.signals.preprocess import GridData
-    from mb_estimation.simulation import OpenLoopCheck
+    from mb_estimation.simulation import OpenLoopCheck, PredictionCheck
 
 STYLE = """
 body { font-family: sans-serif; max-width: 960px; margin: 1em auto; color: #222; }
@@ -165,6 +169,43 @@ def _correlation_section(result: EstimationResult, directory: Path) -> str:
     return f"<h2>Parameter correlation</h2>{image}{table}{note}"
 
 
+def _refinement_section(result: EstimationResult) -> str:
+    """The consistent path's levels side by side, with each parameter's step dependence."""
+    from mb_estimation.estimation.consistent import step_dependence
+
+    if not result.refinement:
+        return ""
+    levels = result.refinement
+    dependence = {row.name: row for row in step_dependence(result)}
+    header = (["parameter"] + [f"h = {level.dt:g} s" for level in levels]
+              + ["change", "change / std", "settled"])
+    rows, classes = [], []
+    for name in result.free:
+        cells = [_text(name)]
+        for level in levels:
+            value = np.asarray(level.parameters[name], dtype=np.float64).ravel()
+            cells.append(_text(", ".join(_number(v) for v in value)))
+        row = dependence.get(name)
+        if row is None:
+            cells += [figures.MISSING] * 3
+            classes.append("")
+        else:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratio = np.abs(row.change) / row.std
+            cells += [_text(", ".join(_number(v) for v in row.change)),
+                      _text(", ".join(_number(v, ".2g") for v in ratio)),
+                      "yes" if row.settled else '<span class="warn">no: still moves</span>']
+            classes.append("" if row.settled else "not-excited")
+        rows.append(cells)
+    costs = ", ".join(f"{level.dt:g} s: {_number(level.cost)} ({level.iterations} iterations)"
+                      for level in levels)
+    note = ("<p>The consistent path fits at each step, coarse to fine, warm-started; the "
+            "estimate is the finest fit. A parameter that moved by more than its standard "
+            f"deviation between the last two steps still depends on the method. Costs: "
+            f"{_text(costs)}.</p>")
+    return "<h2>Refinement</h2>" + _table(header, rows, classes) + note
+
+
 def _convergence_section(result: EstimationResult, units: Mapping[str, str],
                          directory: Path) -> str:
     if not result.history:
@@ -178,7 +219,7 @@ def _convergence_section(result: EstimationResult, units: Mapping[str, str],
 
 
 def _recording_section(index: int, grid: GridData, estimate, check: OpenLoopCheck | None,
-                       directory: Path) -> str:
+                       prediction: PredictionCheck | None, directory: Path) -> str:
     name = grid.name
     observed = int(np.sum(np.asarray(grid.observed) > 0))
     duration = float(grid.time_s[-1] - grid.time_s[0]) if grid.num_steps else 0.0
@@ -193,6 +234,12 @@ def _recording_section(index: int, grid: GridData, estimate, check: OpenLoopChec
         _embed(figures.residual_figure(name, grid, estimate), directory / f"{stem}_residual.png",
                f"{name}: residuals measured − shadow"),
     ]
+    if prediction is not None:
+        parts.append(_embed(figures.prediction_figure(name, prediction),
+                            directory / f"{stem}_prediction.png",
+                            f"{name}: RMS error of {prediction.horizons_s[-1]:g} s predictions "
+                            "from the estimated states (the model run as a simulator, step "
+                            f"{prediction.simulation_dt:g} s)"))
     if check is not None:
         observed_mask = grid.observed if len(grid.observed) == len(check.time_s) else None
         parts.append(_embed(figures.open_loop_figure(name, check, observed_mask),
@@ -204,12 +251,14 @@ def _recording_section(index: int, grid: GridData, estimate, check: OpenLoopChec
 def write_report(directory: Path, result: EstimationResult, grids: Sequence[GridData],
                  checks: Sequence[OpenLoopCheck], *, units: Mapping[str, str],
                  method: Mapping[str, object], title: str = "mb-estimation calibration",
-                 notes: Sequence[str] = ()) -> Path:
+                 notes: Sequence[str] = (),
+                 predictions: Sequence[PredictionCheck] = ()) -> Path:
     """Write ``directory/report.html`` and its PNG figures into ``directory/figures``.
 
-    ``grids[i]`` is the grid of ``result.recordings[i]``; ``checks[i]`` (when present) its
-    open-loop check. ``units`` maps parameter names to units, ``method`` holds the method
-    settings shown as a table. Returns the path of report.html.
+    ``grids[i]`` is the grid of ``result.recordings[i]``; ``checks[i]`` and ``predictions[i]``
+    (when present) its open-loop check and short-horizon predictions. ``units`` maps parameter
+    names to units, ``method`` holds the method settings shown as a table. Returns the path of
+    report.html.
     """
     directory = Path(directory)
     if len(grids) != len(result.recordings):
@@ -224,12 +273,14 @@ def write_report(directory: Path, result: EstimationResult, grids: Sequence[Grid
     parts.append("<h2>Method</h2>" + _table(
         ["setting", "value"], [[_text(k), _text(_setting(v))] for k, v in method.items()]))
     parts.append(_parameters_section(result, units))
+    parts.append(_refinement_section(result))
     parts.append(_correlation_section(result, figure_dir))
     parts.append(_convergence_section(result, units, figure_dir))
     parts.append("<h2>Recordings</h2>")
     for index, (grid, estimate) in enumerate(zip(grids, result.recordings, strict=True)):
         check = checks[index] if index < len(checks) else None
-        parts.append(_recording_section(index, grid, estimate, check, figure_dir))
+        prediction = predictions[index] if index < len(predictions) else None
+        parts.append(_recording_section(index, grid, estimate, check, prediction, figure_dir))
 
     page = ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f"<title>{_text(title)}</title><style>{STYLE}</style></head><body>\n"

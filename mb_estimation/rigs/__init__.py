@@ -38,18 +38,22 @@ def parameter_arrays(values: Mapping[str, object]) -> dict[str, jax.Array]:
     return {name: jnp.asarray(value, dtype=jnp.float64) for name, value in values.items()}
 
 
-def get_rig(name: str, friction: str | None = None, drift_correction: bool = False) -> Rig:
+def get_rig(name: str, friction: str | None = None, drift_correction: bool = False,
+            dry_friction: tuple[bool, ...] | None = None) -> Rig:
     """The rig called ``name`` (``furuta`` or ``pendulum``; the pendulum takes a friction model).
 
-    ``drift_correction`` builds systems with :attr:`Multibody.drift_correction` set. Cached: the
-    same rig object comes back however the defaults are spelled, so compiled estimator functions
-    are shared.
+    ``drift_correction`` builds systems with :attr:`Multibody.drift_correction` set.
+    ``dry_friction`` (one flag per hinge) drops the dry friction rows of the hinges flagged
+    False (None: every hinge keeps its own). Cached: the same rig object comes back however the
+    defaults are spelled, so compiled estimator functions are shared.
     """
-    return _cached_rig(name, friction, bool(drift_correction))
+    flags = None if dry_friction is None or all(dry_friction) else tuple(map(bool, dry_friction))
+    return _cached_rig(name, friction, bool(drift_correction), flags)
 
 
 @functools.cache
-def _cached_rig(name: str, friction: str | None, drift_correction: bool) -> Rig:
+def _cached_rig(name: str, friction: str | None, drift_correction: bool,
+                dry_friction: tuple[bool, ...] | None) -> Rig:
     from mb_estimation.rigs import furuta, pendulum
 
     if name == FURUTA.name:
@@ -64,8 +68,18 @@ def _cached_rig(name: str, friction: str | None, drift_correction: bool) -> Rig:
         raise ValueError(f"unknown rig {name!r}; choose furuta or pendulum")
     if drift_correction:
         rig = Rig(rig.spec, functools.partial(_with_drift_correction, rig.build))
+    if dry_friction is not None:
+        rig = Rig(rig.spec, functools.partial(_with_dry_friction, rig.build, dry_friction))
     return rig
 
 
 def _with_drift_correction(build, params: Mapping[str, jax.Array]) -> Multibody:
     return dataclasses.replace(build(params), drift_correction=True)
+
+
+def _with_dry_friction(build, flags: tuple[bool, ...],
+                       params: Mapping[str, jax.Array]) -> Multibody:
+    system = build(params)
+    hinges = tuple(dataclasses.replace(hinge, has_dry_friction=hinge.has_dry_friction and flag)
+                   for hinge, flag in zip(system.hinges, flags, strict=True))
+    return dataclasses.replace(system, hinges=hinges)

@@ -137,6 +137,13 @@ PENDULUM_FRICTION_MODELS = ("viscous", "dry", "stribeck")
 
 RIGS = {spec.name: spec for spec in (FURUTA, PENDULUM)}
 
+# Per hinge, the parameters that give it dry friction: a hinge whose parameters are all fixed
+# at zero has none, and its rows can be left out of the model (the same dynamics, less work).
+DRY_FRICTION_PARAMETERS = {
+    "furuta": (("mu1",), ("mu2",)),
+    "pendulum": (("r_mu", "r_mu_k", "r_mu_delta"),),
+}
+
 # Compliance parameters that `--compliance EPS` sets at once, per rig.
 COMPLIANCE_PARAMETERS = {
     "furuta": ("eps_lin1", "eps_rot1", "eps_lin2", "eps_rot2"),

@@ -6,7 +6,8 @@ Pure NumPy/SciPy, no model: the estimator turns the filtered angles into initial
 * a zero-phase second-order Butterworth low-pass (``scipy.signal.butter`` +
   ``sosfiltfilt``, forward and backward) smooths them for the initial states;
 * the grid ``t_k = t_0 + k h`` starts where both angles and input are known;
-* measured angles (unfiltered) and filtered angles are interpolated linearly onto the grid;
+* measured angles (unfiltered) and filtered angles are interpolated linearly onto the grid; on
+  a grid finer than the samples only the point nearest each sample is observed;
 * gaps (dropped samples: an interval longer than ``GAP_FACTOR`` median sample periods and than
   the step) are bridged: the grid keeps its times, and grid points inside a gap are marked
   unobserved, so only the dynamics carry the states across it;
@@ -102,6 +103,24 @@ def _inside_gaps(time_s: np.ndarray, grid: np.ndarray, dt: float) -> np.ndarray:
     return inside & (intervals[after - 1] > threshold)
 
 
+def _sampled(time_s: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """``[n]`` 1.0 at the grid points nearest to a sample, 0.0 elsewhere.
+
+    On a grid at least as coarse as the samples every point is someone's nearest and all are
+    observed (with the angles interpolated there); on a finer grid only one point per sample
+    carries its observation, so a sample is never counted twice and no interpolated value
+    between samples poses as a measurement.
+    """
+    nearest = np.clip(np.searchsorted(grid, time_s), 1, len(grid) - 1)
+    nearest -= (time_s - grid[nearest - 1]) < (grid[nearest] - time_s)
+    inside = (time_s >= grid[0]) & (time_s <= grid[-1])
+    observed = np.zeros(len(grid))
+    observed[nearest[inside]] = 1.0
+    step = grid[1] - grid[0]
+    period = float(np.median(np.diff(time_s))) if len(time_s) > 1 else step
+    return observed if step < period * (1.0 - 1e-6) else np.ones(len(grid))
+
+
 def lowpass(time_s: np.ndarray, values: np.ndarray, cutoff_hz: float) -> np.ndarray:
     """Zero-phase 2nd-order Butterworth low-pass of ``values [m, c]`` sampled at ``time_s``.
 
@@ -167,7 +186,7 @@ def prepare_recording(recording: Recording, dt: float, cutoff_hz: float, *,
     filtered = lowpass(time_s, angles, cutoff_hz)
     measured_grid = np.stack([np.interp(grid, time_s, a) for a in angles.T], axis=1)
     filtered_grid = np.stack([np.interp(grid, time_s, a) for a in filtered.T], axis=1)
-    observed = np.ones(count)
+    observed = _sampled(time_s, grid)
     observed[_inside_gaps(time_s, grid, dt)] = 0.0
     grid_inputs = (held_input_means(input_time, inputs, grid) if num_inputs
                    else np.zeros((count - 1, 0)))

@@ -1,0 +1,174 @@
+"""The consistent estimation path: estimates that stop depending on the method's own step.
+
+The paper's single fit (§3, :func:`~mb_estimation.estimation.estimate` in maximal coordinates)
+converges to *shadow* parameters whenever the data were not produced by its own step h and
+hinge compliance ε (§4.9; benchmarks/RESULTS.md). This path removes the three causes measured
+there:
+
+1. **Stiff hinges.** The joint-coordinate formulation
+   (:class:`~mb_estimation.estimation.formulations.JointCoordinates`) is the rigid limit of the
+   regularised model: the holonomic multipliers, whose sensitivity grows as 1/ε, are eliminated
+   by projecting onto the motions the hinges allow. Nothing in it stiffens as ε → 0.
+2. **The step.** Its discretisation is variational and second order, so the dynamics residuals
+   of the true motion vanish as O(h²), not O(h).
+3. **The weight of the dynamics.** With ``Ω⁻¹ = κ I`` per step (§4.4) the force noise the fit
+   allows grows as the step shrinks (κ per step means ``1/(κ h)`` per second); refining h then
+   lets the states follow the noise and biases the parameters (errors in variables). Here κ is
+   read at the paper's step, ``h_ref = 0.01 s``, and used per step as ``κ h_ref / h``, a fixed
+   force noise intensity whatever the step.
+
+The fit runs on a sequence of steps, coarse to fine (by default ``2h, h``), each warm-started
+from the previous (parameters, and the shadow motion carried by cubic Hermite interpolation).
+The result is the finest fit; every level is kept in ``EstimationResult.refinement`` so the
+output can show how far the estimate still moved with the step — a value that moves by more
+than its standard deviation is still a shadow of the method.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from mb_estimation import lie
+from mb_estimation.estimation.formulations import joint_motion_on
+from mb_estimation.estimation.result import EstimationResult, IterationRecord
+from mb_estimation.estimation.solver import EstimationProblem, SolverSettings, estimate
+
+KAPPA_REFERENCE_STEP = 0.01  # [s] the step at which κ is read (the paper's §4.6 setting)
+
+
+@dataclass(frozen=True)
+class RefinementLevel:
+    """One fit of the consistent path: its step, weight, estimate and effort.
+
+    ``parameters``/``std`` hold the free parameters only (tangent std for a quaternion).
+    """
+
+    dt: float
+    kappa: float
+    parameters: dict[str, np.ndarray]
+    std: dict[str, np.ndarray]
+    cost: float
+    iterations: int
+    status: str
+    solve_time_s: float
+    compile_time_s: float
+
+
+def kappa_per_step(kappa: float, dt: float) -> float:
+    """κ per step of ``dt`` [s] for a κ read at :data:`KAPPA_REFERENCE_STEP`."""
+    return kappa * KAPPA_REFERENCE_STEP / dt
+
+
+def refinement_steps(finest_dt: float, levels: int) -> tuple[float, ...]:
+    """``finest·2^(levels-1), …, 2 finest, finest`` [s], coarse to fine."""
+    if levels < 1:
+        raise ValueError(f"the consistent path needs at least one level, got {levels}")
+    return tuple(float(f"{finest_dt * 2.0 ** (levels - 1 - i):.12g}") for i in range(levels))
+
+
+def estimate_consistently(
+    problem_at: Callable[[float], EstimationProblem],
+    steps: Sequence[float],
+    settings: SolverSettings,
+    *,
+    progress: Callable[[IterationRecord], None] | None = None,
+    level_started: Callable[[int, float, EstimationProblem], None] | None = None,
+) -> EstimationResult:
+    """Fit in joint coordinates at each of ``steps`` [s] (coarse to fine), warm-started.
+
+    ``problem_at(dt)`` gives the problem on the grid of step ``dt``; its formulation is set to
+    ``joint`` here. ``settings.kappa`` is read at :data:`KAPPA_REFERENCE_STEP`.
+    ``level_started(index, dt, problem)`` is called before each fit. Returns the finest fit
+    with every level in ``refinement`` and the iteration history of all levels.
+    """
+    levels: list[RefinementLevel] = []
+    history: list[IterationRecord] = []
+    previous: EstimationResult | None = None
+    result = None
+    for index, dt in enumerate(steps):
+        problem = dataclasses.replace(problem_at(dt), formulation="joint")
+        if previous is not None:  # warm start: the last level's parameters, states carried over
+            grids = []
+            for estimate_, grid in zip(previous.recordings, problem.recordings, strict=True):
+                angles, rates = joint_motion_on(estimate_.time_s, estimate_.joint_angles,
+                                                estimate_.joint_rates, grid.time_s)
+                grids.append(dataclasses.replace(grid, filtered_angles=angles,
+                                                 initial_rates=rates))
+            problem = dataclasses.replace(
+                problem, recordings=tuple(grids),
+                parameters={**problem.parameters,
+                            **{name: previous.parameters[name] for name in problem.free}})
+        if level_started is not None:
+            level_started(index, dt, problem)
+        offset = len(history)
+
+        def relay(entry: IterationRecord, offset=offset):
+            entry = dataclasses.replace(entry, iteration=entry.iteration + offset)
+            history.append(entry)
+            if progress is not None:
+                progress(entry)
+
+        result = estimate(problem, dataclasses.replace(settings,
+                                                       kappa=kappa_per_step(settings.kappa, dt)),
+                          progress=relay)
+        levels.append(RefinementLevel(
+            dt=dt, kappa=kappa_per_step(settings.kappa, dt),
+            parameters={name: np.asarray(result.parameters[name]) for name in result.free},
+            std=dict(result.std), cost=result.cost, iterations=result.iterations,
+            status=result.status, solve_time_s=result.solve_time_s,
+            compile_time_s=result.compile_time_s))
+        previous = result
+    iterations = sum(level.iterations for level in levels)
+    summary = (f"{result.message.split(';')[0]} at the finest step; {iterations} iterations "
+               f"over steps {', '.join(f'{dt:g}' for dt in steps)} s, cost {result.cost:.4g} "
+               f"(observation {result.observation_mse:.4g}, impulse {result.impulse_mse:.4g})")
+    return dataclasses.replace(
+        result, refinement=tuple(levels), history=tuple(history), iterations=iterations,
+        message=summary,
+        compile_time_s=sum(level.compile_time_s for level in levels),
+        solve_time_s=sum(level.solve_time_s for level in levels),
+        settings={**result.settings, "estimator": "consistent",
+                  "kappa_reference": settings.kappa,
+                  "kappa_reference_step": KAPPA_REFERENCE_STEP,
+                  "steps": [float(dt) for dt in steps]})
+
+
+@dataclass(frozen=True)
+class StepDependence:
+    """How far one free parameter moved between the last two refinement levels.
+
+    ``change`` is finest minus the level before, in the parameter's tangent space (a rotation
+    vector [rad] for a quaternion); ``settled`` is True when every component moved by at most
+    the finest level's standard deviation (a larger move means the value still depends on the
+    step: a shadow of the method rather than of the rig).
+    """
+
+    name: str
+    coarse: np.ndarray
+    fine: np.ndarray
+    change: np.ndarray
+    std: np.ndarray
+    settled: bool
+
+
+def step_dependence(result: EstimationResult) -> tuple[StepDependence, ...]:
+    """Per free parameter, its change over the last two levels of ``result.refinement``."""
+    if len(result.refinement) < 2:
+        return ()
+    coarse, fine = result.refinement[-2], result.refinement[-1]
+    rows = []
+    for name in result.free:
+        before, after = np.asarray(coarse.parameters[name]), np.asarray(fine.parameters[name])
+        if before.size == 4:  # a unit quaternion: the rotation from one to the other
+            change = np.asarray(lie.quat_log(lie.quat_multiply(
+                after, lie.quat_conjugate(before))))
+        else:
+            change = np.atleast_1d(after - before)
+        std = np.atleast_1d(np.asarray(fine.std[name], dtype=float))
+        rows.append(StepDependence(name, before, after, change, std,
+                                   bool(np.all(np.abs(change) <= std))))
+    return tuple(rows)

@@ -1,0 +1,212 @@
+"""The two ways the estimator describes a recording's states and the dynamics between them.
+
+* :class:`MaximalCoordinates` — the paper's (§3): each body's position, orientation and
+  velocity (``s = 12 nb`` tangent directions per step), the impulse residuals (3.7)-(3.8) of the
+  regularised inverse dynamics and the initial-state residual (3.16)-(3.17). Faithful to the
+  compliant hinges of the config, but its multipliers (2.30) grow stiff as 1/ε and its first-order
+  step biases the estimate (paper §4.9: *shadow* parameters).
+* :class:`JointCoordinates` — the rigid limit: joint angles and rates (``s = 2 n_joints``), the
+  holonomic multipliers eliminated, a second-order variational step
+  (:mod:`mb_estimation.multibody.joint_space`). Valid for stiff hinges, consistent as h → 0.
+
+Both expose the same small interface, so the residual assembly, the Jacobian blocks, the
+Levenberg–Marquardt loop and the covariance are shared. A formulation is a frozen, field-less
+dataclass: hashable, so it is part of what the estimator compiles against.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from mb_estimation.multibody import (
+    BodyStates,
+    configuration_boxminus,
+    impulse_residuals,
+    initial_state_residual,
+    joint_angles,
+    joint_rates,
+    joint_space,
+    state_boxplus,
+    states_from_joints,
+)
+from mb_estimation.multibody.joint_space import (
+    JointStates,
+    body_impulse_norm_weights,
+    joint_states,
+    variational_residuals,
+)
+from mb_estimation.multibody.state import state_boxplus_parts, with_velocity
+from mb_estimation.numerics import jax
+
+jnp = jax.numpy
+
+
+@dataclass(frozen=True)
+class MaximalCoordinates:
+    """Body states in maximal coordinates and the paper's inverse dynamics (§2.6, §3.2-3.3)."""
+
+    name = "maximal"
+    split_jacobian = True  # 12 nb directions per part: one forward pass per part is cheaper
+
+    @staticmethod
+    def half_size_of(states: BodyStates) -> int:
+        """Tangent directions of the configuration (= of the velocity) part of one state."""
+        return 6 * states.position.shape[-2]
+
+    @staticmethod
+    def tangent_columns(configuration, velocity):
+        """Jacobian columns of both parts in the ⊞ layout, ``[δr, δψ, δv, δω]`` per body."""
+        rows = configuration.shape[0]
+        return jnp.concatenate([configuration.reshape(rows, -1, 6),
+                                velocity.reshape(rows, -1, 6)], axis=-1).reshape(rows, -1)
+
+    @staticmethod
+    def impulse_rows(num_bodies: int, num_joints: int) -> int:
+        """Impulse residual rows per step: ``Δp_u`` and ``Δp_q``, 6 per body each."""
+        return 12 * num_bodies
+
+    @staticmethod
+    def initial_residual(system, state: BodyStates, dt):
+        """(3.16)-(3.17) as impulses."""
+        return initial_state_residual(system, state, dt)
+
+    @staticmethod
+    def transition_residual(system, previous: BodyStates, current: BodyStates, inputs, dt,
+                            measured_angles):
+        """(3.7)-(3.8)."""
+        return impulse_residuals(system, previous, current, inputs, dt)
+
+    @staticmethod
+    def observe(system, state: BodyStates):
+        """The rig's joint angles [rad], wrapped."""
+        return joint_angles(system, state)
+
+    @staticmethod
+    def moved(state: BodyStates, delta_configuration, delta_velocity) -> BodyStates:
+        """``x ⊞ δ`` from the flat parts ``[δr, δψ]`` and ``[δv, δω]`` (``[6 nb]`` each)."""
+        num_bodies = state.num_bodies
+        return state_boxplus_parts(state, delta_configuration.reshape(num_bodies, 6),
+                                   delta_velocity.reshape(num_bodies, 6))
+
+    @staticmethod
+    def boxplus(states: BodyStates, step) -> BodyStates:
+        """All states moved by ``step [n, 12 nb]`` (``[δr, δψ, δv, δω]`` per body)."""
+        num_bodies = states.position.shape[-2]
+        return state_boxplus(states, step.reshape(step.shape[0], num_bodies, 12))
+
+    @staticmethod
+    def initial_states(system, filtered_angles, rates, dt) -> BodyStates:
+        """Initial states (§4.4): zero-violation configurations from the filtered angles.
+
+        Velocities (4.3) from their differences, or the body velocities of given joint rates.
+        """
+        if rates is not None:
+            return jax.vmap(lambda a, r: states_from_joints(system, a, r))(filtered_angles,
+                                                                           rates)
+        zero_rates = jnp.zeros(filtered_angles.shape[1])
+        configurations = jax.vmap(lambda a: states_from_joints(system, a, zero_rates))(
+            filtered_angles)
+        velocity = configuration_boxminus(configurations[1:], configurations[:-1]) / dt
+        velocity = jnp.concatenate([velocity[:1], velocity])
+        return with_velocity(configurations, velocity)
+
+    @staticmethod
+    def shadow(system, states: BodyStates):
+        """Joint angles [rad] and rates [rad/s] ``[n, n_joints]`` and the body states."""
+        return (jax.vmap(lambda s: joint_angles(system, s))(states),
+                jax.vmap(lambda s: joint_rates(system, s))(states), states)
+
+
+@dataclass(frozen=True)
+class JointCoordinates:
+    """Joint angles and momenta with the rigid-limit variational residuals (module docstring)."""
+
+    name = "joint"
+    split_jacobian = False  # 2 n_joints directions per state: one pass over all of them
+
+    @staticmethod
+    def half_size_of(states: JointStates) -> int:
+        return states.angles.shape[-1]
+
+    @staticmethod
+    def tangent_columns(configuration, velocity):
+        """``[δθ, δθ̇]``."""
+        return jnp.concatenate([configuration, velocity], axis=-1)
+
+    @staticmethod
+    def impulse_rows(num_bodies: int, num_joints: int) -> int:
+        """The two momentum residuals per joint of :func:`variational_residuals`."""
+        return 2 * num_joints
+
+    @staticmethod
+    def initial_residual(system, state: JointStates, dt):
+        """None needed: joint states satisfy the rigid hinges exactly (rows kept as zeros)."""
+        return jnp.zeros(2 * state.angles.shape[-1])
+
+    @staticmethod
+    def transition_residual(system, previous: JointStates, current: JointStates, inputs, dt,
+                            measured_angles):
+        """The momentum residuals, weighted at the recorded angles of the step's end."""
+        weights = body_impulse_norm_weights(system, measured_angles)
+        return variational_residuals(system, previous, current, inputs, dt, weights)
+
+    @staticmethod
+    def observe(system, state: JointStates):
+        return state.angles
+
+    @staticmethod
+    def moved(state: JointStates, delta_configuration, delta_velocity) -> JointStates:
+        return JointStates(state.angles + delta_configuration, state.momenta + delta_velocity)
+
+    @staticmethod
+    def boxplus(states: JointStates, step) -> JointStates:
+        """All states moved by ``step [n, 2 n_joints]`` (``[δθ, δp]``)."""
+        half = states.angles.shape[-1]
+        return JointStates(states.angles + step[:, :half], states.momenta + step[:, half:])
+
+    @staticmethod
+    def initial_states(system, filtered_angles, rates, dt) -> JointStates:
+        """The filtered angles moving with their central differences (or the given rates)."""
+        if rates is None:
+            rates = jnp.gradient(filtered_angles, dt, axis=0)
+        return jax.vmap(lambda a, r: joint_states(system, a, r))(jnp.asarray(filtered_angles),
+                                                                  jnp.asarray(rates))
+
+    @staticmethod
+    def shadow(system, states: JointStates):
+        rates = jax.vmap(lambda s: joint_space.joint_rates(system, s))(states)
+        bodies = jax.vmap(lambda a, r: states_from_joints(system, a, r))(states.angles, rates)
+        return states.angles, rates, bodies
+
+
+FORMULATIONS = {f.name: f() for f in (MaximalCoordinates, JointCoordinates)}
+
+
+def formulation_named(name: str):
+    """The formulation called ``maximal`` or ``joint``."""
+    try:
+        return FORMULATIONS[name]
+    except KeyError:
+        raise ValueError(f"unknown formulation {name!r}; choose one of "
+                         f"{', '.join(FORMULATIONS)}") from None
+
+
+def joint_motion_on(time_s, angles, rates, new_time_s):
+    """Joint angles [rad] and rates [rad/s] carried to other times (warm starts).
+
+    Cubic Hermite interpolation of the angles with the rates as slopes, linear interpolation
+    of the rates; outside ``time_s`` the nearest values are held. Returns ``(angles, rates)``.
+    """
+    time_s, new_time_s = np.asarray(time_s), np.asarray(new_time_s)
+    angles, rates = np.asarray(angles), np.asarray(rates)
+    index = np.clip(np.searchsorted(time_s, new_time_s, side="right") - 1, 0, len(time_s) - 2)
+    step = time_s[index + 1] - time_s[index]
+    s = np.clip((new_time_s - time_s[index]) / step, 0.0, 1.0)[:, None]
+    h00, h10 = 2 * s**3 - 3 * s**2 + 1, s**3 - 2 * s**2 + s
+    h01, h11 = -2 * s**3 + 3 * s**2, s**3 - s**2
+    new_angles = (h00 * angles[index] + h10 * step[:, None] * rates[index]
+                  + h01 * angles[index + 1] + h11 * step[:, None] * rates[index + 1])
+    new_rates = (1 - s) * rates[index] + s * rates[index + 1]
+    return new_angles, new_rates
