@@ -11,7 +11,8 @@ from Table 1's values (0.01, 0.01, 1e-4, 1e-4):
 Parts (each prints Markdown)::
 
     python benchmarks/bench_consistent.py recovery --data paper|rigid [--l2 0.92,0.092]
-        [--scenarios release,multisine,swingup]   # Done-means 1 and 2
+        [--scenarios release,multisine,swingup] [--estimators consistent,paper,simulation]
+                                                  # Done-means 1 and 2
     python benchmarks/bench_consistent.py compliance [--l2 ...]   # DM2: 1e-7 against 1e-9
     python benchmarks/bench_consistent.py figure6 [--l2 0.92]     # DM3: against h and ε
     python benchmarks/bench_consistent.py monte-carlo [--seeds 10] [--l2 ...]   # DM4
@@ -85,10 +86,16 @@ def recording(data: str, scenario: str, l2: float, seed: int = 0) -> Recording:
 
 def fit_config(data: str, l2: float, *, estimator: str = "consistent", dt: float | None = None,
                compliance: float | None = None):
-    """The fit's config: Table 1 start, the data's hinges (or stiff ones for rigid data)."""
+    """The fit's config: Table 1 start, the data's hinges (or stiff ones for rigid data).
+
+    ``estimator``: ``consistent``, ``paper`` or ``simulation`` (the consistent path with its
+    refinement through the simulator).
+    """
     if compliance is None and data == "rigid":
         compliance = RIGID_COMPLIANCE
-    return apply_overrides(truth_config(l2), set_values=TABLE_1, estimator=estimator, dt=dt,
+    return apply_overrides(truth_config(l2), set_values=TABLE_1,
+                           estimator="consistent" if estimator == "simulation" else estimator,
+                           simulation_refinement=estimator == "simulation", dt=dt,
                            compliance=compliance)
 
 
@@ -115,8 +122,8 @@ def fit(config, recordings, *, predict: bool = True) -> Fit:
     if predict:
         checks = prediction_checks(config, calibration.grids, result)
         prediction = np.sqrt(np.mean([c.rms[-1] ** 2 for c in checks], axis=0))
-    return Fit({n: float(result.parameters[n]) for n in FREE},
-               {n: float(result.std[n]) for n in FREE},
+    return Fit({n: float(np.ravel(result.parameters[n])[0]) for n in FREE},
+               {n: float(np.ravel(result.std[n])[0]) for n in FREE},
                dict(result.excited), result.iterations, result.status, result.solve_time_s,
                result.compile_time_s, prediction, result.refinement)
 
@@ -161,7 +168,7 @@ def part_recovery(args) -> None:
     for scenario in args.scenarios.split(","):
         for l2 in _floats(args.l2):
             data = [recording(args.data, scenario, l2)]
-            for estimator in ("consistent", "paper"):
+            for estimator in args.estimators.split(","):
                 outcome = fit(fit_config(args.data, l2, estimator=estimator), data)
                 cells, ok = errors(outcome, truth_of(l2))
                 print(f"| {scenario} | {l2} | {estimator} | {outcome.iterations} "
@@ -235,14 +242,16 @@ def part_cost(args) -> None:
           "(compilation on the first run listed separately).\n")
     print("| estimator | steps [s] | iterations | compile (first run) [s] | solve [s] |")
     print("|---|---|---|---|---|")
-    for estimator, dt in (("consistent", None), ("paper", 0.01), ("paper", 0.001)):
+    for estimator, dt in (("consistent", None), ("simulation", None), ("paper", 0.01),
+                          ("paper", 0.001)):
         config = fit_config("paper", l2, estimator=estimator, dt=dt)
         first = fit(config, data, predict=False)
         started = time.perf_counter()
         second = fit(config, data, predict=False)
         wall = time.perf_counter() - started
-        steps = (", ".join(f"{level.dt:g}" for level in second.levels) if second.levels
-                 else f"{dt:g}")
+        steps = (", ".join(f"{level.dt:g}" + (" (simulator)" if level.formulation ==
+                                                "simulation" else "")
+                           for level in second.levels) if second.levels else f"{dt:g}")
         print(f"| {estimator} | {steps} | {second.iterations} | {first.compile_s:.1f} | "
               f"{second.solve_s:.1f} (wall {wall:.1f}) |", flush=True)
 
@@ -255,6 +264,9 @@ def main() -> None:
     parser.add_argument("--data", choices=("paper", "rigid"), default="paper")
     parser.add_argument("--l2", default="0.92,0.092", help="pendulum lengths [m]")
     parser.add_argument("--scenarios", default="release,multisine")
+    parser.add_argument("--estimators", default="consistent,paper",
+                        help="recovery: consistent, paper, simulation (consistent + the "
+                        "refinement through the simulator)")
     parser.add_argument("--steps", default="0.02,0.01,0.005,0.002,0.001",
                         help="figure6: steps h [s]")
     parser.add_argument("--compliances", default="1e-3,1e-4,1e-5,1e-6,1e-7,1e-8",

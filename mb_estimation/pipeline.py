@@ -22,6 +22,8 @@ from mb_estimation.estimation import (
     estimate_consistently,
     refinement_steps,
 )
+from mb_estimation.estimation.consistent import SimulationRefinement
+from mb_estimation.estimation.shooting import ShootingSettings
 from mb_estimation.io.config import Config, apply_overrides
 from mb_estimation.multibody import BodyStates
 from mb_estimation.rigs import Rig, get_rig
@@ -91,16 +93,30 @@ class Calibration:
     grids: tuple[GridData, ...]
 
 
+def simulation_refinement(config: Config) -> SimulationRefinement:
+    """The consistent path's optional last level, from the config.
+
+    The simulator is the config's (``simulation.dt``); each shooting segment starts
+    ``3 τ`` (the hinges' slowest relaxation time) before its scored part.
+    """
+    taus = [float(value) for name, value in config.parameters.items() if name.startswith("tau")]
+    return SimulationRefinement(config.simulation.dt, ShootingSettings(
+        segment_s=config.method.simulation_segment_s, lead_s=3.0 * max(taus, default=0.0)))
+
+
 def calibrate_recordings(config: Config, recordings: Sequence[Recording], *,
                          start_s: float | None = None, end_s: float | None = None,
                          estimate_parameters: bool = True,
                          progress: Callable[[IterationRecord], None] | None = None,
                          level_started: Callable[[int, float, EstimationProblem], None]
-                         | None = None) -> Calibration:
+                         | None = None,
+                         simulation_progress: Callable[[int, float, dict], None] | None = None
+                         ) -> Calibration:
     """Estimate the config's free parameters and the states with the config's estimator.
 
     ``consistent``: joint coordinates over :func:`consistent_steps` (with
-    ``estimate_parameters=False`` only the states, at the finest step); ``paper``: the single
+    ``estimate_parameters=False`` only the states, at the finest step), then, with
+    ``method.simulation_refinement``, through the config's simulator; ``paper``: the single
     fit at ``method.dt``.
     """
     if config.method.estimator == "paper":
@@ -118,8 +134,11 @@ def calibrate_recordings(config: Config, recordings: Sequence[Recording], *,
         prepared[dt] = prepare(config, recordings, start_s=start_s, end_s=end_s, dt=dt)
         return estimation_problem(config, prepared[dt], estimate_parameters=estimate_parameters)
 
+    simulation = (simulation_refinement(config)
+                  if config.method.simulation_refinement and estimate_parameters else None)
     result = estimate_consistently(problem_at, steps, solver_settings(config), progress=progress,
-                                   level_started=level_started)
+                                   level_started=level_started, simulation=simulation,
+                                   simulation_progress=simulation_progress)
     return Calibration(result, prepared[steps[-1]])
 
 
@@ -198,8 +217,9 @@ def method_summary(config: Config, result: EstimationResult | None = None) -> di
     """The method settings as written into parameters.yaml (with the steps the fit used)."""
     summary = asdict(config.method)
     if result is not None and result.refinement:
-        summary["steps"] = [float(level.dt) for level in result.refinement]
-        summary["kappa_per_step"] = [float(level.kappa) for level in result.refinement]
+        joint = [level for level in result.refinement if level.formulation == "joint"]
+        summary["steps"] = [float(level.dt) for level in joint]
+        summary["kappa_per_step"] = [float(level.kappa) for level in joint]
     return summary
 
 

@@ -6,6 +6,7 @@ import itertools
 
 import numpy as np
 import pytest
+from finite_differences import assert_parameter_columns
 
 from mb_estimation.estimation import EstimationProblem, SolverSettings, estimate
 from mb_estimation.estimation.covariance import parameter_covariance
@@ -219,14 +220,7 @@ def test_jacobian_blocks_match_finite_differences(furuta_case):
         np.testing.assert_allclose(column[k], lin.current[k][:, component], atol=1e-6 * scale)
         np.testing.assert_allclose(column[k + 1], lin.previous[k + 1][:, component],
                                    atol=1e-6 * scale)
-    for j in range(free.size):
-        delta = np.zeros(free.size)
-        delta[j] = eps
-        plus = residuals(states, parameters_boxplus(free, free_values, jnp.asarray(delta)))
-        minus = residuals(states, parameters_boxplus(free, free_values, jnp.asarray(-delta)))
-        column = (plus - minus) / (2 * eps)
-        np.testing.assert_allclose(column, lin.parameters[:, :, j],
-                                   atol=1e-6 * max(np.abs(column).max(), 1.0))
+    assert_parameter_columns(residuals, states, free, free_values, lin.parameters, eps)
 
 
 def test_estimate_recovers_the_truth_from_self_consistent_data(furuta_case):

@@ -22,6 +22,11 @@ from the previous (parameters, and the shadow motion carried by cubic Hermite in
 The result is the finest fit; every level is kept in ``EstimationResult.refinement`` so the
 output can show how far the estimate still moved with the step — a value that moves by more
 than its standard deviation is still a shadow of the method.
+
+Optionally (:class:`SimulationRefinement`) a last level fits the parameters through the
+config's own simulator by multiple shooting (:mod:`~mb_estimation.estimation.shooting`),
+started from the finest fit: for rigs whose hinges are themselves compliant and damped, which
+no rigid model follows.
 """
 
 from __future__ import annotations
@@ -35,7 +40,13 @@ import numpy as np
 from mb_estimation import lie
 from mb_estimation.estimation.formulations import joint_motion_on
 from mb_estimation.estimation.result import EstimationResult, IterationRecord
-from mb_estimation.estimation.solver import EstimationProblem, SolverSettings, estimate
+from mb_estimation.estimation.shooting import ShootingSettings, refine_by_simulation
+from mb_estimation.estimation.solver import (
+    EstimationProblem,
+    SolverSettings,
+    estimate,
+    excited_by_data,
+)
 
 KAPPA_REFERENCE_STEP = 0.01  # [s] the step at which κ is read (the paper's §4.6 setting)
 
@@ -45,6 +56,9 @@ class RefinementLevel:
     """One fit of the consistent path: its step, weight, estimate and effort.
 
     ``parameters``/``std`` hold the free parameters only (tangent std for a quaternion).
+    ``formulation``: ``joint`` (the rigid limit at step ``dt``, κ per step ``kappa``) or
+    ``simulation`` (multiple shooting through the simulator at step ``dt``; ``kappa`` is nan
+    and ``cost`` the mean squared angle error per scored sample [rad²]).
     """
 
     dt: float
@@ -56,6 +70,15 @@ class RefinementLevel:
     status: str
     solve_time_s: float
     compile_time_s: float
+    formulation: str = "joint"
+
+
+@dataclass(frozen=True)
+class SimulationRefinement:
+    """The optional last level: the simulator's step [s] and the shooting settings."""
+
+    simulation_dt: float
+    settings: ShootingSettings = ShootingSettings()
 
 
 def kappa_per_step(kappa: float, dt: float) -> float:
@@ -77,13 +100,18 @@ def estimate_consistently(
     *,
     progress: Callable[[IterationRecord], None] | None = None,
     level_started: Callable[[int, float, EstimationProblem], None] | None = None,
+    simulation: SimulationRefinement | None = None,
+    simulation_progress: Callable[[int, float, dict], None] | None = None,
 ) -> EstimationResult:
     """Fit in joint coordinates at each of ``steps`` [s] (coarse to fine), warm-started.
 
     ``problem_at(dt)`` gives the problem on the grid of step ``dt``; its formulation is set to
     ``joint`` here. ``settings.kappa`` is read at :data:`KAPPA_REFERENCE_STEP`.
-    ``level_started(index, dt, problem)`` is called before each fit. Returns the finest fit
-    with every level in ``refinement`` and the iteration history of all levels.
+    ``level_started(index, dt, problem)`` is called before each fit. With ``simulation`` the
+    finest fit is refined through the simulator (its parameters, std, covariance and
+    excitation flags replace the joint fit's; the states stay the joint fit's);
+    ``simulation_progress(iteration, cost, values)`` reports its iterations. Returns the last
+    fit with every level in ``refinement`` and the iteration history of all levels.
     """
     levels: list[RefinementLevel] = []
     history: list[IterationRecord] = []
@@ -122,10 +150,19 @@ def estimate_consistently(
             status=result.status, solve_time_s=result.solve_time_s,
             compile_time_s=result.compile_time_s))
         previous = result
+    if simulation is not None:
+        if level_started is not None:
+            level_started(len(steps), simulation.simulation_dt, problem)
+        result, level = _refined_by_simulation(result, problem, simulation, simulation_progress)
+        levels.append(level)
     iterations = sum(level.iterations for level in levels)
     summary = (f"{result.message.split(';')[0]} at the finest step; {iterations} iterations "
                f"over steps {', '.join(f'{dt:g}' for dt in steps)} s, cost {result.cost:.4g} "
                f"(observation {result.observation_mse:.4g}, impulse {result.impulse_mse:.4g})")
+    if simulation is not None:
+        level = levels[-1]
+        summary += (f"; through the simulator (step {level.dt:g} s): {level.status} after "
+                    f"{level.iterations} iterations, angle MSE {level.cost:.4g} rad²")
     return dataclasses.replace(
         result, refinement=tuple(levels), history=tuple(history), iterations=iterations,
         message=summary,
@@ -135,6 +172,30 @@ def estimate_consistently(
                   "kappa_reference": settings.kappa,
                   "kappa_reference_step": KAPPA_REFERENCE_STEP,
                   "steps": [float(dt) for dt in steps]})
+
+
+def _refined_by_simulation(result: EstimationResult, problem: EstimationProblem,
+                           simulation: SimulationRefinement,
+                           progress: Callable[[int, float, dict], None] | None):
+    """``result`` refit through the simulator, and the refinement level that records it."""
+    refined = refine_by_simulation(
+        problem.rig, result.parameters, result.free, problem.lower, problem.upper,
+        problem.recordings, [(r.joint_angles, r.joint_rates) for r in result.recordings],
+        simulation.simulation_dt, simulation.settings, progress)
+    parameters = {**result.parameters,
+                  **{name: np.asarray(value) for name, value in refined.values.items()}}
+    std = {name: np.atleast_1d(refined.std[name]) for name in refined.names}
+    excited = {name: excited_by_data("scalar", std[name], parameters[name],
+                                     problem.parameters[name]) for name in refined.names}
+    level = RefinementLevel(
+        dt=simulation.simulation_dt, kappa=float("nan"),
+        parameters={name: parameters[name] for name in refined.names}, std=std,
+        cost=refined.cost, iterations=refined.iterations,
+        status="converged" if refined.converged else "max_iterations",
+        solve_time_s=refined.solve_time_s, compile_time_s=refined.compile_time_s,
+        formulation="simulation")
+    return dataclasses.replace(result, parameters=parameters, std=std, excited=excited,
+                               covariance=refined.covariance), level
 
 
 @dataclass(frozen=True)

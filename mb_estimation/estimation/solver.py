@@ -230,7 +230,7 @@ def _cost_parts(residuals: Sequence[np.ndarray], num_impulse_rows: int):
     return impulse, observation
 
 
-def _excited(kind: str, std: np.ndarray, value: np.ndarray, initial: np.ndarray) -> bool:
+def excited_by_data(kind: str, std: np.ndarray, value: np.ndarray, initial: np.ndarray) -> bool:
     """Whether the data determines the parameter.
 
     A scalar is excited when its standard deviation is at most ``max(|value|, |initial|)``:
@@ -405,8 +405,8 @@ def estimate(problem: EstimationProblem, settings: SolverSettings = SolverSettin
     for name, kind in zip(free.names, free.kinds, strict=False):
         part = free.slices[name]
         std[name] = np.sqrt(np.diag(covariance)[part])
-        excited[name] = _excited(kind, std[name], np.asarray(free_values[name]),
-                                 initial_free[name])
+        excited[name] = excited_by_data(kind, std[name], np.asarray(free_values[name]),
+                                        initial_free[name])
 
     estimates = []
     for grid, x, r in zip(problem.recordings, states, residuals, strict=False):

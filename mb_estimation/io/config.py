@@ -157,12 +157,17 @@ class MethodSettings:
     ``estimator``: ``consistent`` (default: joint coordinates in the rigid limit, a second-order
     step refined over ``refinement_levels`` steps down to ``refinement_dt``, κ per unit time) or
     ``paper`` (the paper's single fit in maximal coordinates at step ``dt``).
+    ``simulation_refinement`` (consistent only): a final multiple-shooting fit through the
+    config's own simulator (its hinges, ``simulation.dt``), segments of
+    ``simulation_segment_s`` (estimation/shooting.py).
     """
 
     estimator: str = "consistent"  # consistent | paper
     dt: float = 0.01  # the paper's single fit: its time step h [s]
     refinement_dt: float | None = None  # consistent: finest step [s]; None: the sample period
     refinement_levels: int = 2  # consistent: steps refinement_dt * 2^(levels-1) ... refinement_dt
+    simulation_refinement: bool = False  # consistent: then fit through the config's simulator
+    simulation_segment_s: float = 1.0  # its shooting segments [s]
     kappa: float = 100.0  # state error weight, Omega^-1 = kappa I (consistent: read at h = 0.01 s)
     filter_cutoff_hz: float = 10.0  # Butterworth cutoff for the initial states [Hz]
     max_iterations: int = 60  # Levenberg-Marquardt iteration limit
@@ -416,6 +421,12 @@ def _suggest(name: str, candidates: Iterable[str]) -> str:
             return f"; did you mean {candidate!r}?"
     close = difflib.get_close_matches(str(name), candidates, n=1, cutoff=0.6)
     return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _boolean(value: Any, source: str, key: str | None) -> bool:
+    if not isinstance(value, bool):
+        _fail(source, key, f"expected true or false, got {value!r}")
+    return value
 
 
 def _is_number(value: Any) -> bool:
@@ -673,6 +684,8 @@ def _parse_method(raw: Any, source: str) -> MethodSettings:
         refinement_dt=get("refinement_dt", _positive),
         refinement_levels=get("refinement_levels",
                               lambda v, s, k: _integer(v, s, k, minimum=1)),
+        simulation_refinement=get("simulation_refinement", _boolean),
+        simulation_segment_s=get("simulation_segment_s", _positive),
         kappa=get("kappa", _positive),
         filter_cutoff_hz=get("filter_cutoff_hz", _positive),
         max_iterations=get("max_iterations",
@@ -701,11 +714,6 @@ def _parse_node(raw: Any, source: str) -> NodeSettings:
             _fail(source, key, f"expected a non-empty string, got {value!r}")
         return value
 
-    def boolean(value, source, key):
-        if not isinstance(value, bool):
-            _fail(source, key, f"expected true or false, got {value!r}")
-        return value
-
     def fraction(value, source, key):
         number = _positive(value, source, key)
         if number > 1.0:
@@ -723,7 +731,7 @@ def _parse_node(raw: Any, source: str) -> NodeSettings:
         max_cost=get("max_cost", _positive),
         min_motion_rad=get("min_motion_rad", _non_negative),
         state_file=get("state_file", text),
-        warm_up=get("warm_up", boolean),
+        warm_up=get("warm_up", _boolean),
         push_target_node=get("push_target_node", text),
         push_mapping=get("push_mapping", text),
     )
@@ -1058,16 +1066,17 @@ def apply_overrides(
     compliance: float | None = None,
     max_iterations: int | None = None,
     estimator: str | None = None,
+    simulation_refinement: bool | None = None,
 ) -> Config:
     """Apply command-line overrides (DESIGN.md section 6) and validate the result.
 
     ``free`` replaces the set of free parameters; a name that was already free keeps the bounds
     the config gave it, a new one gets its default range. ``compliance`` sets every compliance
     parameter of the rig (``COMPLIANCE_PARAMETERS``); ``set_values`` then overrides single values
-    (for free parameters: initial values). ``dt``, ``kappa``, ``max_iterations`` and
-    ``estimator`` override the method settings; ``dt`` is the estimation step of either
-    estimator (the paper's step and the consistent path's finest step). Returns a new
-    :class:`Config`; raises :class:`ConfigError`.
+    (for free parameters: initial values). ``dt``, ``kappa``, ``max_iterations``,
+    ``estimator`` and ``simulation_refinement`` override the method settings; ``dt`` is the
+    estimation step of either estimator (the paper's step and the consistent path's finest
+    step). Returns a new :class:`Config`; raises :class:`ConfigError`.
     """
     rig = config.rig_spec
     parameters = dict(config.parameters)
@@ -1111,6 +1120,8 @@ def apply_overrides(
     if estimator is not None:
         method = dataclasses.replace(
             method, estimator=_choice(estimator, ESTIMATORS, "--estimator", None, "estimator"))
+    if simulation_refinement is not None:
+        method = dataclasses.replace(method, simulation_refinement=bool(simulation_refinement))
     if kappa is not None:
         method = dataclasses.replace(method, kappa=_positive(kappa, "--kappa", None))
     if max_iterations is not None:

@@ -42,6 +42,7 @@ def refinement_document(result: EstimationResult) -> dict | None:
             entry["settled"] = dependence[name].settled
         parameters[name] = entry
     return {"dt": [float(level.dt) for level in levels],
+            "formulation": [level.formulation for level in levels],
             "kappa_per_step": [float(level.kappa) for level in levels],
             "cost": [float(level.cost) for level in levels],
             "iterations": [int(level.iterations) for level in levels],

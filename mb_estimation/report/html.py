@@ -177,7 +177,8 @@ def _refinement_section(result: EstimationResult) -> str:
         return ""
     levels = result.refinement
     dependence = {row.name: row for row in step_dependence(result)}
-    header = (["parameter"] + [f"h = {level.dt:g} s" for level in levels]
+    header = (["parameter"] + [f"h = {level.dt:g} s" if level.formulation == "joint"
+                                else f"simulator, step {level.dt:g} s" for level in levels]
               + ["change", "change / std", "settled"])
     rows, classes = [], []
     for name in result.free:
@@ -200,9 +201,10 @@ def _refinement_section(result: EstimationResult) -> str:
     costs = ", ".join(f"{level.dt:g} s: {_number(level.cost)} ({level.iterations} iterations)"
                       for level in levels)
     note = ("<p>The consistent path fits at each step, coarse to fine, warm-started; the "
-            "estimate is the finest fit. A parameter that moved by more than its standard "
-            f"deviation between the last two steps still depends on the method. Costs: "
-            f"{_text(costs)}.</p>")
+            "estimate is the last fit. A parameter that moved by more than its standard "
+            "deviation between the last two fits still depends on the method (or, after the "
+            "refinement through the simulator, the rigid model's value was a shadow of its "
+            f"hinges). Costs: {_text(costs)}.</p>")
     return "<h2>Refinement</h2>" + _table(header, rows, classes) + note
 
 

@@ -1,0 +1,294 @@
+"""Simulation-error refinement: the free parameters fitted through the config's own simulator.
+
+The consistent path (:mod:`~mb_estimation.estimation.consistent`) fits the rig's rigid limit.
+Where the config's hinges are themselves the physics — compliant, damped hinges that dissipate
+energy in fast motion (paper §4.7: ε = 1e-6, τ = 0.02 s) — no rigid model follows the data, and
+the consistent estimate keeps a bias (benchmarks/RESULTS.md, issue 14). This refinement fits
+what the user will run: the SPOOK simulator (paper (2.18), (2.26)–(2.28)) with the config's
+hinges at ``simulation.dt``, by *multiple shooting* on the output error (as simulation-error
+identification tools do):
+
+* the recording is cut into segments of ``segment_s``; each is simulated from its own unknown
+  joint state (angles and rates at the segment's start, as
+  :func:`~mb_estimation.multibody.states_from_joints` lays them out, with zero hinge violation),
+  driven by the recorded input;
+* the first ``lead_s`` of each segment is simulated but not scored, so that the hinges' own
+  deflection (which a zero-violation start lacks) settles before the angles count (a few
+  relaxation times τ);
+* the residual is the wrapped difference between simulated and measured angles at the
+  samples; Gauss–Newton with Levenberg–Marquardt damping solves for the segment states and the
+  free parameters together, the segments eliminated per block (Schur complement), the box on
+  the parameters kept by fixing a parameter at the bound it would cross.
+
+Started from the consistent fit (its parameters and joint motion), it converges in a few
+iterations. Its standard deviations come from the same normal equations, scaled by the
+residual variance. Scalar free parameters only (not the tilt quaternion).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from mb_estimation.multibody import joint_angles, rollout, states_from_joints
+from mb_estimation.numerics import jax
+from mb_estimation.rigs import Rig, parameter_arrays
+
+jnp = jax.numpy
+
+
+@dataclass(frozen=True)
+class ShootingSettings:
+    """Segments [s] and the solver's limits."""
+
+    segment_s: float = 1.0  # scored length of a segment
+    lead_s: float = 0.06  # simulated before each segment's scored part (3 τ at τ = 0.02 s)
+    max_iterations: int = 20
+    relative_tolerance: float = 1e-7  # stop when the cost falls by less than this fraction
+
+
+@dataclass(frozen=True)
+class Segments:
+    """Every recording cut into shooting segments (host arrays).
+
+    ``recording [S]`` and ``begin [S]`` (grid index where the simulation starts); ``measured
+    [S, m+1, n_joints]`` angles [rad]; ``weights [S, m+1]`` (1 where a sample is scored, 0 in
+    the lead and at unobserved steps); ``inputs [S, m, n_inputs]``; ``dt`` the grid step [s].
+    """
+
+    recording: np.ndarray
+    begin: np.ndarray
+    measured: np.ndarray
+    weights: np.ndarray
+    inputs: np.ndarray
+    dt: float
+
+
+@dataclass(frozen=True)
+class ShootingResult:
+    """The refined free parameters (scalars), their statistics and the solver's effort.
+
+    ``cost`` is the mean squared angle error per scored sample [rad²]; ``covariance`` is over
+    ``names`` in order.
+    """
+
+    names: tuple[str, ...]
+    values: dict[str, float]
+    std: dict[str, float]
+    covariance: np.ndarray
+    cost: float
+    initial_cost: float
+    iterations: int
+    converged: bool
+    segments: int
+    solve_time_s: float
+    compile_time_s: float
+
+
+def segments_of(grids: Sequence, segment_s: float, lead_s: float) -> Segments:
+    """Cut recordings on a common grid into segments of ``lead_s + segment_s`` [s]."""
+    dt = float(grids[0].dt)
+    lead, length = int(round(lead_s / dt)), max(1, int(round(segment_s / dt)))
+    parts = {"recording": [], "begin": [], "measured": [], "weights": [], "inputs": []}
+    for index, grid in enumerate(grids):
+        count = (grid.num_steps - 1 - lead) // length
+        for segment in range(count):
+            begin = segment * length
+            window = slice(begin, begin + lead + length + 1)
+            weights = np.asarray(grid.observed[window], dtype=float).copy()
+            weights[:lead] = 0.0
+            parts["recording"].append(index)
+            parts["begin"].append(begin)
+            parts["measured"].append(np.asarray(grid.measured_angles[window]))
+            parts["weights"].append(weights)
+            parts["inputs"].append(np.asarray(grid.inputs[begin:begin + lead + length]))
+    if not parts["begin"]:
+        raise ValueError(f"the recordings are shorter than one shooting segment "
+                         f"({lead_s + segment_s:g} s)")
+    return Segments(**{key: np.stack(value) for key, value in parts.items()}, dt=dt)
+
+
+def _segment_residuals(rig: Rig, names: tuple[str, ...], h: float, substeps: int, fixed,
+                       joint_state, free_values, measured, weights, inputs):
+    """Weighted wrapped angle errors ``[(m+1)·n_joints]`` [rad] of one simulated segment.
+
+    Simulated from ``joint_state = (angles, rates)`` with the free values ``[p]`` (SPOOK step
+    ``h``, ``substeps`` per grid step).
+    """
+    values = {**fixed, **{name: free_values[i] for i, name in enumerate(names)}}
+    system = rig.build(parameter_arrays(values))
+    joints = joint_state.shape[0] // 2
+    start = states_from_joints(system, joint_state[:joints], joint_state[joints:])
+    states, _ = rollout(system, start, h, inputs.shape[0], lambda k, _: inputs[k], substeps)
+    angles = jax.vmap(lambda state: joint_angles(system, state))(states)
+    error = jnp.angle(jnp.exp(1j * (angles - measured)))
+    return (error * weights[:, None]).reshape(-1)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2, 3))
+def _linearize(rig, names, h, substeps, fixed, joint_states, free_values, measured, weights,
+               inputs):
+    """Residuals and their Jacobians in each segment's state and in the free values."""
+    def one(segment):
+        joint_state, y, w, u = segment
+
+        def residual(state, values):
+            return _segment_residuals(rig, names, h, substeps, fixed, state, values, y, w, u)
+
+        jac_state, jac_values = jax.jacfwd(residual, argnums=(0, 1))(joint_state, free_values)
+        return residual(joint_state, free_values), jac_state, jac_values
+
+    # lax.map, not vmap: the stepper's small LAPACK solves must not be batched on the CPU.
+    return jax.lax.map(one, (joint_states, measured, weights, inputs))
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2, 3))
+def _residuals(rig, names, h, substeps, fixed, joint_states, free_values, measured, weights,
+               inputs):
+    def one(segment):
+        joint_state, y, w, u = segment
+        return _segment_residuals(rig, names, h, substeps, fixed, joint_state, free_values, y,
+                                  w, u)
+
+    return jax.lax.map(one, (joint_states, measured, weights, inputs))
+
+
+def _bounded_step(schur, rhs, values, scale, lower, upper):
+    """The scaled parameter step: ``schur δ = rhs`` inside the box.
+
+    A parameter whose step would leave the box is fixed at that bound and the rest re-solved.
+    """
+    step = np.zeros_like(values)
+    free = np.ones(values.shape[0], dtype=bool)
+    for _ in range(values.shape[0] + 1):
+        pinned = ~free
+        step[pinned] = (np.clip(values + step * scale, lower, upper)[pinned]
+                        - values[pinned]) / scale[pinned]
+        if free.any():
+            reduced = rhs[free] - schur[np.ix_(free, pinned)] @ step[pinned]
+            step[free] = np.linalg.solve(schur[np.ix_(free, free)], reduced)
+        crossing = free & ((values + step * scale < lower) | (values + step * scale > upper))
+        if not crossing.any():
+            break
+        free &= ~crossing
+    return step
+
+
+_EXECUTABLES: dict = {}  # (static structure, argument shapes) → compiled (linearize, residuals)
+
+
+def _compiled(static, fixed, starts, values, data):
+    """The compiled linearisation and residuals for this structure and these shapes (cached)."""
+    arguments = (fixed, starts, values, *data)
+    leaves, tree = jax.tree_util.tree_flatten(arguments)
+    key = (static, tree, tuple(np.shape(leaf) for leaf in leaves))
+    if key not in _EXECUTABLES:
+        _EXECUTABLES[key] = (_linearize.lower(*static, *arguments).compile(),
+                             _residuals.lower(*static, *arguments).compile())
+    return _EXECUTABLES[key]
+
+
+def refine_by_simulation(rig: Rig, parameters: dict, names: Sequence[str], lower: dict,
+                         upper: dict, grids: Sequence, joint_motion: Sequence,
+                         simulation_dt: float, settings: ShootingSettings = ShootingSettings(),
+                         progress: Callable[[int, float, dict], None] | None = None
+                         ) -> ShootingResult:
+    """Fit the scalar parameters ``names`` by multiple shooting on ``rig``'s simulator.
+
+    ``parameters``: every value (the free ones: the start, e.g. the consistent fit);
+    ``grids``: the recordings on the grid (one step for all); ``joint_motion``: per recording
+    ``(angles [n, j], rates [n, j])`` on that grid, the start of each segment's state;
+    ``simulation_dt`` [s]: the simulator's step (rounded to divide the grid step).
+    ``progress(iteration, cost, values)`` after each accepted iterate.
+    """
+    names = tuple(names)
+    for name in names:
+        if np.size(parameters[name]) != 1:
+            raise ValueError(f"the simulation refinement fits scalar parameters only, not "
+                             f"{name}")
+    segments = segments_of(grids, settings.segment_s, settings.lead_s)
+    substeps = max(1, int(round(segments.dt / simulation_dt)))
+    h = segments.dt / substeps
+    fixed = {name: jnp.asarray(value, dtype=jnp.float64) for name, value in parameters.items()
+             if name not in names}
+    starts = np.stack([np.concatenate([joint_motion[r][0][b], joint_motion[r][1][b]])
+                       for r, b in zip(segments.recording, segments.begin, strict=True)])
+    values = np.array([float(np.ravel(parameters[name])[0]) for name in names])
+    low = np.array([lower[name] for name in names], dtype=float)
+    high = np.array([upper[name] for name in names], dtype=float)
+    data = (segments.measured, segments.weights, segments.inputs)
+    static = (rig, names, h, substeps)
+    scored = float(np.sum(segments.weights) * segments.measured.shape[-1])
+
+    started = time.perf_counter()
+    linearize, residuals = _compiled(static, fixed, starts, values, data)
+    compile_time = time.perf_counter() - started
+    started = time.perf_counter()
+
+    def cost_of(states, free_values):
+        return float(np.sum(np.asarray(residuals(fixed, states, free_values, *data)) ** 2))
+
+    damping, iterations, converged = 1e-3, 0, False
+    residual, jac_state, jac_values = (np.asarray(a) for a in linearize(
+        fixed, starts, values, *data))
+    cost = initial_cost = float(np.sum(residual ** 2))
+    # Each parameter in units of its first sensitivity (Jacobi scaling): a value at 0 or at a
+    # bound keeps a well-scaled column.
+    column_norms = np.sqrt(np.einsum("sri,sri->i", jac_values, jac_values))
+    scale = np.where(column_norms > 0, 1.0 / np.where(column_norms > 0, column_norms, 1.0), 1.0)
+    for _ in range(settings.max_iterations):
+        scaled = jac_values * scale
+        h_ss = np.einsum("sri,srj->sij", jac_state, jac_state)
+        h_sv = np.einsum("sri,srj->sij", jac_state, scaled)
+        h_vv = np.einsum("sri,srj->ij", scaled, scaled)
+        g_s = np.einsum("sri,sr->si", jac_state, residual)
+        g_v = np.einsum("sri,sr->i", scaled, residual)
+        accepted = False
+        while damping < 1e10:
+            damped = h_ss + damping * (np.einsum("sii->si", h_ss)[:, :, None]
+                                       * np.eye(h_ss.shape[-1]))
+            inverse = np.linalg.inv(damped)
+            schur = (h_vv + damping * np.diag(np.diag(h_vv))
+                     - np.einsum("sji,sjk,skl->il", h_sv, inverse, h_sv))
+            rhs = -g_v + np.einsum("sji,sjk,sk->i", h_sv, inverse, g_s)
+            step = _bounded_step(schur, rhs, values, scale, low, high)
+            state_step = -np.einsum("sij,sj->si", inverse, g_s + h_sv @ step)
+            trial_values = np.clip(values + step * scale, low, high)
+            trial_cost = cost_of(starts + state_step, trial_values)
+            if trial_cost < cost:
+                accepted = True
+                break
+            damping *= 4.0
+        if not accepted:
+            converged = True  # no descent left at any damping: a minimum
+            break
+        starts, values, previous, cost = starts + state_step, trial_values, cost, trial_cost
+        damping = max(damping / 3.0, 1e-12)
+        iterations += 1
+        if progress is not None:
+            progress(iterations, cost / scored, dict(zip(names, values.tolist(), strict=True)))
+        residual, jac_state, jac_values = (np.asarray(a) for a in linearize(
+            fixed, starts, values, *data))
+        if previous - cost <= settings.relative_tolerance * cost:
+            converged = True
+            break
+
+    # Linearised covariance (Gauss–Newton, undamped), scaled by the residual variance.
+    scaled = jac_values * scale
+    h_ss = np.einsum("sri,srj->sij", jac_state, jac_state)
+    h_sv = np.einsum("sri,srj->sij", jac_state, scaled)
+    schur = (np.einsum("sri,srj->ij", scaled, scaled)
+             - np.einsum("sji,sjk,skl->il", h_sv, np.linalg.pinv(h_ss), h_sv))
+    dof = max(scored - starts.size - values.size, 1.0)
+    covariance = np.linalg.pinv(schur) * (cost / dof) * np.outer(scale, scale)
+    std = np.sqrt(np.maximum(np.diag(covariance), 0.0))
+    return ShootingResult(
+        names=names, values=dict(zip(names, values.tolist(), strict=True)),
+        std=dict(zip(names, std.tolist(), strict=True)), covariance=covariance, cost=cost / scored,
+        initial_cost=initial_cost / scored, iterations=iterations, converged=converged,
+        segments=int(starts.shape[0]), solve_time_s=time.perf_counter() - started,
+        compile_time_s=compile_time)
