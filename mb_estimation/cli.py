@@ -285,7 +285,7 @@ def _build_parser() -> argparse.ArgumentParser:
         "defaults)",
         description="Simulate a 10 s swing-up with config furuta_synthetic (Table G.5 as the "
         "paper simulated it: hinge compliance 1e-6, step 1e-4 s, noise 0.001 rad) recorded at "
-        "200 Hz, then estimate the 13 parameters of paper §4.6 through the consistent path "
+        "500 Hz, then estimate the 13 parameters of paper §4.6 through the consistent path "
         "from Table 1's initial values, print truth vs estimate ± std and write "
         "DIR/report.html.")
     demo.add_argument("--output", default="mb_estimation_demo", metavar="DIR",
@@ -706,7 +706,7 @@ def _replay(args) -> int:
     return _play(args, bag_messages(args.bag, loop=args.loop), speed=args.rate)
 
 
-DEMO_RATE_HZ = 200.0  # the demo's sample rate [Hz]
+DEMO_RATE_HZ = 500.0  # the demo's sample rate [Hz]
 
 
 def _demo(args) -> int:
@@ -717,7 +717,7 @@ def _demo(args) -> int:
     bag = output / "swingup_bag"
     initial = load_config("furuta")
     # Table G.5 as the paper simulated it (stiff, damped hinges, ε = 1e-6, step 1e-4 s),
-    # recorded at 200 Hz: data the estimator's model did not produce, as from a rig. The
+    # recorded at 500 Hz: data the estimator's model did not produce, as from a rig. The
     # consistent path (the default) recovers the excited parameters from it; the paper's single
     # fit would give shadow values of its own step (benchmarks/RESULTS.md).
     truth = load_config("furuta_synthetic")
