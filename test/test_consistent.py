@@ -189,6 +189,24 @@ def test_a_fine_grid_observes_each_sample_once():
     assert prepare_recording(recording, 2e-3, 10.0).observed.all()
 
 
+def _assert_recovered(result, truth, friction_tolerance=None):
+    """The issue's tolerances on the four free parameters.
+
+    J_Azz, J_Byy within 2 %; excited frictions within ``friction_tolerance`` (relative, when
+    given); every excited estimate within max(3 std, 0.5 %) of the truth.
+    """
+    for name in FREE:
+        value, target = float(result.parameters[name]), float(truth.parameters[name])
+        std = float(result.std[name][0])
+        if name in ("J_Azz", "J_Byy"):
+            assert abs(value / target - 1) < 0.02, (name, value, target)
+        elif friction_tolerance is not None and result.excited[name]:
+            assert abs(value / target - 1) < friction_tolerance, (name, value, target)
+        if result.excited[name]:
+            assert abs(value - target) <= max(3 * std, 0.005 * target), (name, value, target,
+                                                                         std)
+
+
 def _fit(config, recording):
     start = apply_overrides(config, free=list(FREE), set_values=START)
     return calibrate_recordings(start, [recording])
@@ -206,14 +224,7 @@ def test_rigid_reference_recovered_with_stiff_hinges(truth, scenario):
     result = calibration.result
     assert result.converged, result.message
     assert [level.dt for level in result.refinement] == [0.002, 0.001]
-    for name in FREE:
-        value, target = float(result.parameters[name]), float(truth.parameters[name])
-        std = float(result.std[name][0])
-        if name in ("J_Azz", "J_Byy"):
-            assert abs(value / target - 1) < 0.02, (name, value, target)
-        if result.excited[name]:
-            assert abs(value - target) <= max(3 * std, 0.005 * target), (name, value, target,
-                                                                         std)
+    _assert_recovered(result, truth)
     assert all(row.settled for row in step_dependence(result)
                if row.name in ("J_Azz", "J_Byy"))
 
@@ -255,16 +266,7 @@ def test_rigid_reference_recovered_full_size(scenario, l2):
     recording = _rigid_recording(truth, scenario, 10.0)
     result = _fit(apply_overrides(truth, compliance=1e-8), recording).result
     assert result.converged, result.message
-    for name in FREE:
-        value, target = float(result.parameters[name]), float(truth.parameters[name])
-        std = float(result.std[name][0])
-        if name in ("J_Azz", "J_Byy"):
-            assert abs(value / target - 1) < 0.02, (name, value, target)
-        elif result.excited[name]:
-            assert abs(value / target - 1) < 0.3, (name, value, target)
-        if result.excited[name]:
-            assert abs(value - target) <= max(3 * std, 0.005 * target), (name, value, target,
-                                                                         std)
+    _assert_recovered(result, truth, friction_tolerance=0.3)
 
 
 def test_consistent_path_on_a_problem_factory(truth):
