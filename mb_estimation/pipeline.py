@@ -125,6 +125,13 @@ def calibrate_recordings(config: Config, recordings: Sequence[Recording], *,
             level_started(0, config.method.dt, estimation_problem(config, grids))
         return Calibration(calibrate(config, grids, estimate_parameters=estimate_parameters,
                                      progress=progress), grids)
+    simulation = (simulation_refinement(config)
+                  if config.method.simulation_refinement and estimate_parameters else None)
+    if simulation is not None:
+        vectors = [name for name in config.free if np.size(config.parameters[name]) != 1]
+        if vectors:  # say so before the long rigid fit, not after it
+            raise ValueError(f"the simulation refinement fits scalar parameters only; free "
+                             f"{', '.join(vectors)} is not (fix it or leave the refinement off)")
     steps = consistent_steps(config, recordings)
     if not estimate_parameters:
         steps = steps[-1:]
@@ -134,8 +141,6 @@ def calibrate_recordings(config: Config, recordings: Sequence[Recording], *,
         prepared[dt] = prepare(config, recordings, start_s=start_s, end_s=end_s, dt=dt)
         return estimation_problem(config, prepared[dt], estimate_parameters=estimate_parameters)
 
-    simulation = (simulation_refinement(config)
-                  if config.method.simulation_refinement and estimate_parameters else None)
     result = estimate_consistently(problem_at, steps, solver_settings(config), progress=progress,
                                    level_started=level_started, simulation=simulation,
                                    simulation_progress=simulation_progress)

@@ -77,3 +77,10 @@ def test_simulation_refinement_recovers_the_simulators_parameters():
     document = parameters_document(result, config.rig_spec, {})
     assert document["refinement"]["formulation"] == ["joint", "joint", "simulation"]
     assert document["parameters"]["J_Azz"]["value"] == float(result.parameters["J_Azz"])
+
+
+def test_simulation_refinement_refuses_a_free_quaternion_before_fitting():
+    config = apply_overrides(load_config("furuta_synthetic"), free=["J_Azz", "tilt"],
+                             simulation_refinement=True)
+    with pytest.raises(ValueError, match="scalar parameters only; free tilt"):
+        calibrate_recordings(config, [])
