@@ -39,9 +39,10 @@ from mb_estimation.multibody.system import (
     Multibody,
     applied_forces,
     hinge_rate,
+    kinetic_energy,
     mass_times,
+    potential_energy,
     states_from_joints,
-    world_inertia_times,
 )
 from mb_estimation.numerics import jax
 
@@ -65,25 +66,14 @@ class JointStates:
         return jax.tree_util.tree_map(lambda a: a[index], self)
 
 
-def potential_energy(system: Multibody, state: BodyStates):
-    """Gravitational potential ``-Σ m g·r`` [J] (zero at the world origin)."""
-    return -jnp.sum(system.bodies.mass * (state.position @ system.gravity))
-
-
 def lagrangian(system: Multibody, angles, rates):
     """``L = T - V`` [J] of the rigid tree at joint angles [rad] and rates [rad/s] (2.3).
 
-    The kinetic energy includes each motor shaft's ``½ J_shaft θ̇²`` (F.3); it is
-    :func:`~mb_estimation.multibody.system.rigid_body_energy` with the joint rates known.
+    The energies of the body states :func:`states_from_joints` builds (motor shafts' ``½
+    J_shaft θ̇²`` included, F.3).
     """
     state = states_from_joints(system, angles, rates)
-    omega = state.angular_velocity
-    kinetic = 0.5 * jnp.sum(system.bodies.mass * jnp.sum(state.linear_velocity**2, axis=-1))
-    kinetic += 0.5 * jnp.sum(omega * world_inertia_times(system, state.orientation, omega))
-    for index, hinge in enumerate(system.hinges):
-        if hinge.has_motor:
-            kinetic += 0.5 * hinge.shaft_inertia * rates[index] ** 2
-    return kinetic - potential_energy(system, state)
+    return kinetic_energy(system, state) - potential_energy(system, state)
 
 
 def joint_momenta(system: Multibody, angles, rates):

@@ -151,12 +151,10 @@ def applied_forces(system: Multibody, state: BodyStates):
     return jnp.concatenate([gravity, gyroscopic], axis=-1).reshape(-1)
 
 
-def rigid_body_energy(system: Multibody, state: BodyStates):
-    """Kinetic plus gravitational potential energy [J] (zero potential at the world origin).
+def kinetic_energy(system: Multibody, state: BodyStates):
+    """Kinetic energy [J] of the bodies and of each motor shaft, ``½ J_shaft θ̇²`` (F.3).
 
-    The kinetic part includes each motor shaft's ``½ J_shaft θ̇²`` (F.3): the shaft inertia is
-    part of the model although it belongs to no body. The energy stored in compliant
-    constraints is not included (:func:`mb_estimation.multibody.energy` adds it).
+    The shaft inertia is part of the model although it belongs to no body.
     """
     omega = state.angular_velocity
     kinetic = 0.5 * jnp.sum(system.bodies.mass * jnp.sum(state.linear_velocity**2, axis=-1))
@@ -164,8 +162,21 @@ def rigid_body_energy(system: Multibody, state: BodyStates):
     for hinge in system.hinges:
         if hinge.has_motor:
             kinetic += 0.5 * hinge.shaft_inertia * hinge_rate(hinge, state) ** 2
-    potential = -jnp.sum(system.bodies.mass * (state.position @ system.gravity))
-    return kinetic + potential
+    return kinetic
+
+
+def potential_energy(system: Multibody, state: BodyStates):
+    """Gravitational potential energy ``-Σ m g·r`` [J] (zero at the world origin)."""
+    return -jnp.sum(system.bodies.mass * (state.position @ system.gravity))
+
+
+def rigid_body_energy(system: Multibody, state: BodyStates):
+    """Kinetic plus gravitational potential energy [J].
+
+    The energy stored in compliant constraints is not included
+    (:func:`mb_estimation.multibody.energy` adds it).
+    """
+    return kinetic_energy(system, state) + potential_energy(system, state)
 
 
 def _body_pose(state: BodyStates, index: int):
