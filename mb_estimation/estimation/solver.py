@@ -183,25 +183,33 @@ def _first_state(states):
     return jax.tree_util.tree_map(lambda a: a[0], states)
 
 
-def _linearization(compiler, structure, fixed, free_values, states, data: StepData):
-    """:class:`Linearization` of one recording, its transitions evaluated chunk by chunk."""
-    first = compiler(first_jacobians, structure, fixed, free_values, _first_state(states),
+def _in_chunks(compiler, first_function, transition_function, structure, fixed, free_values,
+               states, data: StepData):
+    """Block 0 by ``first_function`` and the transitions by ``transition_function``.
+
+    The transitions go chunk by chunk; their outputs (a tuple or one array) are concatenated
+    and cut to the recording's length.
+    """
+    first = compiler(first_function, structure, fixed, free_values, _first_state(states),
                      data.measured_angles[0], data.observed[0], data.dt, data.sqrt_kappa)
     chunks, count = _transition_chunks(states, data, CHUNK_TRANSITIONS)
-    parts = [compiler(transition_jacobians, structure, fixed, free_values, *chunk, data.dt,
+    parts = [compiler(transition_function, structure, fixed, free_values, *chunk, data.dt,
                       data.sqrt_kappa) for chunk in chunks]
-    transitions = tuple(jnp.concatenate([part[i] for part in parts])[:count] for i in range(4))
-    return assemble_linearization(first, transitions)
+    transitions = jax.tree_util.tree_map(lambda *pieces: jnp.concatenate(pieces)[:count], *parts)
+    return first, transitions
+
+
+def _linearization(compiler, structure, fixed, free_values, states, data: StepData):
+    """:class:`Linearization` of one recording, its transitions evaluated chunk by chunk."""
+    return assemble_linearization(*_in_chunks(compiler, first_jacobians, transition_jacobians,
+                                              structure, fixed, free_values, states, data))
 
 
 def _residuals(compiler, structure, fixed, free_values, states, data: StepData):
     """All residual blocks ``[n, m]`` of one recording, chunk by chunk."""
-    first = compiler(initial_block, structure, fixed, free_values, _first_state(states),
-                     data.measured_angles[0], data.observed[0], data.dt, data.sqrt_kappa)
-    chunks, count = _transition_chunks(states, data, CHUNK_TRANSITIONS)
-    parts = [compiler(transition_residuals, structure, fixed, free_values, *chunk, data.dt,
-                      data.sqrt_kappa) for chunk in chunks]
-    return jnp.concatenate([first[None], jnp.concatenate(parts)[:count]])
+    first, transitions = _in_chunks(compiler, initial_block, transition_residuals, structure,
+                                    fixed, free_values, states, data)
+    return jnp.concatenate([first[None], transitions])
 
 
 def _trial_states(structure, states, lin: Linearization, elimination, parameter_step):
