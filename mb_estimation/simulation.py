@@ -16,7 +16,6 @@ from mb_estimation.multibody import (
     joint_angles,
     joint_rates,
     rollout,
-    simulate,
     states_from_joints,
 )
 from mb_estimation.numerics import jax
@@ -152,13 +151,13 @@ class PredictionCheck:
 
 
 @functools.partial(jax.jit, static_argnames=("h", "substeps"))
-def _prediction_angles(system, initial: BodyStates, inputs, h: float, substeps: int):
-    """Joint angles ``[n, n_joints]`` from ``initial`` after each of ``n`` inputs ``[n, c]``.
+def _driven_angles(system, initial: BodyStates, inputs, h: float, substeps: int = 1):
+    """Joint angles ``[n+1, n_joints]`` of ``system`` driven open loop by ``inputs [n, c]``.
 
-    Each input is held for ``substeps`` SPOOK steps of ``h``.
+    From ``initial``; each input is held for ``substeps`` SPOOK steps of ``h``.
     """
     states, _ = rollout(system, initial, h, inputs.shape[0], lambda k, _: inputs[k], substeps)
-    return jax.vmap(lambda s: joint_angles(system, s))(states[1:])
+    return jax.vmap(lambda s: joint_angles(system, s))(states)
 
 
 def prediction_check(rig: Rig, values: Mapping[str, object], grid, estimate, *,
@@ -182,8 +181,8 @@ def prediction_check(rig: Rig, values: Mapping[str, object], grid, estimate, *,
         initial = BodyStates(*(jnp.asarray(getattr(estimate, part)[start]) for part in (
             "position", "orientation", "linear_velocity", "angular_velocity")))
         inputs = jnp.asarray(grid.inputs[start:start + steps])
-        angles = np.asarray(_prediction_angles(system, initial, inputs, grid.dt / substeps,
-                                               substeps))
+        angles = np.asarray(_driven_angles(system, initial, inputs, grid.dt / substeps,
+                                           substeps))[1:]
         measured = grid.measured_angles[start + 1:start + 1 + steps]
         error = np.angle(np.exp(1j * (angles - measured)))
         observed = grid.observed[start + 1:start + 1 + steps] > 0
@@ -197,12 +196,6 @@ def prediction_check(rig: Rig, values: Mapping[str, object], grid, estimate, *,
                            starts=len(starts), simulation_dt=grid.dt / substeps)
 
 
-@functools.partial(jax.jit, static_argnames="h")
-def _open_loop_angles(system, initial: BodyStates, inputs, h: float):
-    """Joint angles ``[n+1, n_joints]`` of ``system`` driven open loop by ``inputs [n, c]``."""
-    return jax.vmap(lambda s: joint_angles(system, s))(simulate(system, initial, inputs, h))
-
-
 def open_loop_check(rig: Rig, values: Mapping[str, object], grid, initial: BodyStates,
                     first_s: float = 1.0) -> OpenLoopCheck:
     """Replay ``grid`` open loop: ``rig`` with parameter ``values``, from ``initial``.
@@ -212,8 +205,8 @@ def open_loop_check(rig: Rig, values: Mapping[str, object], grid, initial: BodyS
     Grid points without observation (gaps) are left out of the RMS.
     """
     system = rig.build(parameter_arrays(values))
-    simulated = np.unwrap(np.asarray(_open_loop_angles(system, initial,
-                                                       jnp.asarray(grid.inputs), grid.dt)),
+    simulated = np.unwrap(np.asarray(_driven_angles(system, initial,
+                                                    jnp.asarray(grid.inputs), grid.dt)),
                           axis=0)  # multi-turn, like the recording
     simulated = simulated + np.round((grid.measured_angles[0] - simulated[0]) / (2 * np.pi)) \
         * 2 * np.pi  # same turn as the recording at the start
