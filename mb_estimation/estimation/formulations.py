@@ -63,11 +63,6 @@ class MaximalCoordinates:
                                 velocity.reshape(rows, -1, 6)], axis=-1).reshape(rows, -1)
 
     @staticmethod
-    def impulse_rows(num_bodies: int, num_joints: int) -> int:
-        """Impulse residual rows per step: ``Δp_u`` and ``Δp_q``, 6 per body each."""
-        return 12 * num_bodies
-
-    @staticmethod
     def initial_residual(system, state: BodyStates, dt):
         """(3.16)-(3.17) as impulses."""
         return initial_state_residual(system, state, dt)
@@ -134,11 +129,6 @@ class JointCoordinates:
     def tangent_columns(configuration, velocity):
         """``[δθ, δθ̇]``."""
         return jnp.concatenate([configuration, velocity], axis=-1)
-
-    @staticmethod
-    def impulse_rows(num_bodies: int, num_joints: int) -> int:
-        """The two momentum residuals per joint of :func:`variational_residuals`."""
-        return 2 * num_joints
 
     @staticmethod
     def initial_residual(system, state: JointStates, dt):
