@@ -23,16 +23,16 @@ def _scalar_or_list(value):
     return _plain(array) if array.size > 1 else float(array.ravel()[0])
 
 
-def refinement_document(result: EstimationResult) -> dict | None:
+def refinement_document(result: EstimationResult, dependence: dict) -> dict | None:
     """The consistent path's levels for parameters.yaml: steps, costs and each free value.
 
     ``parameters.<name>``: ``values`` and ``std`` per level (coarse to fine), ``change`` over
-    the last two levels and ``settled`` (moved by at most its standard deviation).
+    the last two levels and ``settled`` (moved by at most its standard deviation), from
+    ``dependence`` (:func:`step_dependence` by name).
     """
     if not result.refinement:
         return None
     levels = result.refinement
-    dependence = {row.name: row for row in step_dependence(result)}
     parameters = {}
     for name in result.free:
         entry = {"values": [_scalar_or_list(level.parameters[name]) for level in levels],
@@ -89,7 +89,7 @@ def parameters_document(result: EstimationResult, rig: RigSpec, method: dict,
     }
     document = {"rig": rig.name, "parameters": free, "fixed": fixed, "fit": fit,
                 "method": method}
-    refinement = refinement_document(result)
+    refinement = refinement_document(result, dependence)
     if refinement is not None:
         document["refinement"] = refinement
     if predictions:
