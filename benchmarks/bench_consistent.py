@@ -171,7 +171,12 @@ def part_recovery(args) -> None:
             for estimator in args.estimators.split(","):
                 outcome = fit(fit_config(args.data, l2, estimator=estimator), data)
                 cells, ok = errors(outcome, truth_of(l2))
-                print(f"| {scenario} | {l2} | {estimator} | {outcome.iterations} "
+                shooting = [level for level in outcome.levels
+                            if level.formulation == "simulation"]
+                segments = (f" (segments {shooting[-1].segment_s:g} s of "
+                            f"{', '.join(f'{s:g}' for s in shooting[-1].segments_tried)})"
+                            if shooting else "")
+                print(f"| {scenario} | {l2} | {estimator}{segments} | {outcome.iterations} "
                       f"({outcome.status}) | {cells} | {'yes' if ok else 'no'} | "
                       f"{outcome.prediction[0]:.3g}, {outcome.prediction[1]:.3g} | "
                       f"{outcome.solve_s:.1f} |", flush=True)

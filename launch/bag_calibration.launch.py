@@ -5,22 +5,28 @@ leaves the fused estimate in ``output`` as ``calibrate`` would (``parameters.yam
 ``ros_parameters.yaml``, see ``write_fused`` in ``mb_estimation/transport/ros_node.py``):
 
 1. the node starts and warms up; when it logs that it is ready (``READY_MARKER``), the bag is
-   played: ``ros2 bag play <bag> --clock 1000 --rate <rate>`` (``/clock`` at 1 kHz, so that the
-   voltage messages, which carry no stamp, are stamped to the millisecond in sim time);
+   played by the ``player``: ``rosbag2`` (default) runs ``ros2 bag play <bag> --clock 1000
+   --rate <rate>`` and the node runs on that sim time; ``mb_estimation`` runs the package's own
+   rclpy player, ``mb-estimation replay <bag> --transport ros --rate <rate>`` (header stamps
+   kept; no ``/clock``, so the node keeps the system time -- the windows are cut on the joint
+   states' stamps either way), for machines without rosbag2;
 2. after each accepted window the node rewrites the files in ``output`` (its ``output_dir``);
 3. when the bag has been played, ``~/calibrate_now`` is called (one more window over the newest
-   buffered data), and after a short grace period the launch shuts down: the node first
+   buffered data; :func:`~mb_estimation.transport.ros_node.call_trigger`, which needs no ``ros2``
+   command line), and after a short grace period the launch shuts down: the node first
    estimates the windows already cut (``DRAIN_TIMEOUT_S``), writes the files once more and exits.
 
 If the node exits on its own (a bad configuration), the launch shuts down too.
 
 Launch arguments: ``bag`` (required: a bag folder or ``.db3``/``.mcap`` file), ``config``
 (default: the installed ``share/mb_estimation/config/furuta.yaml``; its ``recording`` topics
-must be the bag's), ``rate`` (playback speed, default 1.0) and ``output`` (default
-``./mb_estimation_calibration``, relative to where the launch was started).
+must be the bag's), ``rate`` (playback speed, default 1.0), ``output`` (default
+``./mb_estimation_calibration``, relative to where the launch was started) and ``player``
+(``rosbag2`` or ``mb_estimation``).
 """
 
 import os
+import sys
 
 from ament_index_python.packages import get_package_share_directory
 from launch.actions import (
@@ -47,8 +53,24 @@ CLOCK_HZ = "1000"
 GRACE_S = 2.0  # after ~/calibrate_now answered, before the shutdown
 
 
+PLAYERS = ("rosbag2", "mb_estimation")
+
+
+def _player(context):
+    """The bag player's command, and whether the node runs on its /clock."""
+    player = LaunchConfiguration("player").perform(context)
+    bag, rate = (LaunchConfiguration(name).perform(context) for name in ("bag", "rate"))
+    if player == "rosbag2":
+        return ["ros2", "bag", "play", bag, "--clock", CLOCK_HZ, "--rate", rate], True
+    if player == "mb_estimation":
+        return [sys.executable, "-m", "mb_estimation.cli", "replay", bag, "--transport", "ros",
+                "--rate", rate], False
+    raise ValueError(f"player:={player}: expected one of {', '.join(PLAYERS)}")
+
+
 def _calibration(context):
     output = os.path.abspath(os.path.expanduser(LaunchConfiguration("output").perform(context)))
+    player, sim_time = _player(context)
     node = Node(
         package=PACKAGE,
         executable="estimator_node",
@@ -57,19 +79,15 @@ def _calibration(context):
         parameters=[{
             "config": ParameterValue(LaunchConfiguration("config"), value_type=str),
             "output_dir": output,
-            "use_sim_time": True,
+            "use_sim_time": sim_time,
         }],
         # the node drains its cut windows on SIGINT before writing the final files
         sigterm_timeout=str(int(DRAIN_TIMEOUT_S) + 30),
     )
-    bag_play = ExecuteProcess(
-        cmd=["ros2", "bag", "play", LaunchConfiguration("bag"), "--clock", CLOCK_HZ,
-             "--rate", LaunchConfiguration("rate")],
-        name="bag_play",
-        output="screen",
-    )
+    bag_play = ExecuteProcess(cmd=player, name="bag_play", output="screen")
     calibrate_now = ExecuteProcess(
-        cmd=["ros2", "service", "call", f"/{NODE_NAME}/calibrate_now", "std_srvs/srv/Trigger"],
+        cmd=[sys.executable, "-c", "import sys; from mb_estimation.transport.ros_node import "
+             "call_trigger; sys.exit(call_trigger())", f"/{NODE_NAME}/calibrate_now"],
         name="calibrate_now",
         output="screen",
     )
@@ -114,5 +132,9 @@ def generate_launch_description():
         DeclareLaunchArgument(
             "output", default_value="./mb_estimation_calibration",
             description="folder for parameters.yaml and ros_parameters.yaml"),
+        DeclareLaunchArgument(
+            "player", default_value="rosbag2", choices=list(PLAYERS),
+            description="rosbag2: ros2 bag play --clock; mb_estimation: the package's own "
+                        "rclpy replay (no rosbag2 needed)"),
         OpaqueFunction(function=_calibration),
     ])

@@ -16,8 +16,8 @@ COMPLIANCE_HELP = "set every hinge compliance (linear and rotational) to EPS"
 # Bags start at this wall-clock time [s since the Unix epoch]: a stamp of 0 means "unset" to
 # many ROS tools.
 SIMULATED_START_TIME_S = 1_700_000_000
-# rig-sim waits this long [s] for a subscriber on each of its topics before publishing (as the
-# ROS player does).
+# rig-sim and replay wait this long [s] for a subscriber on each of their topics before
+# publishing, so that the first messages are not lost to discovery.
 SUBSCRIBER_WAIT_S = 2.0
 
 
@@ -326,8 +326,8 @@ def _ros_transport(args):
     try:
         import rclpy  # noqa: F401
     except ImportError:
-        raise UserError("--transport ros needs rclpy: source a ROS 2 installation, or use "
-                        "--transport dds") from None
+        raise UserError("--transport ros needs rclpy: source a ROS 2 installation or "
+                        "pip install 'mb_estimation[ros]', or use --transport dds") from None
     if args.domain_id is not None:
         os.environ["ROS_DOMAIN_ID"] = str(args.domain_id)
     from mb_estimation.transport import ros_node
@@ -418,8 +418,8 @@ def _level_started(args, config):
     def show_level(index, dt, problem):
         if index == levels:
             print(f"refining the parameters through the simulator (step {dt:g} s, multiple "
-                  f"shooting over {config.method.simulation_segment_s:g} s segments)",
-                  flush=True)
+                  f"shooting over segments of {config.method.simulation_segment_s:g} s, "
+                  "lengthened while the simulator follows the data)", flush=True)
             return
         steps = sum(g.num_steps for g in problem.recordings)
         print(f"calibrating {free} of {len(problem.recordings)} recording(s), consistent "
@@ -698,12 +698,14 @@ def _rig_sim(args) -> int:
 
 
 def _replay(args) -> int:
-    from mb_estimation.transport.players import bag_messages
+    from mb_estimation.transport.players import bag_messages, bag_topics
 
     _check_bags([args.bag])
     if args.rate < 0:
         raise UserError(f"--rate must be non-negative, got {args.rate}")
-    return _play(args, bag_messages(args.bag, loop=args.loop), speed=args.rate)
+    # publishers first, waiting for subscribers: the first messages are not lost to discovery
+    return _play(args, bag_messages(args.bag, loop=args.loop), speed=args.rate,
+                 topics=bag_topics(args.bag))
 
 
 DEMO_RATE_HZ = 500.0  # the demo's sample rate [Hz]
@@ -800,38 +802,13 @@ def _simulate(args) -> int:
     return 0
 
 
-CACHE_ENVIRONMENT_VARIABLE = "MB_ESTIMATION_CACHE_DIR"
-
-
-def compilation_cache_dir() -> Path | None:
-    """Where compiled XLA code is kept between runs, or None when switched off.
-
-    ``$MB_ESTIMATION_CACHE_DIR`` if set (empty: off), else ``$XDG_CACHE_HOME/mb_estimation/xla``
-    (``~/.cache/mb_estimation/xla``). Compiling the estimator for a recording length takes
-    tens of seconds; with the cache a second run on recordings of the same lengths skips it.
-    """
-    configured = os.environ.get(CACHE_ENVIRONMENT_VARIABLE)
-    if configured is not None:
-        return Path(configured) if configured.strip() else None
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "mb_estimation" / "xla"
-
-
-def _enable_compilation_cache() -> None:
-    directory = compilation_cache_dir()
-    if directory is None:
-        return
-    from mb_estimation.numerics import jax
-
-    jax.config.update("jax_compilation_cache_dir", str(directory))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``mb-estimation``; returns the exit status."""
     parser = _build_parser()
     args = parser.parse_args(argv)
-    _enable_compilation_cache()
+    from mb_estimation.numerics import enable_compilation_cache
+
+    enable_compilation_cache()
     from mb_estimation.io.bags import BagError
     from mb_estimation.io.config import ConfigError
 

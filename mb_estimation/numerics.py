@@ -1,11 +1,41 @@
-"""JAX set-up shared by the numerical core: float64 everywhere.
+"""JAX set-up shared by the numerical core: float64 everywhere, and the compiled-code cache.
 
 Every core module imports ``jax`` through here so that ``jax_enable_x64`` is switched on before
-the first array is made.
+the first array is made. Every entry point (``mb-estimation``, ``estimator_node``) calls
+:func:`enable_compilation_cache` before its first compilation.
 """
+
+import os
+from pathlib import Path
 
 import jax
 
 jax.config.update("jax_enable_x64", True)
 
-__all__ = ["jax"]
+CACHE_ENVIRONMENT_VARIABLE = "MB_ESTIMATION_CACHE_DIR"
+
+__all__ = ["CACHE_ENVIRONMENT_VARIABLE", "compilation_cache_dir", "enable_compilation_cache",
+           "jax"]
+
+
+def compilation_cache_dir() -> Path | None:
+    """Where compiled XLA code is kept between runs, or None when switched off.
+
+    ``$MB_ESTIMATION_CACHE_DIR`` if set (empty: off), else ``$XDG_CACHE_HOME/mb_estimation/xla``
+    (``~/.cache/mb_estimation/xla``). Compiling the estimator for a recording length takes
+    tens of seconds; with the cache a second run on recordings of the same lengths skips it.
+    """
+    configured = os.environ.get(CACHE_ENVIRONMENT_VARIABLE)
+    if configured is not None:
+        return Path(configured) if configured.strip() else None
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "mb_estimation" / "xla"
+
+
+def enable_compilation_cache() -> Path | None:
+    """Keep compiled code in :func:`compilation_cache_dir` (if on); returns the folder."""
+    directory = compilation_cache_dir()
+    if directory is not None:
+        jax.config.update("jax_compilation_cache_dir", str(directory))
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+    return directory

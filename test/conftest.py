@@ -1,9 +1,19 @@
-"""Shared pytest fixtures."""
+"""Shared pytest fixtures; the whole session runs in a loopback-only network namespace.
+
+The namespace is entered first thing, while pytest has a single thread (see
+``loopback_namespace``): every rclpy and Cyclone DDS participant the tests start, in process or
+as a subprocess, can reach 127.0.0.1 only. Where it cannot be made, the tests that start rclpy
+skip with the reason (``ros_network``).
+"""
 
 import os
 from pathlib import Path
 
-import pytest
+import loopback_namespace  # pytest puts test/ on sys.path before importing this file
+
+NAMESPACE_ERROR = loopback_namespace.enter()
+
+import pytest  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA_DIR = REPO_ROOT.parent / "shared" / "data"
@@ -11,6 +21,23 @@ SHARED_DATA_DIR = REPO_ROOT.parent / "shared" / "data"
 # Commands run in-process by the tests keep no compiled code on disk (hermetic runs); compiled
 # functions are still shared within the session.
 os.environ["MB_ESTIMATION_CACHE_DIR"] = ""
+
+
+@pytest.fixture(scope="session")
+def ros_network() -> None:
+    """Skip unless this session runs in the loopback-only network namespace (rclpy tests)."""
+    if NAMESPACE_ERROR is not None:
+        pytest.skip(f"no loopback-only network namespace, so no rclpy: {NAMESPACE_ERROR}")
+
+
+@pytest.fixture(scope="session")
+def node_compile_cache(tmp_path_factory) -> str:
+    """One compile cache for the node processes of the end-to-end tests.
+
+    They estimate the same rig and free set, so the second node starts from the first one's
+    compiled code.
+    """
+    return str(tmp_path_factory.mktemp("xla"))
 
 
 @pytest.fixture(scope="session")

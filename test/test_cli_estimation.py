@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import yaml
+from examples_loader import EXAMPLES, load_example
 
 from mb_estimation.cli import main
+from mb_estimation.io.results import read_parameters
 
 
 def test_calibrate_and_crossval_write_their_files(tmp_path, capsys):
@@ -27,6 +32,15 @@ def test_calibrate_and_crossval_write_their_files(tmp_path, capsys):
     assert prediction["lead_time_s"][-1] == 0.5 and len(prediction["rms_rad"][-1]) == 2
     report = (consistent / "report.html").read_text()
     assert "Refinement" in report and "prediction" in report
+    # examples/load_parameters.py (plain PyYAML) reads both files as the package does
+    example = load_example("load_parameters")
+    values = example.load_parameters(consistent)
+    assert values == read_parameters(consistent / "parameters.yaml")[1]
+    assert example.load_ros_parameters(consistent) == values
+    shown = subprocess.run([sys.executable, str(EXAMPLES / "load_parameters.py"),
+                            str(consistent)], capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith(f"J_Azz = {entry['value']} ± {entry['std']} kg m^2")
 
     # the paper's single fit, on request
     out = tmp_path / "fit"
@@ -99,7 +113,7 @@ def test_simulate_overwrite_replaces_its_own_output(tmp_path):
 
 
 def test_compilation_cache_dir_follows_the_environment(monkeypatch, tmp_path):
-    from mb_estimation.cli import compilation_cache_dir
+    from mb_estimation.numerics import compilation_cache_dir
 
     monkeypatch.setenv("MB_ESTIMATION_CACHE_DIR", str(tmp_path / "xla"))
     assert compilation_cache_dir() == tmp_path / "xla"

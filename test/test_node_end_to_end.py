@@ -13,14 +13,13 @@ and 5), which no window length or fusion can correct.
 
 import math
 import os
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from processes import Process, mb_estimation
 
 pytest.importorskip("cyclonedds")
 
@@ -40,10 +39,10 @@ NODE = ["node", "--config", CONFIG, "--free", "J_Azz,J_Byy,b1,b2",
 IN_MODEL_CLASS = ["--compliance", "1e-4", "--dt", "0.01"]
 
 @pytest.fixture(scope="module")
-def environment(tmp_path_factory):
-    """Loopback-only DDS and one compile cache for the node processes of this module."""
+def environment(node_compile_cache):
+    """Loopback-only DDS and one compile cache for the node processes."""
     env = dict(os.environ, CYCLONEDDS_URI=loopback_config(),
-               MB_ESTIMATION_CACHE_DIR=str(tmp_path_factory.mktemp("xla")))
+               MB_ESTIMATION_CACHE_DIR=node_compile_cache)
     env.pop("ROS_DOMAIN_ID", None)
     return env
 
@@ -51,42 +50,6 @@ def environment(tmp_path_factory):
 @pytest.fixture(autouse=True)
 def _loopback_only(dds_loopback):
     """Every test here keeps DDS on 127.0.0.1 (conftest.dds_loopback)."""
-
-
-class Process:
-    """``mb-estimation ARGS`` in the background, its output collected line by line."""
-
-    def __init__(self, args, env):
-        self.lines = []
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "mb_estimation.cli", *args, "--domain-id", str(DOMAIN)],
-            env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self):
-        for line in self.process.stdout:
-            self.lines.append(line.rstrip())
-
-    def wait_for(self, text, timeout):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if any(text in line for line in self.lines):
-                return
-            if self.process.poll() is not None:
-                break
-            time.sleep(0.1)
-        raise AssertionError(f"no {text!r} in the output:\n" + "\n".join(self.lines[-30:]))
-
-    def stop(self):
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-        self._reader.join(5)
-        return self.process.returncode
 
 
 class Listener:
@@ -139,11 +102,13 @@ def _run(publisher_args, environment, *, settle_s):
     """Start the node, then the publisher; wait until the fused estimate is within 5 %."""
     with DdsBus(DOMAIN) as bus:
         listener = Listener(bus)
-        node = Process([*NODE, "--duration", "400"], environment)
+        node = Process(mb_estimation(*NODE, "--duration", "400", "--domain-id", str(DOMAIN)),
+                       environment)
         publisher = None
         try:
             node.wait_for("ready after", 300)
-            publisher = Process(publisher_args, environment)
+            publisher = Process(mb_estimation(*publisher_args, "--domain-id", str(DOMAIN)),
+                                environment)
             deadline = time.monotonic() + settle_s
             fused = None
             while time.monotonic() < deadline:

@@ -76,6 +76,9 @@ def test_simulation_refinement_recovers_the_simulators_parameters():
             name, value, target, std)
     document = parameters_document(result, config.rig_spec, {})
     assert document["refinement"]["formulation"] == ["joint", "joint", "simulation"]
+    # 0.5 s segments, then 1 s (2 s and its lead do not fit into the 2 s recording)
+    assert document["refinement"]["shooting_segments_tried_s"] == [0.5, 1.0]
+    assert document["refinement"]["shooting_segment_s"] == final.segment_s in (0.5, 1.0)
     assert document["parameters"]["J_Azz"]["value"] == float(result.parameters["J_Azz"])
 
 

@@ -58,7 +58,8 @@ class RefinementLevel:
     ``parameters``/``std`` hold the free parameters only (tangent std for a quaternion).
     ``formulation``: ``joint`` (the rigid limit at step ``dt``, κ per step ``kappa``) or
     ``simulation`` (multiple shooting through the simulator at step ``dt``; ``kappa`` is nan
-    and ``cost`` the mean squared angle error per scored sample [rad²]).
+    and ``cost`` the mean squared angle error per scored sample [rad²]; ``segment_s`` the
+    accepted shooting segment length [s], ``segments_tried`` every length fitted).
     """
 
     dt: float
@@ -71,6 +72,8 @@ class RefinementLevel:
     solve_time_s: float
     compile_time_s: float
     formulation: str = "joint"
+    segment_s: float | None = None
+    segments_tried: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -193,7 +196,7 @@ def _refined_by_simulation(result: EstimationResult, problem: EstimationProblem,
         cost=refined.cost, iterations=refined.iterations,
         status="converged" if refined.converged else "max_iterations",
         solve_time_s=refined.solve_time_s, compile_time_s=refined.compile_time_s,
-        formulation="simulation")
+        formulation="simulation", segment_s=refined.segment_s, segments_tried=refined.tried)
     return dataclasses.replace(result, parameters=parameters, std=std, excited=excited,
                                covariance=refined.covariance), level
 

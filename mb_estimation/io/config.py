@@ -159,7 +159,8 @@ class MethodSettings:
     ``paper`` (the paper's single fit in maximal coordinates at step ``dt``).
     ``simulation_refinement`` (consistent only): a final multiple-shooting fit through the
     config's own simulator (its hinges, ``simulation.dt``), segments of
-    ``simulation_segment_s`` (estimation/shooting.py).
+    ``simulation_segment_s`` first, lengthened while the simulator follows the data
+    (estimation/shooting.py).
     """
 
     estimator: str = "consistent"  # consistent | paper
@@ -167,7 +168,7 @@ class MethodSettings:
     refinement_dt: float | None = None  # consistent: finest step [s]; None: the sample period
     refinement_levels: int = 2  # consistent: steps refinement_dt * 2^(levels-1) ... refinement_dt
     simulation_refinement: bool = False  # consistent: then fit through the config's simulator
-    simulation_segment_s: float = 1.0  # its shooting segments [s]
+    simulation_segment_s: float = 1.0  # its first shooting segments [s] (then up to 4 s)
     kappa: float = 100.0  # state error weight, Omega^-1 = kappa I (consistent: read at h = 0.01 s)
     filter_cutoff_hz: float = 10.0  # Butterworth cutoff for the initial states [Hz]
     max_iterations: int = 60  # Levenberg-Marquardt iteration limit

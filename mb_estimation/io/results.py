@@ -41,12 +41,17 @@ def refinement_document(result: EstimationResult, dependence: dict) -> dict | No
             entry["change"] = _scalar_or_list(dependence[name].change)
             entry["settled"] = dependence[name].settled
         parameters[name] = entry
-    return {"dt": [float(level.dt) for level in levels],
-            "formulation": [level.formulation for level in levels],
-            "kappa_per_step": [float(level.kappa) for level in levels],
-            "cost": [float(level.cost) for level in levels],
-            "iterations": [int(level.iterations) for level in levels],
-            "parameters": parameters}
+    document = {"dt": [float(level.dt) for level in levels],
+                "formulation": [level.formulation for level in levels],
+                "kappa_per_step": [float(level.kappa) for level in levels],
+                "cost": [float(level.cost) for level in levels],
+                "iterations": [int(level.iterations) for level in levels],
+                "parameters": parameters}
+    shooting = [level for level in levels if level.formulation == "simulation"]
+    if shooting:  # the simulation refinement's segments: accepted, and every length tried
+        document["shooting_segment_s"] = float(shooting[-1].segment_s)
+        document["shooting_segments_tried_s"] = [float(s) for s in shooting[-1].segments_tried]
+    return document
 
 
 def validation_document(predictions) -> dict:

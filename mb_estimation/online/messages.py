@@ -64,3 +64,15 @@ def diagnostic_values(snapshot: dict) -> list[tuple[str, str]]:
         value = snapshot[key]
         pairs.append((key, f"{value:.6g}" if isinstance(value, float) else str(value)))
     return pairs
+
+
+def read_parameter_matrix(labels: str, data) -> dict[str, tuple[float, float]]:
+    """``{name: (value, std)}`` of a parameter message: the reading side of parameter_matrix.
+
+    ``labels`` is the message's ``layout.dim[1].label``, ``data`` its 2n numbers. A standard
+    deviation of ``-1`` (not determined by the data) is returned as ``inf``.
+    """
+    names = labels.split(",")
+    matrix = np.reshape(np.asarray(data, dtype=np.float64), (2, len(names)))
+    return {name: (float(matrix[0, i]), float(matrix[1, i]) if matrix[1, i] >= 0 else np.inf)
+            for i, name in enumerate(names)}

@@ -57,6 +57,7 @@ __all__ = [
     "PlayStats",
     "TimedMessage",
     "bag_messages",
+    "bag_topics",
     "play",
     "rig_sim_messages",
     "rig_sim_topics",
@@ -359,6 +360,18 @@ def bag_messages(
         raise BagError(f"bag {summary.path} has no JointState, Float64 or Float64MultiArray "
                        f"messages to play: {summary.describe()}")
     return _bag_stream(summary.path, set(selected), loop)
+
+
+def bag_topics(path: str | Path) -> dict[str, str]:
+    """The topics :func:`bag_messages` plays from a bag, and their message kinds.
+
+    For a player to create its publishers (and wait for subscribers) before the first message.
+    """
+    from mb_estimation.io.bags import read_bag_summary
+
+    summary = read_bag_summary(path)
+    return {name: KIND_BY_ROS_TYPE[topic.msgtype] for name, topic in summary.topics.items()
+            if topic.msgtype in KIND_BY_ROS_TYPE and topic.message_count}
 
 
 def _bag_stream(path: Path, topics: set[str], loop: bool) -> Iterator[TimedMessage]:

@@ -109,6 +109,7 @@ __all__ = [
     "main",
     "parse_push_mapping",
     "ros_sink",
+    "call_trigger",
     "run_ros_player",
     "to_ros",
     "write_fused",
@@ -125,6 +126,11 @@ DRAIN_TIMEOUT_S = 120.0
 #: Standard deviation published for a direction the data does not determine (as on the topics).
 NOT_DETERMINED = -1.0
 SHADOW_DEPTH = 2000
+#: The input subscriptions queue this long a stall of the executor [s] at ``node.max_rate_hz``:
+#: a window's solve or shadow burst holds the interpreter for a fraction of a second, and a
+#: sensor-data queue of 5 would drop joint states meanwhile -- after which the voltage,
+#: stamped with the newest joint state, would be paired with the wrong sample.
+INPUT_QUEUE_S = 1.0
 _NS = 1_000_000_000
 _ESTIMATE_PREFIXES = ("estimate.", "estimate_std.")
 _JOINT_STATE_TYPE = "sensor_msgs/msg/JointState"
@@ -468,6 +474,38 @@ def run_ros_player(messages: Iterable[TimedMessage], rate: float = 1.0, *,
             _try_shutdown()
 
 
+def call_trigger(argv: list[str] | None = None) -> int:
+    """Call a std_srvs/Trigger service once: ``argv = [SERVICE]``, e.g. ``/mb_estimator/reset``.
+
+    What ``ros2 service call SERVICE std_srvs/srv/Trigger`` does, for machines with rclpy but
+    without the ``ros2`` command line (bag_calibration.launch.py uses it). Prints the response;
+    returns 0 when the service answered with success, 1 when it answered without, 2 when it
+    did not answer within 30 s.
+    """
+    import rclpy
+    from std_srvs.srv import Trigger
+
+    (service,) = sys.argv[1:] if argv is None else argv
+    rclpy.init()
+    node = rclpy.create_node("mb_estimation_trigger")
+    try:
+        client = node.create_client(Trigger, service)
+        if not client.wait_for_service(timeout_sec=30.0):
+            print(f"{service}: no such service after 30 s", file=sys.stderr)
+            return 2
+        future = client.call_async(Trigger.Request())
+        rclpy.spin_until_future_complete(node, future, timeout_sec=30.0)
+        if not future.done() or future.result() is None:
+            print(f"{service}: no response after 30 s", file=sys.stderr)
+            return 2
+        response = future.result()
+        print(f"{service}: success={response.success} message={response.message!r}")
+        return 0 if response.success else 1
+    finally:
+        node.destroy_node()
+        _try_shutdown()
+
+
 def _try_shutdown(context=None) -> None:
     import rclpy
 
@@ -495,7 +533,12 @@ def _make_node_class():
     from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
     from rclpy.node import Node
     from rclpy.parameter import Parameter
-    from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+    from rclpy.qos import (
+        DurabilityPolicy,
+        QoSProfile,
+        ReliabilityPolicy,
+        qos_profile_sensor_data,
+    )
     from sensor_msgs.msg import JointState
     from std_msgs.msg import Float64, Float64MultiArray
     from std_srvs.srv import Trigger
@@ -772,6 +815,11 @@ def _make_node_class():
             recording = self.config.recording
             core = self.core
             from_effort = recording.voltage_type == _JOINT_STATE_TYPE
+            depth = max(10, math.ceil(self.config.node.max_rate_hz * INPUT_QUEUE_S))
+            # both queues equally deep: the executor takes one message from each ready
+            # subscription in turn, which keeps joint state k and voltage k together
+            sensor_data = QoSProfile(depth=depth, reliability=ReliabilityPolicy.BEST_EFFORT,
+                                     durability=DurabilityPolicy.VOLATILE)
 
             def on_joint_state(msg) -> None:
                 stamp = _stamp_ns(msg.header.stamp)
@@ -781,7 +829,7 @@ def _make_node_class():
 
             inputs = [(self.create_subscription(
                 JointState, recording.joint_states_topic, on_joint_state,
-                qos_profile_sensor_data, callback_group=self._inputs_group), _JOINT_STATE_TYPE)]
+                sensor_data, callback_group=self._inputs_group), _JOINT_STATE_TYPE)]
             if self.config.rig_spec.inputs and not from_effort:
                 def on_voltage(msg) -> None:
                     # held from the newest joint-state stamp, as the DDS transport does: bag
@@ -790,7 +838,8 @@ def _make_node_class():
 
                 inputs.append((self.create_subscription(
                     voltage_classes[recording.voltage_type], recording.voltage_topic,
-                    on_voltage, 10, callback_group=self._inputs_group), recording.voltage_type))
+                    on_voltage, QoSProfile(depth=depth), callback_group=self._inputs_group),
+                    recording.voltage_type))
             return inputs
 
         def check_topic_types(self) -> None:
@@ -923,6 +972,9 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:  # older rclpy
         ExternalShutdownException = KeyboardInterrupt  # noqa: N806
 
+    from mb_estimation.numerics import enable_compilation_cache
+
+    enable_compilation_cache()  # as mb-estimation: a second start skips the warm-up compile
     argv = list(sys.argv if argv is None else argv)
     rclpy.init(args=argv)
     logger = rclpy.logging.get_logger("estimator_node")

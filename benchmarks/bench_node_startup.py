@@ -1,0 +1,74 @@
+"""Node start-up over rclpy and over Cyclone DDS: cold (empty compile cache) and cached.
+
+    taskset -c 1 python benchmarks/bench_node_startup.py [--config furuta_synthetic]
+
+Starts ``mb-estimation node --transport T --config C --compliance 1e-4`` until its ready line,
+first with an empty compile cache, then again with the cache the first start filled; prints the
+wall time to the ready line and the warm-up the node reports. Runs in a loopback-only network
+namespace (``test/loopback_namespace.py``): nothing leaves the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "test"))
+
+import loopback_namespace  # noqa: E402
+
+
+def start(transport: str, config: str, env: dict) -> tuple[float, float]:
+    """Seconds to the ready line, and the warm-up the node reports [s]."""
+    started = time.monotonic()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mb_estimation.cli", "node", "--transport", transport, "--config",
+         config, "--compliance", "1e-4"], env=env, cwd=REPO, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True)
+    try:
+        for line in process.stdout:
+            if "ready" in line:
+                elapsed = time.monotonic() - started
+                warm_up = re.search(r"(?:warm-up|ready after) ([0-9.]+) s", line)
+                return elapsed, float(warm_up.group(1)) if warm_up else float("nan")
+        raise RuntimeError(f"the node exited with {process.wait()} before it was ready")
+    finally:
+        process.terminate()
+        process.wait(60)
+
+
+def main() -> None:
+    """Both transports, cold then cached, as a Markdown table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default="config/furuta_synthetic.yaml")
+    args = parser.parse_args()
+    reason = loopback_namespace.enter()
+    if reason is not None:
+        raise SystemExit(f"no loopback-only network namespace ({reason}): not starting DDS")
+    from mb_estimation.transport.dds_bus import loopback_config
+
+    cache = Path(tempfile.mkdtemp())
+    env = dict(os.environ, MB_ESTIMATION_CACHE_DIR=str(cache), CYCLONEDDS_URI=loopback_config(),
+               ROS_DOMAIN_ID="97")
+    print("| transport | cold [s] | cached [s] | warm-up part (cold / cached) [s] |")
+    print("|---|---|---|---|")
+    for transport in ("ros", "dds"):
+        shutil.rmtree(cache)
+        cache.mkdir()
+        (cold, cold_warm_up), (cached, cached_warm_up) = (start(transport, args.config, env)
+                                                         for _ in range(2))
+        print(f"| {transport} | {cold:.1f} | {cached:.1f} | {cold_warm_up:.1f} / "
+              f"{cached_warm_up:.1f} |", flush=True)
+    shutil.rmtree(cache)
+
+
+if __name__ == "__main__":
+    main()
