@@ -16,11 +16,10 @@ inputs are plain sinusoids, so each direction takes seconds. Without
 
 import os
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
+from configs import write_config
 from processes import Process, mb_estimation, wait_until
 from ros_listener import listening
 
@@ -33,7 +32,6 @@ from sensor_msgs.msg import JointState  # noqa: E402
 
 from mb_estimation.transport.dds_bus import loopback_config  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
 DOMAIN = int(os.environ.get("MB_TEST_INTEROP_DOMAIN", "88"))
 BEST_EFFORT = QoSProfile(depth=1000, reliability=ReliabilityPolicy.BEST_EFFORT)
 
@@ -47,11 +45,8 @@ def listener(ros_network):
 @pytest.fixture(scope="module")
 def config_path(tmp_path_factory):
     """furuta_synthetic without the start-up compile: the test is about the wire."""
-    config = yaml.safe_load((REPO / "config" / "furuta_synthetic.yaml").read_text())
-    config["node"] = {"warm_up": False, "window_s": 12.0, "stride_s": 12.0}  # none solved
-    path = tmp_path_factory.mktemp("interop") / "furuta_wire.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return str(path)
+    return write_config(tmp_path_factory.mktemp("interop") / "furuta_wire.yaml",
+                        node={"warm_up": False, "window_s": 12.0, "stride_s": 12.0})  # none solved
 
 
 def _messages(config_path: str, seconds: float = 4.0, rate_hz: float = 100.0):

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from configs import TABLE_1, TABLE_1_SET, TRUTH
 from processes import Process, mb_estimation
 
 pytest.importorskip("cyclonedds")
@@ -33,9 +34,8 @@ from mb_estimation.transport.dds_messages import (  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 DOMAIN = int(os.environ.get("MB_TEST_DDS_E2E_DOMAIN", "84"))
 CONFIG = str(REPO / "config" / "furuta_synthetic.yaml")
-TRUTH = {"J_Azz": 0.003, "J_Byy": 0.004}  # furuta_synthetic.yaml
-NODE = ["node", "--config", CONFIG, "--free", "J_Azz,J_Byy,b1,b2",
-        "--set", "J_Azz=0.01,J_Byy=0.01,b1=1e-4,b2=1e-4", "--compliance", "1e-4"]
+NODE = ["node", "--config", CONFIG, "--free", ",".join(TABLE_1), "--set", TABLE_1_SET,
+        "--compliance", "1e-4"]
 IN_MODEL_CLASS = ["--compliance", "1e-4", "--dt", "0.01"]
 
 @pytest.fixture(scope="module")

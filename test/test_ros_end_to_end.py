@@ -19,11 +19,11 @@ import sys
 import threading
 import time
 from collections import defaultdict
-from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
+from configs import TABLE_1, TABLE_1_SET, TRUTH, write_config
 from processes import Process, mb_estimation, wait_until
 
 rclpy = pytest.importorskip("rclpy")
@@ -45,12 +45,9 @@ from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
 DOMAIN = int(os.environ.get("MB_TEST_ROS_E2E_DOMAIN", "86"))
 NODE = "/mb_estimator"
-TRUTH = {"J_Azz": 0.003, "J_Byy": 0.004}  # furuta_synthetic.yaml
-FREE = "J_Azz,J_Byy,b1,b2"
-START = "J_Azz=0.01,J_Byy=0.01,b1=1e-4,b2=1e-4"  # Table 1
+FREE = ",".join(TABLE_1)
 CONTROLLER = "test_controller"
 PUSHED = {"J_Azz": "model.J_Azz", "J_Byy": "model.J_Byy"}
 RATE_HZ = 100.0
@@ -138,17 +135,14 @@ def _errors(fused):
 def running(ros_network, node_compile_cache, tmp_path_factory):
     """rig-sim → estimator node → probe, until the fused estimate is within 3 % (≤ 180 s)."""
     folder = tmp_path_factory.mktemp("ros_e2e")
-    config = yaml.safe_load((REPO / "config" / "furuta_synthetic.yaml").read_text())
     # rig-sim restarts its scenario from the initial state every 10 s (players.rig_sim_messages:
     # an instantaneous reset, stamps running on). A window holding that jump sees a motion no
     # model allows (rejected, or worse); 4.9 s windows every 5 s, started at the stream's
     # first sample, never do. After ~/reset the schedule starts anew and half the windows do.
-    config["node"] = {"window_s": WINDOW_S, "stride_s": 5.0,
-                      "push_target_node": CONTROLLER,
-                      "push_mapping": ",".join(f"{k}:{v}" for k, v in PUSHED.items()),
-                      "state_file": str(folder / "fused.yaml")}
-    config_path = folder / "furuta_push.yaml"
-    config_path.write_text(yaml.safe_dump(config))
+    config_path = write_config(folder / "furuta_push.yaml", node={
+        "window_s": WINDOW_S, "stride_s": 5.0, "push_target_node": CONTROLLER,
+        "push_mapping": ",".join(f"{k}:{v}" for k, v in PUSHED.items()),
+        "state_file": str(folder / "fused.yaml")})
     env = dict(os.environ, ROS_DOMAIN_ID=str(DOMAIN), MB_ESTIMATION_CACHE_DIR=node_compile_cache)
 
     context = rclpy.context.Context()
@@ -162,12 +156,12 @@ def running(ros_network, node_compile_cache, tmp_path_factory):
     executor.add_node(controller)
     spinner = threading.Thread(target=executor.spin, daemon=True)
     spinner.start()
-    node = Process(mb_estimation("node", "--transport", "ros", "--config", str(config_path),
-                                 "--free", FREE, "--set", START, "--compliance", "1e-4"), env)
+    node = Process(mb_estimation("node", "--transport", "ros", "--config", config_path,
+                                 "--free", FREE, "--set", TABLE_1_SET, "--compliance", "1e-4"), env)
     rig = None
     try:
         node.wait_for("mb_estimation node ready", 300)
-        rig = Process(mb_estimation("rig-sim", "--transport", "ros", "--config", str(config_path),
+        rig = Process(mb_estimation("rig-sim", "--transport", "ros", "--config", config_path,
                                     "--scenario", "multisine", "--rate", str(RATE_HZ),
                                     "--compliance", "1e-4", "--dt", str(STEP_S)), env)
         settled = wait_until(lambda: (fused := probe.parameters()) is not None

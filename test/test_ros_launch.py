@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from configs import IN_MODEL_CLASS, TABLE_1, VOLTAGE_IN_EFFORT, write_config
 
 from mb_estimation.io.config import ConfigError, load_config
 from mb_estimation.io.results import read_parameters
@@ -542,10 +543,7 @@ def test_estimator_launch_runs_the_node_under_the_launch_system(ros_context, ame
     from processes import Process, wait_until
     from rclpy.node import Node
 
-    config = yaml.safe_load((REPO / "config" / "furuta_synthetic.yaml").read_text())
-    config["node"] = {"warm_up": False}
-    config_path = tmp_path / "furuta_no_warm_up.yaml"
-    config_path.write_text(yaml.safe_dump(config))
+    config_path = write_config(tmp_path / "furuta_no_warm_up.yaml", node={"warm_up": False})
     domain = int(os.environ.get("MB_TEST_ROS_DOMAIN", "77"))
     env = dict(os.environ, ROS_DOMAIN_ID=str(domain))
     launch = Process([sys.executable, "-c", _LAUNCH_SCRIPT, str(ESTIMATOR_LAUNCH),
@@ -585,21 +583,13 @@ def test_bag_calibration_launch_turns_a_bag_into_parameters_yaml(ros_network, am
 
     from mb_estimation.cli import main as cli
 
-    truth = yaml.safe_load((REPO / "config" / "furuta_synthetic.yaml").read_text())
-    for name in ("eps_lin1", "eps_rot1", "eps_lin2", "eps_rot2"):
-        truth["parameters"][name] = 1e-4
-    # the voltage in the joint states' effort: one message per sample. A Float64 voltage topic
-    # is paired with the newest joint state the node has processed, which depends on the order
-    # the executor takes the two topics in (issue 15 note: pair by source timestamp instead)
-    truth["recording"] = {"voltage_type": "sensor_msgs/msg/JointState",
-                          "voltage_topic": "/joint_states", "voltage_joint": "arm"}
-    truth_path, fit_path = tmp_path / "truth.yaml", tmp_path / "fit.yaml"
-    truth_path.write_text(yaml.safe_dump(truth))
-    fit = dict(truth, parameters=dict(truth["parameters"], J_Azz=0.01, J_Byy=0.01, b1=1e-4,
-                                      b2=1e-4))
-    fit_path.write_text(yaml.safe_dump(fit))
+    truth_path = write_config(tmp_path / "truth.yaml", parameters=IN_MODEL_CLASS,
+                              recording=VOLTAGE_IN_EFFORT)
+    fit_path = write_config(tmp_path / "fit.yaml", parameters={**IN_MODEL_CLASS, **TABLE_1},
+                            recording=VOLTAGE_IN_EFFORT)
+    truth = load_config(truth_path)
     bag = tmp_path / "multisine"
-    assert cli(["simulate", "multisine", "--config", str(truth_path), "--output", str(bag),
+    assert cli(["simulate", "multisine", "--config", truth_path, "--output", str(bag),
                 "--duration", "10", "--rate", "100", "--dt", "0.01"]) == 0
 
     domain = int(os.environ.get("MB_TEST_ROS_DOMAIN", "77")) + 1
@@ -617,7 +607,7 @@ def test_bag_calibration_launch_turns_a_bag_into_parameters_yaml(ros_network, am
     for name in ("J_Azz", "J_Byy"):
         entry = document["parameters"][name]
         assert entry["std"] > 0
-        assert entry["value"] == pytest.approx(truth["parameters"][name], rel=0.05), \
+        assert entry["value"] == pytest.approx(float(truth.parameters[name]), rel=0.05), \
             (name, launch.tail(200))
     ros = yaml.safe_load((output / "ros_parameters.yaml").read_text())
     assert ros["mb_estimator"]["ros__parameters"]["estimate.J_Azz"] == \

@@ -92,7 +92,7 @@ class ShootingResult:
     segment_s: float
     solve_time_s: float
     compile_time_s: float
-    tried: tuple[float, ...] = ()  # the segment lengths fitted [s]
+    tried: tuple[float, ...]  # the segment lengths fitted [s]
 
 
 def segments_of(grids: Sequence, segment_s: float, lead_s: float) -> Segments:
