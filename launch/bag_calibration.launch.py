@@ -2,7 +2,7 @@
 
 Runs ``estimator_node`` (as ``/mb_estimator``, ``use_sim_time``) on a replayed rosbag2 bag and
 leaves the fused estimate in ``output`` as ``calibrate`` would (``parameters.yaml`` and
-``ros_parameters.yaml``, see ``write_fused`` in ``mb_estimation/transport/ros_node.py``):
+``ros_parameters.yaml``, see ``write_fused`` in ``mb_estimation/transport/ros_common.py``):
 
 1. the node starts and warms up; when it logs that it is ready (``READY_MARKER``), the bag is
    played by the ``player``: ``rosbag2`` (default) runs ``ros2 bag play <bag> --clock 1000
@@ -45,7 +45,7 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 from launch_ros.parameter_descriptions import ParameterValue
 
-from mb_estimation.transport.ros_node import DRAIN_TIMEOUT_S, READY_MARKER
+from mb_estimation.transport.ros_common import DRAIN_TIMEOUT_S, READY_MARKER
 
 PACKAGE = "mb_estimation"
 NODE_NAME = "mb_estimator"

@@ -11,6 +11,9 @@ Starts ``estimator_node`` (DESIGN §7; parameters, topics and services in
   reads the voltage from the joint states' effort);
 * ``free`` (``NAME,NAME``), ``set`` (``NAME=VALUE,...``), ``compliance`` (0: the config's): the
   command line's ``--free``/``--set``/``--compliance``;
+* the node's settings ``window_s``, ``stride_s``, ``forgetting``, ``max_cost``,
+  ``min_motion_rad``, ... (every name in ``ros_common.NODE_SETTINGS``; empty, the default: the
+  config's value);
 * ``use_sim_time`` (``false``);
 * ``node_name`` (``mb_estimator``): topics and services live under ``/<node_name>/``.
 
@@ -28,7 +31,7 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 from launch_ros.parameter_descriptions import ParameterValue
 
-from mb_estimation.transport.ros_node import config_topics
+from mb_estimation.transport.ros_common import NODE_SETTINGS, config_topics
 
 PACKAGE = "mb_estimation"
 
@@ -39,6 +42,13 @@ def _config_file(config: str) -> str:
         return config
     name = config if config.endswith((".yaml", ".yml")) else f"{config}.yaml"
     return os.path.join(get_package_share_directory(PACKAGE), "config", name)
+
+
+def _node_settings(context) -> dict:
+    """The node settings given as launch arguments (the empty ones keep the config's)."""
+    return {name: ParameterValue(LaunchConfiguration(name), value_type=setting.type)
+            for name, setting in NODE_SETTINGS.items()
+            if LaunchConfiguration(name).perform(context)}
 
 
 def _estimator(context):
@@ -58,7 +68,7 @@ def _estimator(context):
             "set": ParameterValue(LaunchConfiguration("set"), value_type=str),
             "compliance": ParameterValue(LaunchConfiguration("compliance"), value_type=float),
             "use_sim_time": ParameterValue(LaunchConfiguration("use_sim_time"), value_type=bool),
-        }],
+        }, _node_settings(context)],
         remappings=remappings,
     )]
 
@@ -93,5 +103,9 @@ def generate_launch_description():
         DeclareLaunchArgument(
             "node_name", default_value="mb_estimator",
             description="node name: topics and services under /<node_name>/"),
+        *(DeclareLaunchArgument(name, default_value="",
+                                description=f"{setting.description} (empty: the config's "
+                                            f"{setting.section}.{setting.key})")
+          for name, setting in NODE_SETTINGS.items()),
         OpaqueFunction(function=_estimator),
     ])

@@ -30,8 +30,3 @@ def write_config(path: Path, base: str = "furuta_synthetic.yaml", *, parameters=
 #: (simulate/rig-sim with ``--dt 0.01``).
 IN_MODEL_CLASS = {name: 1e-4 for name in ("eps_lin1", "eps_rot1", "eps_lin2", "eps_rot2")}
 
-#: The voltage in the joint states' effort: one message per sample. A Float64 voltage topic is
-#: paired with the newest joint state the node has processed, which depends on the order the
-#: executor takes the two topics in (issue 15 note: pair by source timestamp instead).
-VOLTAGE_IN_EFFORT = {"voltage_type": "sensor_msgs/msg/JointState",
-                     "voltage_topic": "/joint_states", "voltage_joint": "arm"}

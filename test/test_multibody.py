@@ -216,3 +216,23 @@ def test_dry_friction_sticks_below_the_bound_and_slides_above():
     assert 0.11 - sliding.min() > 1e-2  # slid down until the bound held again
     frictionless = _pendulum(0.09, 0.0)
     assert frictionless.min() < 0.0  # without friction the same start swings through
+
+
+def test_hinges_without_dry_friction_step_as_with_a_zero_bound():
+    """Dropping the dry friction rows of hinges whose bound is zero changes no step."""
+    config = load_config("furuta_synthetic")
+    rig = get_rig("furuta")
+    system = rig.build(parameter_arrays(config.parameters))
+    rubbing = rig.build(parameter_arrays({**config.parameters, "mu2": 0.05}))
+    assert mb.frictionless_hinges(system) == (True, True)
+    assert mb.frictionless_hinges(system, rubbing) == (True, False)
+    lighter = mb.without_dry_friction(system, (True, True))
+    assert [h.has_dry_friction for h in lighter.hinges] == [False, False]
+    state = mb.states_from_joints(system, jax.numpy.array([0.3, 2.0]),
+                                  jax.numpy.array([4.0, -6.0]))
+    for _ in range(20):
+        state, _ = spook_step(system, state, jax.numpy.array([2.0]), 1e-3)
+        reduced, _ = spook_step(lighter, state, jax.numpy.array([2.0]), 1e-3)
+        full, _ = spook_step(system, state, jax.numpy.array([2.0]), 1e-3)
+        np.testing.assert_allclose(reduced.velocity, full.velocity, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(reduced.position, full.position, rtol=1e-12, atol=1e-12)

@@ -433,6 +433,33 @@ def test_the_node_reads_a_voltage_topic_not_a_script():
         EstimatorCore(config, estimator=_fake_estimator)
 
 
+@pytest.mark.parametrize("order", ["voltage after the next joint state",
+                                   "voltage before its joint state"])
+def test_voltages_are_paired_by_publication_order_not_arrival(order):
+    """Voltage k (published after joint state k) gets joint state k's stamp however it arrives.
+
+    The rig publishes J0 V0 J1 V1 ...; an rclpy executor may deliver J0 J1 V0 J2 V1 ... (a
+    voltage after the next joint state) or V0 J0 V1 J1 ...; the source timestamps place each.
+    """
+    core = EstimatorCore(_config(), estimator=_fake_estimator)
+    count, step = 6, 1_000_000
+    joints = [(2 * k, ("J", k)) for k in range(count)]
+    voltages = [(2 * k + 1, ("V", k)) for k in range(count)]
+    if order == "voltage after the next joint state":
+        delivered = [joints[0]] + [m for k in range(count - 1)
+                                   for m in (joints[k + 1], voltages[k])]
+    else:
+        delivered = [m for k in range(count) for m in (voltages[k], joints[k])]
+    for source, (kind, k) in delivered:
+        if kind == "J":
+            core.on_joint_state(T0 + k * step, NAMES, (0.0, 0.0), source_ns=1_000 + source)
+        else:
+            core.on_voltage_message(float(k), source_ns=1_000 + source)
+    stamps, values = core._voltage.ordered()
+    assert len(stamps) >= count - 2
+    assert [int(v) for v in values[:, 0]] == [(s - T0) // step for s in stamps]
+
+
 def test_voltage_messages_and_efforts_become_held_voltages():
     """Float64MultiArray at voltage_index, a JointState effort, both on the joint stamps."""
     config = _config()

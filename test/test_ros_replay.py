@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from configs import IN_MODEL_CLASS, VOLTAGE_IN_EFFORT, write_config
+from configs import IN_MODEL_CLASS, write_config
 from processes import Process, mb_estimation, wait_until
 from ros_listener import listening
 
@@ -45,7 +45,7 @@ def test_looped_replay_of_a_simulated_bag_over_rclpy(diagnostics, node_compile_c
 
     state_file = tmp_path / "fused.yaml"
     config = write_config(tmp_path / "truth.yaml", parameters=IN_MODEL_CLASS,
-                          recording=VOLTAGE_IN_EFFORT, node={"state_file": str(state_file)})
+                          node={"state_file": str(state_file)})
     bag = tmp_path / "multisine"
     assert cli(["simulate", "multisine", "--config", config, "--output", str(bag),
                 "--duration", "6", "--rate", "100", "--dt", "0.01"]) == 0

@@ -12,7 +12,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from mb_estimation.estimation.shooting import _bounded_step, segments_of
+from mb_estimation.estimation.shooting import _bounded_step, amplification, segments_of
 from mb_estimation.io.config import apply_overrides, load_config
 from mb_estimation.io.results import parameters_document
 from mb_estimation.pipeline import calibrate_recordings, config_rig
@@ -31,6 +31,22 @@ def test_bounded_step_pins_a_parameter_at_the_bound_it_would_cross():
     inside = _bounded_step(schur, rhs, values, scale, np.array([-9.0, -9.0]),
                            np.array([9.0, 9.0]))
     np.testing.assert_allclose(schur @ inside, rhs)
+
+
+def test_amplification_grows_linearly_when_neutral_and_exponentially_when_unstable():
+    """∂θ(t)/∂(θ0, θ̇0) of a free rotation [[1, t]] against an inverted pendulum's e^(λt)."""
+    time_s = np.arange(0.0, 2.0001, 0.01)
+    weights = (time_s >= 0.06).astype(float)  # the lead is not scored
+
+    def segment(blocks):  # [samples, 1 joint, 2] -> [1 segment, samples, 2]
+        return (blocks * weights[:, None, None]).reshape(1, -1, 2)
+
+    neutral = segment(np.stack([np.ones_like(time_s), time_s], axis=1)[:, None, :])
+    assert amplification(neutral, 1) == pytest.approx(np.hypot(1, 2) / np.hypot(1, 0.06))
+    rate = 4.0  # 1/s, about an upright 0.6 m pendulum
+    unstable = segment(np.stack([np.cosh(rate * time_s), np.sinh(rate * time_s) / rate],
+                                axis=1)[:, None, :])
+    assert amplification(unstable, 1) > 1e3 > 20 * amplification(neutral, 1)
 
 
 def test_segments_skip_the_lead_and_cover_the_recording():

@@ -35,7 +35,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mb_estimation.multibody import joint_angles, rollout, states_from_joints
+from mb_estimation.multibody import (
+    frictionless_hinges,
+    joint_angles,
+    rollout,
+    states_from_joints,
+    without_dry_friction,
+)
 from mb_estimation.numerics import jax
 from mb_estimation.rigs import Rig, parameter_arrays
 
@@ -51,7 +57,13 @@ class ShootingSettings:
     max_iterations: int = 60  # per segment length (the 0.92 m swing-up of issue 14 needs 41)
     longest_segment_s: float = 4.0  # segments are lengthened up to this (refine_by_simulation)
     lengthening_cost_ratio: float = 1.2  # accepted while the cost per sample grows less
-    relative_tolerance: float = 1e-7  # stop when the cost falls by less than this fraction
+    # ... and while no segment amplifies a change of its start state more than this
+    # (:func:`amplification`): beyond, the fit rests on start states known to the round-off
+    # and its covariance means nothing (an unstable equilibrium followed open loop)
+    max_amplification: float = 1e3
+    # Stop when an iteration lowers χ² (the cost over the residual variance) by less than this:
+    # what is left to gain moves the parameters by a small fraction of their std.
+    chi_square_tolerance: float = 0.01
 
 
 @dataclass(frozen=True)
@@ -77,7 +89,8 @@ class ShootingResult:
 
     ``cost`` is the mean squared angle error per scored sample [rad²]; ``covariance`` is over
     ``names`` in order; ``segment_s`` the segment length of this fit, ``tried`` every length
-    fitted on the way (``iterations`` and the times are their sums).
+    fitted on the way (``iterations`` and the times are their sums); ``amplification`` the
+    largest growth of a start-state change along a segment (:func:`amplification`).
     """
 
     names: tuple[str, ...]
@@ -93,6 +106,7 @@ class ShootingResult:
     solve_time_s: float
     compile_time_s: float
     tried: tuple[float, ...]  # the segment lengths fitted [s]
+    amplification: float
 
 
 def segments_of(grids: Sequence, segment_s: float, lead_s: float) -> Segments:
@@ -118,15 +132,17 @@ def segments_of(grids: Sequence, segment_s: float, lead_s: float) -> Segments:
     return Segments(**{key: np.stack(value) for key, value in parts.items()}, dt=dt)
 
 
-def _segment_residuals(rig: Rig, names: tuple[str, ...], h: float, substeps: int, fixed,
-                       joint_state, free_values, measured, weights, inputs):
+def _segment_residuals(rig: Rig, names: tuple[str, ...], h: float, substeps: int,
+                       frictionless: tuple[bool, ...], fixed, joint_state, free_values,
+                       measured, weights, inputs):
     """Weighted wrapped angle errors ``[(m+1)·n_joints]`` [rad] of one simulated segment.
 
     Simulated from ``joint_state = (angles, rates)`` with the free values ``[p]`` (SPOOK step
-    ``h``, ``substeps`` per grid step).
+    ``h``, ``substeps`` per grid step), without the dry friction rows of the ``frictionless``
+    hinges.
     """
     values = {**fixed, **{name: free_values[i] for i, name in enumerate(names)}}
-    system = rig.build(parameter_arrays(values))
+    system = without_dry_friction(rig.build(parameter_arrays(values)), frictionless)
     joints = joint_state.shape[0] // 2
     start = states_from_joints(system, joint_state[:joints], joint_state[joints:])
     states, _ = rollout(system, start, h, inputs.shape[0], lambda k, _: inputs[k], substeps)
@@ -135,15 +151,16 @@ def _segment_residuals(rig: Rig, names: tuple[str, ...], h: float, substeps: int
     return (error * weights[:, None]).reshape(-1)
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1, 2, 3))
-def _linearize(rig, names, h, substeps, fixed, joint_states, free_values, measured, weights,
-               inputs):
+@functools.partial(jax.jit, static_argnums=(0, 1, 2, 3, 4))
+def _linearize(rig, names, h, substeps, frictionless, fixed, joint_states, free_values, measured,
+               weights, inputs):
     """Residuals and their Jacobians in each segment's state and in the free values."""
     def one(segment):
         joint_state, y, w, u = segment
 
         def residual(state, values):
-            return _segment_residuals(rig, names, h, substeps, fixed, state, values, y, w, u)
+            return _segment_residuals(rig, names, h, substeps, frictionless, fixed, state,
+                                      values, y, w, u)
 
         jac_state, jac_values = jax.jacfwd(residual, argnums=(0, 1))(joint_state, free_values)
         return residual(joint_state, free_values), jac_state, jac_values
@@ -152,15 +169,34 @@ def _linearize(rig, names, h, substeps, fixed, joint_states, free_values, measur
     return jax.lax.map(one, (joint_states, measured, weights, inputs))
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1, 2, 3))
-def _residuals(rig, names, h, substeps, fixed, joint_states, free_values, measured, weights,
-               inputs):
+@functools.partial(jax.jit, static_argnums=(0, 1, 2, 3, 4))
+def _residuals(rig, names, h, substeps, frictionless, fixed, joint_states, free_values, measured,
+               weights, inputs):
     def one(segment):
         joint_state, y, w, u = segment
-        return _segment_residuals(rig, names, h, substeps, fixed, joint_state, free_values, y,
-                                  w, u)
+        return _segment_residuals(rig, names, h, substeps, frictionless, fixed, joint_state,
+                                  free_values, y, w, u)
 
     return jax.lax.map(one, (joint_states, measured, weights, inputs))
+
+
+def amplification(jac_state: np.ndarray, joints: int, rate_scale_s: float = 1.0) -> float:
+    """How much the segments amplify a change of their start state: ``max ‖∂θ(t)/∂x₀‖``.
+
+    ``jac_state [S, (m+1)·joints, 2·joints]``: the weighted angle residuals' derivatives in the
+    start angles and rates; the rate columns are scaled by ``rate_scale_s`` [s] (a start-rate
+    change of 1 rad/s over that time) and each sample's block is measured against the first
+    scored sample's. A stable or neutral motion grows it linearly in time (a few units for
+    seconds-long segments); an unstable one exponentially (a pendulum balanced upright:
+    e^(λt), λ ≈ √(g/l)).
+    """
+    scaled = jac_state * np.concatenate([np.ones(joints), np.full(joints, rate_scale_s)])
+    blocks = scaled.reshape(scaled.shape[0], -1, joints, scaled.shape[-1])
+    norms = np.sqrt(np.einsum("skij,skij->sk", blocks, blocks))  # per segment and sample
+    scored = norms > 0.0
+    first = np.where(scored.any(axis=1), norms[np.arange(len(norms)), scored.argmax(axis=1)],
+                     1.0)
+    return float(np.max(norms / first[:, None]))
 
 
 def _bounded_step(schur, rhs, values, scale, lower, upper):
@@ -227,45 +263,67 @@ def refine_by_simulation(rig: Rig, parameters: dict, names: Sequence[str], lower
             raise ValueError(f"the simulation refinement fits scalar parameters only, not "
                              f"{name}")
     shortest = min(grid.num_steps - 1 for grid in grids) * float(grids[0].dt)
-    result = _shoot(rig, parameters, names, lower, upper, grids, joint_motion, simulation_dt,
-                    settings, progress)
+    result, fitted_starts = _shoot(rig, parameters, names, lower, upper, grids, joint_motion,
+                                   simulation_dt, settings, progress)
     tried, iterations = [settings.segment_s], result.iterations
     solve_s, compile_s = result.solve_time_s, result.compile_time_s
     segment_s = 2.0 * settings.segment_s
     while segment_s <= settings.longest_segment_s and segment_s + settings.lead_s <= shortest:
         start = {**parameters, **{name: np.asarray(value) for name, value in
                                   result.values.items()}}
-        longer = _shoot(rig, start, names, lower, upper, grids, joint_motion, simulation_dt,
-                        dataclasses.replace(settings, segment_s=segment_s), progress)
+        # A longer segment starts where every other shorter one did: from its fitted state.
+        longer, longer_starts = _shoot(rig, start, names, lower, upper, grids, joint_motion,
+                                       simulation_dt,
+                                       dataclasses.replace(settings, segment_s=segment_s),
+                                       progress, fitted_starts, settings.max_amplification)
         tried.append(segment_s)
         iterations += longer.iterations
         solve_s, compile_s = solve_s + longer.solve_time_s, compile_s + longer.compile_time_s
         if not (longer.converged
-                and longer.cost <= settings.lengthening_cost_ratio * result.cost):
+                and longer.cost <= settings.lengthening_cost_ratio * result.cost
+                and longer.amplification <= settings.max_amplification):
             break
-        result = longer
+        result, fitted_starts = longer, longer_starts
         segment_s *= 2.0
     return dataclasses.replace(result, tried=tuple(tried), iterations=iterations,
                                solve_time_s=solve_s, compile_time_s=compile_s)
 
 
+def _frictionless(rig: Rig, parameters: dict, names: tuple[str, ...]) -> tuple[bool, ...]:
+    """Hinges without dry friction at the start values and with every fitted value moved."""
+    moved = {**parameters, **{name: 2.0 * np.asarray(parameters[name]) + 1.0 for name in names}}
+    return frictionless_hinges(rig.build(parameter_arrays(parameters)),
+                               rig.build(parameter_arrays(moved)))
+
+
 def _shoot(rig: Rig, parameters: dict, names: tuple[str, ...], lower: dict, upper: dict,
            grids: Sequence, joint_motion: Sequence, simulation_dt: float,
-           settings: ShootingSettings, progress) -> ShootingResult:
-    """One multiple-shooting fit with segments of ``settings.segment_s``."""
+           settings: ShootingSettings, progress, fitted_starts: dict | None = None,
+           max_amplification: float = np.inf) -> tuple[ShootingResult, dict]:
+    """One multiple-shooting fit with segments of ``settings.segment_s``.
+
+    A segment starts from ``fitted_starts[(recording, begin)]`` where an earlier fit has one,
+    else from ``joint_motion``. Returns the result and this fit's segment start states, keyed
+    the same way. Where the segments amplify start-state changes by more than
+    ``max_amplification`` at the start, gives up at once (not converged, no iteration).
+    """
     segments = segments_of(grids, settings.segment_s, settings.lead_s)
     substeps = max(1, int(round(segments.dt / simulation_dt)))
     h = segments.dt / substeps
     fixed = {name: jnp.asarray(value, dtype=jnp.float64) for name, value in parameters.items()
              if name not in names}
-    starts = np.stack([np.concatenate([joint_motion[r][0][b], joint_motion[r][1][b]])
-                       for r, b in zip(segments.recording, segments.begin, strict=True)])
+    keys = list(zip(segments.recording.tolist(), segments.begin.tolist(), strict=True))
+    fitted_starts = fitted_starts or {}
+    starts = np.stack([
+        fitted_starts[(r, b)] if (r, b) in fitted_starts
+        else np.concatenate([joint_motion[r][0][b], joint_motion[r][1][b]]) for r, b in keys])
     values = np.array([float(np.ravel(parameters[name])[0]) for name in names])
     low = np.array([lower[name] for name in names], dtype=float)
     high = np.array([upper[name] for name in names], dtype=float)
     data = (segments.measured, segments.weights, segments.inputs)
-    static = (rig, names, h, substeps)
+    static = (rig, names, h, substeps, _frictionless(rig, parameters, names))
     scored = float(np.sum(segments.weights) * segments.measured.shape[-1])
+    dof = max(scored - starts.size - values.size, 1.0)
 
     started = time.perf_counter()
     linearize, residuals = _compiled(static, fixed, starts, values, data)
@@ -279,6 +337,9 @@ def _shoot(rig: Rig, parameters: dict, names: tuple[str, ...], lower: dict, uppe
     residual, jac_state, jac_values = (np.asarray(a) for a in linearize(
         fixed, starts, values, *data))
     cost = initial_cost = float(np.sum(residual ** 2))
+    joints = segments.measured.shape[-1]
+    if amplification(jac_state, joints) > max_amplification:
+        settings = dataclasses.replace(settings, max_iterations=0)
     # Each parameter in units of its first sensitivity (Jacobi scaling): a value at 0 or at a
     # bound keeps a well-scaled column.
     column_norms = np.sqrt(np.einsum("sri,sri->i", jac_values, jac_values))
@@ -316,7 +377,7 @@ def _shoot(rig: Rig, parameters: dict, names: tuple[str, ...], lower: dict, uppe
             progress(iterations, cost / scored, dict(zip(names, values.tolist(), strict=True)))
         residual, jac_state, jac_values = (np.asarray(a) for a in linearize(
             fixed, starts, values, *data))
-        if previous - cost <= settings.relative_tolerance * cost:
+        if previous - cost <= settings.chi_square_tolerance * cost / dof:
             converged = True
             break
 
@@ -326,7 +387,6 @@ def _shoot(rig: Rig, parameters: dict, names: tuple[str, ...], lower: dict, uppe
     h_sv = np.einsum("sri,srj->sij", jac_state, scaled)
     schur = (np.einsum("sri,srj->ij", scaled, scaled)
              - np.einsum("sji,sjk,skl->il", h_sv, np.linalg.pinv(h_ss), h_sv))
-    dof = max(scored - starts.size - values.size, 1.0)
     covariance = np.linalg.pinv(schur) * (cost / dof) * np.outer(scale, scale)
     std = np.sqrt(np.maximum(np.diag(covariance), 0.0))
     return ShootingResult(
@@ -335,4 +395,5 @@ def _shoot(rig: Rig, parameters: dict, names: tuple[str, ...], lower: dict, uppe
         initial_cost=initial_cost / scored, iterations=iterations, converged=converged,
         segments=int(starts.shape[0]), segment_s=settings.segment_s,
         solve_time_s=time.perf_counter() - started, compile_time_s=compile_time,
-        tried=(settings.segment_s,))
+        tried=(settings.segment_s,), amplification=amplification(jac_state, joints)
+    ), dict(zip(keys, starts, strict=True))

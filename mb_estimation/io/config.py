@@ -1057,6 +1057,24 @@ def parse_assignments(text: str) -> dict[str, float | tuple[float, ...]]:
     return values
 
 
+def with_section_values(config: Config, section: str, changes: Mapping[str, Any],
+                        source: str = "override") -> Config:
+    """``config`` with ``changes`` to its ``node`` section or its ``recording`` topics.
+
+    Checked as the YAML is (the same messages, naming ``section.key``); for the node's own
+    settings (e.g. ROS parameters that default to the config's values).
+    """
+    if section == "node":
+        raw = {**dataclasses.asdict(config.node), **changes}
+        return dataclasses.replace(config, node=_parse_node(raw, source))
+    if section == "recording" and set(changes) <= {"joint_states_topic", "voltage_topic"}:
+        checked = {key: _string(value, source, f"recording.{key}")
+                   for key, value in changes.items()}
+        return dataclasses.replace(config, recording=dataclasses.replace(config.recording,
+                                                                         **checked))
+    raise ValueError(f"no such settings: {section} {sorted(changes)}")
+
+
 def apply_overrides(
     config: Config,
     *,

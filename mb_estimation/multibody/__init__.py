@@ -19,14 +19,17 @@ from mb_estimation.multibody.system import (
     Bodies,
     Hinge,
     Multibody,
+    frictionless_hinges,
     joint_angles,
     joint_rates,
     states_from_joints,
+    without_dry_friction,
 )
 
 __all__ = [
     "WORLD", "Bodies", "BodyStates", "ConstraintRows", "Hinge", "Multibody",
     "configuration_boxminus", "configuration_boxplus", "constraint_rows", "energy",
-    "impulse_residuals", "initial_state_residual", "joint_angles", "joint_rates", "rollout",
-    "simulate", "spook_step", "state_boxminus", "state_boxplus", "states_from_joints",
+    "frictionless_hinges", "impulse_residuals", "initial_state_residual", "joint_angles",
+    "joint_rates", "rollout", "simulate", "spook_step", "state_boxminus", "state_boxplus",
+    "states_from_joints", "without_dry_friction",
 ]

@@ -8,6 +8,7 @@ whether it has a motor or dry friction) is static.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from mb_estimation import lie
@@ -105,6 +106,32 @@ class Multibody:
     @property
     def num_inputs(self) -> int:
         return sum(1 for hinge in self.hinges if hinge.has_motor)
+
+
+def frictionless_hinges(*systems: Multibody) -> tuple[bool, ...]:
+    """Per hinge: a dry friction row whose bound is zero in every one of ``systems``.
+
+    ``systems``: the same rig built with concrete values (e.g. at the start and with every
+    fitted parameter moved), so a hinge listed here has no dry friction whatever the fit does.
+    """
+    def idle(hinges):
+        return all(hinge.has_dry_friction and float(hinge.friction_coefficient) == 0.0
+                   and float(hinge.stribeck_delta) == 0.0 for hinge in hinges)
+
+    return tuple(idle(hinges) for hinges in zip(*(system.hinges for system in systems),
+                                                strict=True))
+
+
+def without_dry_friction(system: Multibody, hinges: tuple[bool, ...]) -> Multibody:
+    """``system`` without the dry friction rows of the marked ``hinges``.
+
+    For hinges whose friction bound is zero (:func:`frictionless_hinges`): their rows carry no
+    impulse (β = 0 forces λ_F = 0), so the step is the same, and 2–3× cheaper without the
+    friction complementarity problem (benchmarks/RESULTS.md, issue 14).
+    """
+    return dataclasses.replace(system, hinges=tuple(
+        dataclasses.replace(hinge, has_dry_friction=False) if drop else hinge
+        for hinge, drop in zip(system.hinges, hinges, strict=True)))
 
 
 def world_inertia_times(system: Multibody, orientation, omega):

@@ -7,6 +7,7 @@ Appends are O(width) and never allocate, so they are safe in a subscription call
 from __future__ import annotations
 
 import bisect
+import collections
 
 import numpy as np
 
@@ -84,3 +85,52 @@ class SampleRing:
         last = min(bisect.bisect_left(range(self._size), end_ns, key=stamp) + 1, self._size)
         index = (oldest + np.arange(first, max(last, first))) % self.capacity
         return self._stamps[index].copy(), self._values[index].copy()
+
+
+class PublicationOrder:
+    """Stamps header-less voltages with the joint state published last before each of them.
+
+    A transport delivers each topic in order but not the two topics in order to each other (an
+    rclpy executor takes one message from each ready subscription in turn), so "the newest joint
+    state received" can be one sample off. With the publishers' source timestamps [ns] the
+    pairing is exact: a voltage published after joint state k and before k+1 takes k's header
+    stamp, whichever of them arrives first. A voltage is held until a joint state published
+    after it arrives; one published before every joint state still held here takes the first
+    joint state's stamp (as at start-up). Both queues hold at most ``capacity`` entries.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self._joints: collections.deque[tuple[int, int]] = collections.deque(maxlen=capacity)
+        self._held: collections.deque[tuple[int, float]] = collections.deque(maxlen=capacity)
+
+    def joint_state(self, source_ns: int, stamp_ns: int) -> list[tuple[int, float]]:
+        """Note an accepted joint state; returns the held voltages it places ``(stamp, value)``."""
+        first = not self._joints
+        self._joints.append((source_ns, stamp_ns))
+        placed = []
+        while self._held and self._held[0][0] < source_ns:
+            voltage_source, value = self._held.popleft()
+            stamp = self._stamp_before(voltage_source)
+            if stamp is None and first:
+                stamp = stamp_ns
+            if stamp is not None:
+                placed.append((stamp, value))
+        return placed
+
+    def voltage(self, source_ns: int, value: float) -> tuple[int, float] | None:
+        """A voltage: ``(stamp, value)`` if it can be placed now, else ``None`` (held)."""
+        if self._joints and self._joints[-1][0] > source_ns:
+            stamp = self._stamp_before(source_ns)
+            return (self._joints[0][1] if stamp is None else stamp), value
+        self._held.append((source_ns, value))
+        return None
+
+    def forget_joint_states(self) -> None:
+        """After a reset or a time jump: the stamps seen so far are of another time base."""
+        self._joints.clear()
+
+    def _stamp_before(self, source_ns: int) -> int | None:
+        for joint_source, stamp in reversed(self._joints):
+            if joint_source <= source_ns:
+                return stamp
+        return None

@@ -36,7 +36,7 @@ import numpy as np
 from mb_estimation.estimation import EstimationResult
 from mb_estimation.io.bags import first_line
 from mb_estimation.io.config import Config, apply_overrides, recorded_joint_states
-from mb_estimation.online.buffers import SampleRing
+from mb_estimation.online.buffers import PublicationOrder, SampleRing
 from mb_estimation.online.fusion import ParameterEstimate, fuse, load_estimate, save_estimate
 from mb_estimation.online.kalman import JerkFilterSettings, JointStateFilter
 from mb_estimation.signals import Recording, prepare_recording
@@ -171,6 +171,7 @@ class EstimatorCore:
         self._epoch_ns: int | None = None  # stamp of the first sample since the last reset
         self._generation = 0  # counts resets and time jumps: older windows are stale
         self._voltage_before_joints: float | None = None  # received before any joint state
+        self._publication_order = PublicationOrder(capacity)  # voltages with source stamps
         self._next_start_ns: int | None = None
         self._window_index = 0
         self._fused: ParameterEstimate | None = None
@@ -253,9 +254,14 @@ class EstimatorCore:
 
     # --- the callback path (never waits on the estimator) ------------------------------------
 
-    def on_joint_state(self, stamp_ns: int, names: Sequence[str], positions: Sequence[float]
-                       ) -> None:
-        """One sensor_msgs/JointState: header stamp [ns], names and recorded positions [rad]."""
+    def on_joint_state(self, stamp_ns: int, names: Sequence[str], positions: Sequence[float],
+                       source_ns: int | None = None) -> None:
+        """One sensor_msgs/JointState: header stamp [ns], names and recorded positions [rad].
+
+        ``source_ns``: when its publisher wrote it [ns] (the middleware's source timestamp),
+        if the transport knows it: header-less voltages are then paired by publication order
+        (:meth:`on_voltage_message`).
+        """
         started = self._clock()
         with self._lock:
             self.counters["joint_samples"] += 1
@@ -270,6 +276,9 @@ class EstimatorCore:
                 if self._voltage_before_joints is not None:  # held from the first joint state
                     self._add_voltage_locked(stamp_ns, self._voltage_before_joints)
                     self._voltage_before_joints = None
+                if source_ns:
+                    for placed in self._publication_order.joint_state(source_ns, stamp_ns):
+                        self._add_voltage_locked(*placed)
                 filtered = self._filter.step((stamp_ns - self._epoch_ns) / NS, angles)
                 self._schedule_locked(stamp_ns)
         if filtered is not None and all(np.all(np.isfinite(v)) for v in filtered):
@@ -297,13 +306,17 @@ class EstimatorCore:
                 return
         self._voltage.append(stamp_ns, (value,))
 
-    def on_voltage_message(self, data) -> None:
+    def on_voltage_message(self, data, source_ns: int | None = None) -> None:
         """The ``data`` of a voltage message without a header.
 
         A std_msgs/Float64's number, or a Float64MultiArray's sequence holding the voltage at
-        ``recording.voltage_index``. It takes effect at the newest joint-state stamp: the rig's
-        clock as the node last saw it, whatever clock the transport stamps messages with (a
-        replayed bag, sim time). Before any joint state (at start, after a reset) it is held
+        ``recording.voltage_index``. It takes effect at the stamp of the joint state published
+        last before it: the rig's clock as the rig saw it, whatever clock the transport stamps
+        messages with (a replayed bag, sim time). With the source timestamps [ns] of both
+        (``source_ns``) that is exact, the voltage held until a later joint state arrives
+        (:class:`~mb_estimation.online.buffers.PublicationOrder`); without them, the newest
+        joint state received stands in (one sample off when the transport delivers the voltage
+        after the next joint state). Before any joint state (at start, after a reset) it is held
         and takes effect at the first joint state's stamp.
         """
         recording = self.config.recording
@@ -316,7 +329,11 @@ class EstimatorCore:
             data = data[index]
         with self._lock:
             latest = self._joints.last_stamp_ns
-            if latest is None:
+            if source_ns:
+                placed = self._publication_order.voltage(source_ns, float(data))
+                if placed is not None:
+                    self._add_voltage_locked(*placed)
+            elif latest is None:
                 self._voltage_before_joints = float(data)
             else:
                 self._add_voltage_locked(latest, float(data))
@@ -389,6 +406,7 @@ class EstimatorCore:
     def _clear_time_locked(self) -> None:
         self._generation += 1
         self._joints.clear()
+        self._publication_order.forget_joint_states()
         self._filter.reset()
         self._epoch_ns = None
         self._next_start_ns = None

@@ -7,8 +7,8 @@ same domain see it (``ros2 topic echo /mb_estimator/fused_parameters``):
 * in: joint states (``sensor_msgs/JointState``, sensor-data QoS) on
   ``recording.joint_states_topic``, the voltage (``std_msgs/Float64`` or ``Float64MultiArray``
   with ``voltage_index``, or the joint states' effort) on ``recording.voltage_topic``. A voltage
-  message carries no header: it takes effect at the newest joint-state stamp (the rig's clock as
-  the node last saw it).
+  message carries no header: it takes effect at the stamp of the joint state published last
+  before it (by the samples' source timestamps; the rig's clock as the rig saw it).
 * out: ``~/parameters``, ``~/fused_parameters`` (:mod:`mb_estimation.online.messages`) and
   ``/diagnostics`` (1 Hz and after each window) with ROS default QoS;
   ``~/filtered_joint_states`` with sensor-data QoS (one per input sample);
@@ -25,6 +25,7 @@ from __future__ import annotations
 import threading
 
 from mb_estimation.io.config import Config
+from mb_estimation.online.adapter import JOINT_STATE_TYPE, ShadowFanout, input_handlers
 from mb_estimation.online.core import EstimatorCore, NodeOutputs, estimate_window
 from mb_estimation.online.messages import (
     diagnostic_level,
@@ -45,7 +46,6 @@ from mb_estimation.transport.dds_messages import (
     MultiArrayLayout,
     joint_state,
     ns_to_stamp,
-    stamp_to_ns,
 )
 
 DIAGNOSTICS_PERIOD_S = 1.0
@@ -76,7 +76,9 @@ class DdsNode:
             ("shadow_joint_states", JointState, "burst"),
             ("filtered_joint_states", JointState, "sensor_data"))}
         self._publish_diagnostics = self.bus.publisher("/diagnostics", DiagnosticArray)
-        self._publish = publish
+        self._shadow = ShadowFanout(
+            lambda s, n, a, r: publish["shadow_joint_states"](joint_state(s, n, a, r)),
+            lambda text: self.core.on_message_error(text))
         self.core = EstimatorCore(config, NodeOutputs(
             parameters=lambda e, s: publish["parameters"](_parameter_message(e)),
             fused_parameters=lambda e, s: publish["fused_parameters"](_parameter_message(e)),
@@ -91,33 +93,21 @@ class DdsNode:
     def _subscribe(self) -> list[tuple[object, str]]:
         """Subscribe to the inputs; returns (subscription, expected ROS type) per input."""
         recording = self.config.recording
-        core = self.core
-
-        def on_joint_state(msg):
-            stamp = stamp_to_ns(msg.header.stamp)
-            core.on_joint_state(stamp, msg.name, msg.position)
-            if voltage_from_effort:
-                core.on_joint_effort(stamp, msg.name, msg.effort)
-
-        voltage_from_effort = recording.voltage_type == "sensor_msgs/msg/JointState"
-        inputs = [(self.bus.subscribe(recording.joint_states_topic, JointState,
-                                      on_joint_state, qos="sensor_data"),
-                   "sensor_msgs/msg/JointState")]
-        if self.config.rig_spec.inputs and not voltage_from_effort:
-            def on_voltage(msg):
-                core.on_voltage_message(msg.data)
-
-            inputs.append((self.bus.subscribe(recording.voltage_topic,
-                                              DDS_TYPES[recording.voltage_type], on_voltage),
-                           recording.voltage_type))
+        on_joint_state, on_voltage = input_handlers(self.core)
+        inputs = [(self.bus.subscribe(
+            recording.joint_states_topic, JointState,
+            lambda msg: on_joint_state(msg, msg.sample_info.source_timestamp),
+            qos="sensor_data"), JOINT_STATE_TYPE)]
+        if on_voltage is not None:
+            inputs.append((self.bus.subscribe(
+                recording.voltage_topic, DDS_TYPES[recording.voltage_type],
+                lambda msg: on_voltage(msg, msg.sample_info.source_timestamp)),
+                recording.voltage_type))
         return inputs
 
-    def _shadow(self, stamps, names, angles, rates) -> None:
-        publish = self._publish["shadow_joint_states"]
-        for k in range(len(stamps)):
-            publish(joint_state(stamps[k], names, angles[k], rates[k]))
-
     def _diagnostics(self, snapshot: dict) -> None:
+        if self._shadow.dropped:
+            snapshot = {**snapshot, "shadow_windows_dropped": self._shadow.dropped}
         level, message = diagnostic_level(snapshot)
         status = DiagnosticStatus(
             level=level, name=f"{self.config.node.name}: estimator", message=message,
@@ -157,6 +147,7 @@ class DdsNode:
         """Stop the worker and the timer and close the bus."""
         self._stop.set()
         self.core.stop()
+        self._shadow.close()
         if self._timer is not None:
             self._timer.join(5.0)
         self.bus.close()

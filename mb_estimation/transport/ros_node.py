@@ -1,10 +1,10 @@
 """``estimator_node`` (``ros2 run mb_estimation estimator_node``): the online node on rclpy.
 
-The same :class:`~mb_estimation.online.core.EstimatorCore` as the DDS adapter
-(:mod:`mb_estimation.transport.dds_node`), with the same topics, types and QoS, on rclpy (ROS 2
-Humble and newer). Nothing here imports rclpy or the estimator when the module is imported (the
-launch files and the command line import it on machines without ROS 2); rclpy is imported inside
-the functions that need it, and :class:`RosEstimatorNode` is created on first access.
+:class:`EstimatorNode` wraps the same :class:`~mb_estimation.online.core.EstimatorCore` as the
+DDS node (:mod:`mb_estimation.transport.dds_node`), with the same topics, types and QoS; the
+input handlers and the shadow fan-out are shared (:mod:`mb_estimation.online.adapter`), and what
+the launch files and the command line need without ROS 2 is in
+:mod:`mb_estimation.transport.ros_common`.
 
 Start it with the launch files (``ros2 launch mb_estimation estimator.launch.py``) or::
 
@@ -31,6 +31,11 @@ Start it with the launch files (``ros2 launch mb_estimation estimator.launch.py`
   asynchronously; a quaternion as a double array ``[w, x, y, z]``). A missing service, a failed
   call or a rejected parameter is counted (``push_failed``) and reported through the core's
   ``last_error`` (:meth:`EstimatorCore.on_message_error`);
+* the node's settings, each defaulting to the config's value (``ros_common.NODE_SETTINGS``):
+  ``window_s``, ``stride_s``, ``buffer_s``, ``max_rate_hz``, ``pending_windows``,
+  ``forgetting``, ``max_cost``, ``min_motion_rad``, ``state_file``, ``warm_up`` (the config's
+  ``node.*``) and ``joint_states_topic``, ``voltage_topic`` (its ``recording.*``); checked as
+  the config file is;
 * ``use_sim_time`` as for every node (bag replay: ``ros2 bag play --clock``).
 
 **Estimate parameters** ``estimate.<name>`` (every parameter of the rig: the fused estimate for
@@ -66,20 +71,21 @@ never interleaves with a get/set/list/describe request, and the worker never wai
 **Topics** (as :mod:`mb_estimation.transport.dds_node`): in, joint states
 (sensor_msgs/JointState, sensor-data QoS) on the config's ``recording.joint_states_topic`` (their
 header stamps cut the windows) and the voltage (std_msgs/Float64, or Float64MultiArray at
-``voltage_index``, stamped with the node clock -- the /clock time under ``use_sim_time`` -- as the
-messages carry none; or the joint states' effort); out, ``~/parameters`` and
+``voltage_index``, stamped with the joint state published last before it, by the messages'
+source timestamps, as they carry no header; or the joint states' effort); out, ``~/parameters`` and
 ``~/fused_parameters`` (std_msgs/Float64MultiArray, :mod:`mb_estimation.online.messages`),
 ``~/shadow_joint_states`` (one sensor_msgs/JointState per estimation step of an accepted
 window, reliable, depth 2000), ``~/filtered_joint_states`` (sensor-data QoS) and
 ``/diagnostics`` (diagnostic_msgs/DiagnosticArray, 1 Hz and after each window). A publisher of
 another type on an input topic is reported in the diagnostics (checked once a second).
+The shadow states of a window are published from a thread of their own
+(:class:`~mb_estimation.online.adapter.ShadowFanout`): a slow reader never stalls the estimator.
 
 **Services**: ``~/reset`` and ``~/calibrate_now`` (std_srvs/Trigger).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import sys
 import threading
@@ -87,239 +93,108 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from mb_estimation.io.config import Config
-    from mb_estimation.online.fusion import ParameterEstimate
-    from mb_estimation.transport.players import PlayStats, TimedMessage
+try:
+    import rclpy
+except ModuleNotFoundError as error:  # the console script on a machine without ROS 2
+    raise ModuleNotFoundError(
+        "the rclpy node needs rclpy: pip install 'mb_estimation[ros]' or source a ROS 2 "
+        "installation (Humble or newer); or run the node with --transport dds",
+        name="rclpy") from error
+from builtin_interfaces.msg import Time
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
+from rcl_interfaces.srv import SetParameters
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.qos import (
+    DurabilityPolicy,
+    QoSProfile,
+    ReliabilityPolicy,
+    qos_profile_sensor_data,
+)
+from rclpy.subscription import Subscription
+from rclpy.utilities import remove_ros_args
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64, Float64MultiArray, MultiArrayDimension
+from std_srvs.srv import Trigger
 
-# ``RosEstimatorNode`` is public too; it is created by the module's ``__getattr__`` on first access.
-__all__ = [
-    "DEFAULT_NODE_NAME",
-    "DIAGNOSTICS_PERIOD_S",
-    "DRAIN_TIMEOUT_S",
-    "NOT_DETERMINED",
-    "PLAYER_NODE_NAME",
-    "READY_MARKER",
-    "RosSink",
-    "apply_node_overrides",
-    "config_topics",
-    "estimate_parameter_values",
-    "main",
-    "parse_push_mapping",
-    "ros_sink",
-    "call_trigger",
-    "run_ros_player",
-    "to_ros",
-    "write_fused",
-]
+from mb_estimation.io.bags import first_line
+from mb_estimation.io.config import Config, ConfigError, load_config
+from mb_estimation.numerics import enable_compilation_cache
+from mb_estimation.online.adapter import (
+    JOINT_STATE_TYPE,
+    ShadowFanout,
+    input_handlers,
+)
+from mb_estimation.online.core import EstimatorCore, NodeOutputs, estimate_window
+from mb_estimation.online.fusion import ParameterEstimate
+from mb_estimation.online.messages import (
+    diagnostic_level,
+    diagnostic_values,
+    multiarray_layout,
+    parameter_matrix,
+)
+from mb_estimation.transport import players
+from mb_estimation.transport.players import PlayStats, TimedMessage, play
+from mb_estimation.transport.ros_common import (
+    DEFAULT_NODE_NAME,
+    DRAIN_TIMEOUT_S,
+    NODE_SETTINGS,
+    NOT_DETERMINED,
+    PLAYER_NODE_NAME,
+    READY_MARKER,
+    apply_node_overrides,
+    estimate_parameter_values,
+    node_setting_defaults,
+    parse_push_mapping,
+    plain_value,
+    with_node_settings,
+    write_fused,
+)
 
-#: Logged by :func:`main` once the node listens (after the warm-up); bag_calibration.launch.py
-#: starts the bag when it sees it.
-READY_MARKER = "mb_estimation node ready"
-DEFAULT_NODE_NAME = "mb_estimator"
-PLAYER_NODE_NAME = "mb_estimation_player"
 DIAGNOSTICS_PERIOD_S = 1.0
-#: Longest wait for the windows already cut when the node stops with ``output_dir`` set [s].
-DRAIN_TIMEOUT_S = 120.0
-#: Standard deviation published for a direction the data does not determine (as on the topics).
-NOT_DETERMINED = -1.0
 SHADOW_DEPTH = 2000
 #: The input subscriptions queue this long a stall of the executor [s] at ``node.max_rate_hz``:
-#: a window's solve or shadow burst holds the interpreter for a fraction of a second, and a
-#: sensor-data queue of 5 would drop joint states meanwhile -- after which the voltage,
-#: stamped with the newest joint state, would be paired with the wrong sample.
+#: a window's solve holds the interpreter for a fraction of a second, and a sensor-data queue
+#: of 5 would drop joint states meanwhile (both inputs are kept equally deep).
 INPUT_QUEUE_S = 1.0
 _NS = 1_000_000_000
 _ESTIMATE_PREFIXES = ("estimate.", "estimate_std.")
-_JOINT_STATE_TYPE = "sensor_msgs/msg/JointState"
+VOLTAGE_CLASSES = {"std_msgs/msg/Float64": Float64,
+                   "std_msgs/msg/Float64MultiArray": Float64MultiArray}
 
 
 # --------------------------------------------------------------------------------------------
-# Pure helpers (no ROS): overrides, push mapping, estimate values, files, launch topics
+# Message conversion
 # --------------------------------------------------------------------------------------------
 
 
-def apply_node_overrides(config: Config, *, free: str = "", set_text: str = "",
-                         compliance: float = 0.0) -> Config:
-    """The node's ``free``/``set``/``compliance`` parameters applied to ``config``.
+def _stamp(nanoseconds: int) -> Time:
+    nanoseconds = int(nanoseconds)
+    return Time(sec=nanoseconds // _NS, nanosec=nanoseconds % _NS)
 
-    Empty strings and a compliance of 0 leave the config as it is; the values are checked like
-    the command line's (:class:`~mb_estimation.io.config.ConfigError`).
+
+def _read_only(description: str) -> ParameterDescriptor:
+    return ParameterDescriptor(description=description, read_only=True)
+
+
+def _with_source_timestamp(callback: Callable[[Any, int | None], None]) -> Callable:
+    """``callback(msg, source_ns)`` as an rclpy subscription callback.
+
+    rclpy from Iron on passes a ``MessageInfo`` holding the publisher's ``source_timestamp``
+    [ns] to a callback of two arguments; Humble's passes the message only (``source_ns`` None).
     """
-    from mb_estimation.io.config import apply_overrides, parse_assignments, parse_free_list
-
-    free = (free or "").strip()
-    set_text = (set_text or "").strip()
-    if not free and not set_text and not compliance:
-        return config
-    return apply_overrides(
-        config,
-        free=parse_free_list(free) if free else None,
-        set_values=parse_assignments(set_text) if set_text else None,
-        compliance=float(compliance) if compliance else None)
-
-
-def parse_push_mapping(text: str, free: Iterable[str]) -> dict[str, str]:
-    """``"J_Azz:arm_inertia,K:motor_gain"`` as ``{estimate name: controller parameter}``.
-
-    Every estimate name must be one of the ``free`` parameters (only estimates are pushed); a
-    name may be pushed to one controller parameter only. Raises ValueError naming the entry.
-    """
-    free = tuple(free)
-    mapping: dict[str, str] = {}
-    for item in (part.strip() for part in (text or "").split(",")):
-        if not item:
-            continue
-        name, sep, target = (s.strip() for s in item.partition(":"))
-        if not sep or not name or not target:
-            raise ValueError(f"push.mapping: {item!r} is not estimate_name:controller_param")
-        if name not in free:
-            raise ValueError(f"push.mapping: {name!r} is not estimated (free parameters: "
-                             f"{', '.join(free) or 'none'})")
-        if name in mapping:
-            raise ValueError(f"push.mapping: {name!r} mapped twice")
-        mapping[name] = target
-    return mapping
-
-
-def _plain(value) -> float | list[float]:
-    import numpy as np
-
-    array = np.asarray(value, dtype=np.float64).ravel()
-    return float(array[0]) if array.size == 1 else [float(v) for v in array]
-
-
-def _std_value(std) -> float | list[float]:
-    import numpy as np
-
-    array = np.asarray(std, dtype=np.float64).ravel()
-    values = [float(s) if math.isfinite(s) else NOT_DETERMINED for s in array]
-    return values[0] if len(values) == 1 else values
-
-
-def estimate_parameter_values(config: Config, estimate: ParameterEstimate | None
-                              ) -> dict[str, float | list[float]]:
-    """The node's ``estimate.<name>`` and ``estimate_std.<name>`` parameter values.
-
-    ``estimate.<name>`` for every parameter of the config (the estimate's value for the names it
-    holds, the config's otherwise; a quaternion as ``[w, x, y, z]``); ``estimate_std.<name>``
-    for every free parameter (three tangent entries [rad] for a quaternion; ``-1`` where not
-    determined or not estimated yet).
-    """
-    values: dict[str, float | list[float]] = {
-        f"estimate.{name}": _plain(value) for name, value in config.parameters.items()}
-    for name in config.free:
-        size = 3 if isinstance(config.parameters[name], tuple) else 1
-        values[f"estimate_std.{name}"] = NOT_DETERMINED if size == 1 else [NOT_DETERMINED] * 3
-    if estimate is not None:
-        std = estimate.std
-        for name in estimate.names:
-            if name in config.parameters:
-                values[f"estimate.{name}"] = _plain(estimate.values[name])
-                values[f"estimate_std.{name}"] = _std_value(std[name])
-    return values
-
-
-def write_fused(directory: str | Path, estimate: ParameterEstimate, config: Config, *,
-                node_name: str = DEFAULT_NODE_NAME) -> Path:
-    """Write a fused estimate as ``calibrate`` writes a result; returns the folder.
-
-    ``parameters.yaml`` has the schema of :func:`mb_estimation.io.results.parameters_document`
-    as far as a fused estimate allows (so :func:`~mb_estimation.io.results.read_parameters` and
-    ``--parameters`` read it): ``rig``; ``parameters`` (the estimated ones: ``value``, ``std`` --
-    three tangent entries [rad] for a quaternion, ``.inf`` where not determined -- ``unit``, and
-    ``excited`` = every std finite); ``fixed`` (the config's other values); ``fit`` (no cost or
-    states: ``status: fused``, the number of fused ``windows`` and the node's window settings);
-    ``method``. ``ros_parameters.yaml`` is ``{node_name: {ros__parameters: {estimate.<name>:
-    value}}}`` for every parameter, as ``calibrate`` writes it. Both files are replaced
-    atomically (a reader never sees half a file); ``states.csv`` is not written (a fused
-    estimate has no states).
-    """
-    import yaml
-
-    from mb_estimation.online.fusion import write_text_atomically
-
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    spec = config.rig_spec
-    std = estimate.std
-    estimated = {}
-    for name in estimate.names:
-        spread = [float(s) for s in std[name]]
-        estimated[name] = {
-            "value": _plain(estimate.values[name]),
-            "std": spread[0] if len(spread) == 1 else spread,
-            "unit": spec.parameter(name).unit,
-            "excited": bool(all(math.isfinite(s) for s in spread)),
-        }
-    fixed = {name: _plain(value) for name, value in config.parameters.items()
-             if name not in estimated}
-    node = config.node
-    fit = {
-        "status": "fused", "converged": True, "windows": int(estimate.windows),
-        "message": (f"online fused estimate of {estimate.windows} accepted window(s) of "
-                    f"{node.window_s:g} s (stride {node.stride_s:g} s, forgetting "
-                    f"{node.forgetting:g})"),
-        "window_s": node.window_s, "stride_s": node.stride_s, "forgetting": node.forgetting,
-    }
-    document = {"rig": spec.name, "parameters": estimated, "fixed": fixed, "fit": fit,
-                "method": dataclasses.asdict(config.method)}
-    write_text_atomically(directory / "parameters.yaml", yaml.safe_dump(document, sort_keys=False))
-    values = {name: _plain(value) for name, value in config.parameters.items()}
-    values.update({name: entry["value"] for name, entry in estimated.items()})
-    ros = {f"estimate.{name}": value for name, value in values.items()}
-    write_text_atomically(directory / "ros_parameters.yaml",
-                      yaml.safe_dump({node_name: {"ros__parameters": ros}}, sort_keys=False))
-    return directory
-
-
-def config_topics(path: str | Path) -> tuple[str, str | None]:
-    """Joint-state topic and voltage topic (None: in the joint states' effort) of a config file.
-
-    For the launch files' remappings: a plain YAML read of ``recording`` (no validation, no
-    estimator import; the node validates the file); defaults where the file cannot be read or
-    does not say.
-    """
-    import yaml
-
-    joint_topic, voltage_topic = "/joint_states", "/control_voltage"
-    try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return joint_topic, voltage_topic
-    recording = data.get("recording") if isinstance(data, dict) else None
-    if not isinstance(recording, dict):
-        return joint_topic, voltage_topic
-    joint_topic = str(recording.get("joint_states_topic") or joint_topic)
-    voltage_topic = str(recording.get("voltage_topic") or voltage_topic)
-    voltage_type = str(recording.get("voltage_type") or "")
-    if voltage_type.replace("/msg/", "/") in ("sensor_msgs/JointState",):
-        return joint_topic, None
-    return joint_topic, voltage_topic
-
-
-# --------------------------------------------------------------------------------------------
-# Message conversion (rclpy message classes imported on use)
-# --------------------------------------------------------------------------------------------
-
-
-def _stamp(stamp_ns: int):
-    from builtin_interfaces.msg import Time
-
-    stamp_ns = int(stamp_ns)
-    return Time(sec=stamp_ns // _NS, nanosec=stamp_ns % _NS)
-
-
-def _stamp_ns(stamp) -> int:
-    return int(stamp.sec) * _NS + int(stamp.nanosec)
+    if hasattr(Subscription, "CallbackType"):
+        return lambda msg, info: callback(msg, info.get("source_timestamp") or None)
+    return lambda msg: callback(msg, None)
 
 
 def _joint_state(stamp_ns: int, names, positions, velocities=(), efforts=()):
     """A ``sensor_msgs/JointState`` stamped ``stamp_ns`` (empty ``frame_id``)."""
-    from sensor_msgs.msg import JointState
-
     msg = JointState()
     msg.header.stamp = _stamp(stamp_ns)
     msg.name = [str(n) for n in names]
@@ -330,9 +205,7 @@ def _joint_state(stamp_ns: int, names, positions, velocities=(), efforts=()):
 
 
 def _parameter_message(estimate: ParameterEstimate):
-    from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
-    from mb_estimation.online.messages import multiarray_layout, parameter_matrix
 
     labels, matrix = parameter_matrix(estimate)
     msg = Float64MultiArray()
@@ -349,36 +222,28 @@ def to_ros(message: TimedMessage):
     A joint state gets ``header.stamp`` = ``stamp_ns`` (empty ``frame_id``); a
     Float64MultiArray an empty layout.
     """
-    from mb_estimation.transport import players
-
     kind, payload = message.kind, message.payload
     if kind == players.JOINT_STATE:
         return _joint_state(message.stamp_ns, payload.names, payload.positions,
                             payload.velocities, payload.efforts)
     if kind == players.FLOAT64:
-        from std_msgs.msg import Float64
 
         return Float64(data=float(payload))
     if kind == players.FLOAT64_MULTIARRAY:
-        from std_msgs.msg import Float64MultiArray
 
         return Float64MultiArray(data=[float(x) for x in payload])
     raise ValueError(f"unknown message kind {kind!r}; expected one of {', '.join(players.KINDS)}")
 
 
 def _message_class(kind: str):
-    from mb_estimation.transport import players
 
     if kind == players.JOINT_STATE:
-        from sensor_msgs.msg import JointState
 
         return JointState
     if kind == players.FLOAT64:
-        from std_msgs.msg import Float64
 
         return Float64
     if kind == players.FLOAT64_MULTIARRAY:
-        from std_msgs.msg import Float64MultiArray
 
         return Float64MultiArray
     raise ValueError(f"unknown message kind {kind!r}; expected one of {', '.join(players.KINDS)}")
@@ -399,7 +264,6 @@ class RosSink:
     """
 
     def __init__(self, node, *, joint_state_qos=None, qos=None) -> None:
-        from rclpy.qos import qos_profile_sensor_data
 
         self.node = node
         self.joint_state_qos = qos_profile_sensor_data if joint_state_qos is None \
@@ -410,8 +274,6 @@ class RosSink:
 
     def publisher(self, topic: str, kind: str):
         """The rclpy publisher for ``topic`` and message ``kind`` (created on the first call)."""
-        from mb_estimation.transport import players
-
         key = (topic, kind)
         publisher = self._publishers.get(key)
         if publisher is None:
@@ -452,10 +314,6 @@ def run_ros_player(messages: Iterable[TimedMessage], rate: float = 1.0, *,
     ``args``) unless it already is, and shut down again if it was initialised here; the node is
     destroyed in any case (also on Ctrl-C, which propagates as KeyboardInterrupt).
     """
-    import rclpy
-
-    from mb_estimation.transport.players import play
-
     owns_context = not rclpy.ok()
     if owns_context:
         rclpy.init(args=args)
@@ -482,9 +340,6 @@ def call_trigger(argv: list[str] | None = None) -> int:
     returns 0 when the service answered with success, 1 when it answered without, 2 when it
     did not answer within 30 s.
     """
-    import rclpy
-    from std_srvs.srv import Trigger
-
     (service,) = sys.argv[1:] if argv is None else argv
     rclpy.init()
     node = rclpy.create_node("mb_estimation_trigger")
@@ -507,7 +362,6 @@ def call_trigger(argv: list[str] | None = None) -> int:
 
 
 def _try_shutdown(context=None) -> None:
-    import rclpy
 
     try_shutdown = getattr(rclpy, "try_shutdown", None)
     if try_shutdown is not None:
@@ -516,426 +370,355 @@ def _try_shutdown(context=None) -> None:
         rclpy.shutdown(context=context)
 
 
-# --------------------------------------------------------------------------------------------
-# The node
-# --------------------------------------------------------------------------------------------
 
 
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return f"{type(error).__name__}: {text.splitlines()[0]}" if text else type(error).__name__
+class EstimatorNode(Node):
+    """The estimator node on rclpy (module docstring): core, topics, parameters, services.
 
+    ``config`` is the configuration the ``config`` parameter names (:func:`main` loads it);
+    the ``free``/``set``/``compliance`` parameters are applied to it here. ``estimator``
+    replaces the window estimator (tests); other keyword arguments go to ``rclpy.node.Node``
+    (``context``, ``parameter_overrides``, ...). Call :meth:`start` before spinning and
+    :meth:`close` after.
+    """
 
-def _make_node_class():
-    from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-    from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
-    from rcl_interfaces.srv import SetParameters
-    from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
-    from rclpy.node import Node
-    from rclpy.parameter import Parameter
-    from rclpy.qos import (
-        DurabilityPolicy,
-        QoSProfile,
-        ReliabilityPolicy,
-        qos_profile_sensor_data,
-    )
-    from sensor_msgs.msg import JointState
-    from std_msgs.msg import Float64, Float64MultiArray
-    from std_srvs.srv import Trigger
+    def __init__(self, config: Config, *, estimator=estimate_window,
+                 node_name: str | None = None, **node_kwargs) -> None:
+        super().__init__(node_name or config.node.name, **node_kwargs)
+        self._writing = threading.local()
+        self._closing = False
+        self._extra: Counter[str] = Counter()  # the node's own counters (diagnostics)
+        self._extra_lock = threading.Lock()
+        self._handoff = threading.Lock()
+        self._pending_fused: tuple[ParameterEstimate, int] | None = None
+        self._diagnostics_lock = threading.Lock()
+        self._reported_types: set[tuple[str, str]] = set()
+        self._accepted_here = False
 
-    from mb_estimation.online.core import EstimatorCore, NodeOutputs, estimate_window
-    from mb_estimation.online.messages import diagnostic_level, diagnostic_values
+        declare = self.declare_parameter
+        declare("config", config.source, _read_only(
+            "mb_estimation YAML configuration (path or built-in name)"))
+        free = declare("free", "", _read_only("free parameters, NAME,NAME (empty: the "
+                                             "config's)")).value
+        set_text = declare("set", "", _read_only("values NAME=VALUE,... set before "
+                                                "estimating")).value
+        compliance_descriptor = _read_only(
+            "every hinge compliance [m/N, rad/(N m)]; 0: the config's")
+        compliance_descriptor.dynamic_typing = True  # -p compliance:=0 (an integer) works
+        compliance = declare("compliance", 0.0, compliance_descriptor).value
+        if isinstance(compliance, bool) or not isinstance(compliance, (int, float)):
+            raise ValueError(f"parameter compliance: expected a number, got {compliance!r}")
+        output_dir = declare("output_dir", "", _read_only(
+            "folder for parameters.yaml/ros_parameters.yaml of the fused estimate; "
+            "empty: none")).value
+        target = declare("push.target_node", config.node.push_target_node or "", _read_only(
+            "node whose parameters receive the fused estimate; empty: no push (default: "
+            "the config's node.push_target_node)")).value
+        mapping_text = declare("push.mapping", config.node.push_mapping or "", _read_only(
+            "estimate_name:controller_param,... (default: the config's "
+            "node.push_mapping)")).value
 
-    voltage_classes = {"std_msgs/msg/Float64": Float64,
-                       "std_msgs/msg/Float64MultiArray": Float64MultiArray}
+        settings = {
+            name: declare(name, value, _read_only(
+                f"{NODE_SETTINGS[name].description} (default: the config's "
+                f"{NODE_SETTINGS[name].section}.{NODE_SETTINGS[name].key})")).value
+            for name, value in node_setting_defaults(config).items()}
+        config = with_node_settings(config, settings)
+        self.config = apply_node_overrides(config, free=free, set_text=set_text,
+                                           compliance=compliance)
+        self.output_dir = Path(output_dir).expanduser().resolve() if output_dir else None
+        self.push_target = str(target).strip().strip("/")
+        self.push_mapping = parse_push_mapping(mapping_text, self.config.free)
+        if self.push_mapping and not self.push_target:
+            raise ValueError("push.mapping is set but push.target_node is empty")
+        if self.push_target and not self.push_mapping:
+            raise ValueError(f"push.target_node {self.push_target!r} is set but "
+                             "push.mapping is empty")
 
-    def read_only(description: str) -> ParameterDescriptor:
-        return ParameterDescriptor(description=description, read_only=True)
+        self._inputs_group = MutuallyExclusiveCallbackGroup()
+        self._control_group = MutuallyExclusiveCallbackGroup()
+        self._publish_parameters = self.create_publisher(
+            Float64MultiArray, "~/parameters", 10)
+        self._publish_fused = self.create_publisher(
+            Float64MultiArray, "~/fused_parameters", 10)
+        publish_shadow = self.create_publisher(
+            JointState, "~/shadow_joint_states",
+            QoSProfile(depth=SHADOW_DEPTH, reliability=ReliabilityPolicy.RELIABLE)).publish
+        self._shadow = ShadowFanout(
+            lambda s, n, a, r: publish_shadow(_joint_state(s, n, a, r)),
+            lambda text: None if self._closing else self.core.on_message_error(text))
+        self._publish_filtered = self.create_publisher(
+            JointState, "~/filtered_joint_states", qos_profile_sensor_data)
+        self._publish_diagnostics = self.create_publisher(
+            DiagnosticArray, "/diagnostics", 10)
 
-    class RosEstimatorNode(Node):
-        """The estimator node on rclpy (module docstring): core, topics, parameters, services.
+        guarded = self._guarded
+        self.core = EstimatorCore(self.config, NodeOutputs(
+            parameters=guarded("~/parameters", lambda e, s: self._publish_parameters.publish(
+                _parameter_message(e))),
+            fused_parameters=guarded("~/fused_parameters", self._on_fused),
+            shadow_joint_states=self._shadow,
+            filtered_joint_states=guarded(
+                "~/filtered_joint_states",
+                lambda s, n, a, r: self._publish_filtered.publish(_joint_state(s, n, a, r))),
+            diagnostics=guarded("/diagnostics", self._diagnostics)), estimator=estimator)
 
-        ``config`` is the configuration the ``config`` parameter names (:func:`main` loads it);
-        the ``free``/``set``/``compliance`` parameters are applied to it here. ``estimator``
-        replaces the window estimator (tests); other keyword arguments go to ``rclpy.node.Node``
-        (``context``, ``parameter_overrides``, ...). Call :meth:`start` before spinning and
-        :meth:`close` after.
-        """
+        self._inputs = self._subscribe()
+        self.create_service(Trigger, "~/reset", self._on_reset,
+                            callback_group=self._control_group)
+        self.create_service(Trigger, "~/calibrate_now", self._on_calibrate_now,
+                            callback_group=self._control_group)
+        self._timer = self.create_timer(DIAGNOSTICS_PERIOD_S, self._tick,
+                                        callback_group=self._control_group)
+        # Default callback group: the one of rclpy's parameter services (module docstring).
+        self._update_guard = self.create_guard_condition(self._apply_fused)
+        self._push_client = None
+        if self.push_target:
+            self._push_client = self.create_client(
+                SetParameters, f"/{self.push_target}/set_parameters",
+                callback_group=ReentrantCallbackGroup())
 
-        def __init__(self, config: Config, *, estimator=estimate_window,
-                     node_name: str | None = None, **node_kwargs) -> None:
-            super().__init__(node_name or config.node.name, **node_kwargs)
-            self._writing = threading.local()
-            self._closing = False
-            self._extra: Counter[str] = Counter()  # the node's own counters (diagnostics)
-            self._extra_lock = threading.Lock()
-            self._handoff = threading.Lock()
-            self._pending_fused: tuple[ParameterEstimate, int] | None = None
-            self._diagnostics_lock = threading.Lock()
-            self._reported_types: set[tuple[str, str]] = set()
-            self._accepted_here = False
+        self._declare_estimates()
+        self.add_on_set_parameters_callback(self._guard_estimates)
 
-            declare = self.declare_parameter
-            declare("config", config.source, read_only(
-                "mb_estimation YAML configuration (path or built-in name)"))
-            free = declare("free", "", read_only("free parameters, NAME,NAME (empty: the "
-                                                 "config's)")).value
-            set_text = declare("set", "", read_only("values NAME=VALUE,... set before "
-                                                    "estimating")).value
-            compliance_descriptor = read_only(
-                "every hinge compliance [m/N, rad/(N m)]; 0: the config's")
-            compliance_descriptor.dynamic_typing = True  # -p compliance:=0 (an integer) works
-            compliance = declare("compliance", 0.0, compliance_descriptor).value
-            if isinstance(compliance, bool) or not isinstance(compliance, (int, float)):
-                raise ValueError(f"parameter compliance: expected a number, got {compliance!r}")
-            output_dir = declare("output_dir", "", read_only(
-                "folder for parameters.yaml/ros_parameters.yaml of the fused estimate; "
-                "empty: none")).value
-            target = declare("push.target_node", config.node.push_target_node or "", read_only(
-                "node whose parameters receive the fused estimate; empty: no push (default: "
-                "the config's node.push_target_node)")).value
-            mapping_text = declare("push.mapping", config.node.push_mapping or "", read_only(
-                "estimate_name:controller_param,... (default: the config's "
-                "node.push_mapping)")).value
+    # --- estimate parameters ---------------------------------------------------------
 
-            self.config = apply_node_overrides(config, free=free, set_text=set_text,
-                                               compliance=compliance)
-            self.output_dir = Path(output_dir).expanduser().resolve() if output_dir else None
-            self.push_target = str(target).strip().strip("/")
-            self.push_mapping = parse_push_mapping(mapping_text, self.config.free)
-            if self.push_mapping and not self.push_target:
-                raise ValueError("push.mapping is set but push.target_node is empty")
-            if self.push_target and not self.push_mapping:
-                raise ValueError(f"push.target_node {self.push_target!r} is set but "
-                                 "push.mapping is empty")
+    def _declare_estimates(self) -> None:
+        spec = self.config.rig_spec
+        values = estimate_parameter_values(self.config, self.core.fused)
+        for key, value in values.items():
+            kind, _, parameter = key.partition(".")
+            unit = spec.parameter(parameter).unit
+            what = ("fused estimate" if parameter in self.config.free else
+                    "fixed value (from the config)") if kind == "estimate" else \
+                f"standard deviation of the fused estimate ({NOT_DETERMINED:g}: not " \
+                "determined)"
+            self.declare_parameter(key, value, ParameterDescriptor(
+                description=f"{parameter} [{unit}]: {what}; written by the estimator only",
+                read_only=False), ignore_override=True)
 
-            self._inputs_group = MutuallyExclusiveCallbackGroup()
-            self._control_group = MutuallyExclusiveCallbackGroup()
-            self._publish_parameters = self.create_publisher(
-                Float64MultiArray, "~/parameters", 10)
-            self._publish_fused = self.create_publisher(
-                Float64MultiArray, "~/fused_parameters", 10)
-            self._publish_shadow = self.create_publisher(
-                JointState, "~/shadow_joint_states",
-                QoSProfile(depth=SHADOW_DEPTH, reliability=ReliabilityPolicy.RELIABLE))
-            self._publish_filtered = self.create_publisher(
-                JointState, "~/filtered_joint_states", qos_profile_sensor_data)
-            self._publish_diagnostics = self.create_publisher(
-                DiagnosticArray, "/diagnostics", 10)
-
-            guarded = self._guarded
-            self.core = EstimatorCore(self.config, NodeOutputs(
-                parameters=guarded("~/parameters", lambda e, s: self._publish_parameters.publish(
-                    _parameter_message(e))),
-                fused_parameters=guarded("~/fused_parameters", self._on_fused),
-                shadow_joint_states=guarded("~/shadow_joint_states", self._shadow),
-                filtered_joint_states=guarded(
-                    "~/filtered_joint_states",
-                    lambda s, n, a, r: self._publish_filtered.publish(_joint_state(s, n, a, r))),
-                diagnostics=guarded("/diagnostics", self._diagnostics)), estimator=estimator)
-
-            self._inputs = self._subscribe()
-            self.create_service(Trigger, "~/reset", self._on_reset,
-                                callback_group=self._control_group)
-            self.create_service(Trigger, "~/calibrate_now", self._on_calibrate_now,
-                                callback_group=self._control_group)
-            self._timer = self.create_timer(DIAGNOSTICS_PERIOD_S, self._tick,
-                                            callback_group=self._control_group)
-            # Default callback group: the one of rclpy's parameter services (module docstring).
-            self._update_guard = self.create_guard_condition(self._apply_fused)
-            self._push_client = None
-            if self.push_target:
-                self._push_client = self.create_client(
-                    SetParameters, f"/{self.push_target}/set_parameters",
-                    callback_group=ReentrantCallbackGroup())
-
-            self._declare_estimates()
-            self.add_on_set_parameters_callback(self._guard_estimates)
-
-        # --- estimate parameters ---------------------------------------------------------
-
-        def _declare_estimates(self) -> None:
-            spec = self.config.rig_spec
-            values = estimate_parameter_values(self.config, self.core.fused)
-            for key, value in values.items():
-                kind, _, parameter = key.partition(".")
-                unit = spec.parameter(parameter).unit
-                what = ("fused estimate" if parameter in self.config.free else
-                        "fixed value (from the config)") if kind == "estimate" else \
-                    f"standard deviation of the fused estimate ({NOT_DETERMINED:g}: not " \
-                    "determined)"
-                self.declare_parameter(key, value, ParameterDescriptor(
-                    description=f"{parameter} [{unit}]: {what}; written by the estimator only",
-                    read_only=False), ignore_override=True)
-
-        def _guard_estimates(self, parameters):
-            if getattr(self._writing, "active", False):
-                return SetParametersResult(successful=True)
-            blocked = [p.name for p in parameters if p.name.startswith(_ESTIMATE_PREFIXES)]
-            if blocked:
-                return SetParametersResult(
-                    successful=False,
-                    reason=f"{', '.join(blocked)}: written by the estimator only (read-only)")
+    def _guard_estimates(self, parameters):
+        if getattr(self._writing, "active", False):
             return SetParametersResult(successful=True)
+        blocked = [p.name for p in parameters if p.name.startswith(_ESTIMATE_PREFIXES)]
+        if blocked:
+            return SetParametersResult(
+                successful=False,
+                reason=f"{', '.join(blocked)}: written by the estimator only (read-only)")
+        return SetParametersResult(successful=True)
 
-        def _set_estimates(self, estimate: ParameterEstimate) -> None:
-            values = estimate_parameter_values(self.config, estimate)
-            changed = [Parameter(key, value=value) for key, value in values.items()
-                       if key.startswith("estimate_std.") or key.partition(".")[2]
-                       in estimate.names]
-            self._writing.active = True
+    def _set_estimates(self, estimate: ParameterEstimate) -> None:
+        values = estimate_parameter_values(self.config, estimate)
+        changed = [Parameter(key, value=value) for key, value in values.items()
+                   if key.startswith("estimate_std.") or key.partition(".")[2]
+                   in estimate.names]
+        self._writing.active = True
+        try:
+            result = self.set_parameters_atomically(changed)
+        finally:
+            self._writing.active = False
+        if result.successful:
+            self._count("parameter_updates")
+        else:
+            self.core.on_message_error(f"estimate parameters not updated: {result.reason}")
+
+    # --- outputs (worker thread) -------------------------------------------------------
+
+    def _guarded(self, what: str, function: Callable) -> Callable:
+        def call(*args):
             try:
-                result = self.set_parameters_atomically(changed)
-            finally:
-                self._writing.active = False
-            if result.successful:
-                self._count("parameter_updates")
+                function(*args)
+            except Exception as error:  # a failed publish must not stop the worker
+                if not self._closing:
+                    self.core.on_message_error(f"{what}: {first_line(error)}")
+        return call
+
+    def _on_fused(self, estimate: ParameterEstimate, stamp_ns: int) -> None:
+        with self._handoff:
+            self._pending_fused = (estimate, int(stamp_ns))
+        self._publish_fused.publish(_parameter_message(estimate))
+        if not self._closing:
+            self._update_guard.trigger()
+
+    def _count(self, key: str) -> None:
+        with self._extra_lock:
+            self._extra[key] += 1
+
+    def _diagnostics(self, snapshot: dict) -> None:
+        snapshot = dict(snapshot)
+        with self._extra_lock:
+            snapshot.update({key: int(value) for key, value in self._extra.items()})
+        if self._shadow.dropped:
+            snapshot["shadow_windows_dropped"] = self._shadow.dropped
+        level, message = diagnostic_level(snapshot)
+        status = DiagnosticStatus(
+            level=bytes([level]), name=f"{self.get_name()}: estimator", message=message,
+            hardware_id=self.config.rig,
+            values=[KeyValue(key=k, value=v) for k, v in diagnostic_values(snapshot)])
+        array = DiagnosticArray(status=[status])
+        array.header.stamp = self.get_clock().now().to_msg()
+        with self._diagnostics_lock:
+            self._publish_diagnostics.publish(array)
+
+    # --- executor callbacks ------------------------------------------------------------
+
+    def _apply_fused(self) -> None:
+        """Guard-condition callback: parameters, files and push for the newest estimate."""
+        with self._handoff:
+            pending, self._pending_fused = self._pending_fused, None
+        if pending is None:
+            return
+        estimate, stamp_ns = pending
+        self._set_estimates(estimate)
+        if stamp_ns > 0:  # an accepted window (0: the estimate reloaded at start-up)
+            self._accepted_here = True
+            self._write_output(estimate)
+            self._push(estimate)
+
+    def _write_output(self, estimate: ParameterEstimate) -> None:
+        if self.output_dir is None:
+            return
+        try:
+            write_fused(self.output_dir, estimate, self.config, node_name=self.get_name())
+            self._count("output_writes")
+        except (OSError, ValueError) as error:
+            self.core.on_message_error(f"could not write {self.output_dir}: "
+                                       f"{first_line(error)}")
+
+    def _push(self, estimate: ParameterEstimate) -> None:
+        client = self._push_client
+        if client is None:
+            return
+        service = f"/{self.push_target}/set_parameters"
+        if not client.service_is_ready():
+            self._count("push_failed")
+            self.core.on_message_error(f"push: {service} is not available")
+            return
+        request = SetParameters.Request()
+        request.parameters = [
+            Parameter(target, value=plain_value(estimate.values[name])).to_parameter_msg()
+            for name, target in self.push_mapping.items()]
+        future = client.call_async(request)
+        self._count("push_sent")
+        future.add_done_callback(lambda done: self._pushed(done, service, request))
+
+    def _pushed(self, future, service: str, request) -> None:
+        try:
+            response = future.result()
+        except Exception as error:
+            self._count("push_failed")
+            self.core.on_message_error(f"push: {service}: {first_line(error)}")
+            return
+        if response is None:
+            self._count("push_failed")
+            self.core.on_message_error(f"push: {service}: no response")
+            return
+        failed = [f"{p.name} ({r.reason or 'rejected'})"
+                  for p, r in zip(request.parameters, response.results, strict=False)
+                  if not r.successful]
+        if failed:
+            self._count("push_failed")
+            self.core.on_message_error(f"push: {service} rejected {', '.join(failed)}")
+        else:
+            self._count("push_ok")
+
+    def _on_reset(self, request, response):
+        self.core.reset("reset requested on ~/reset")
+        response.success = True
+        response.message = "buffers, pending windows, filters and the fused estimate reset"
+        return response
+
+    def _on_calibrate_now(self, request, response):
+        response.success, response.message = self.core.calibrate_now()
+        return response
+
+    def _tick(self) -> None:
+        self.check_topic_types()
+        self._guarded("/diagnostics", self._diagnostics)(self.core.diagnostics())
+
+    # --- inputs --------------------------------------------------------------------------
+
+    def _subscribe(self) -> list[tuple[Any, str]]:
+        recording = self.config.recording
+        on_joint_state, on_voltage = input_handlers(self.core)
+        depth = max(10, math.ceil(self.config.node.max_rate_hz * INPUT_QUEUE_S))
+        sensor_data = QoSProfile(depth=depth, reliability=ReliabilityPolicy.BEST_EFFORT,
+                                 durability=DurabilityPolicy.VOLATILE)
+        inputs = [(self.create_subscription(
+            JointState, recording.joint_states_topic, _with_source_timestamp(on_joint_state),
+            sensor_data, callback_group=self._inputs_group), JOINT_STATE_TYPE)]
+        if on_voltage is not None:
+            inputs.append((self.create_subscription(
+                VOLTAGE_CLASSES[recording.voltage_type], recording.voltage_topic,
+                _with_source_timestamp(on_voltage), QoSProfile(depth=depth),
+                callback_group=self._inputs_group), recording.voltage_type))
+        return inputs
+
+    def check_topic_types(self) -> None:
+        """Report (once each) input topics with a publisher of a type not the config's."""
+        for subscription, expected in self._inputs:
+            topic = getattr(subscription, "topic_name", None) or subscription.topic
+            try:
+                publishers = self.get_publishers_info_by_topic(topic)
+            except Exception:  # graph queries can fail while shutting down
+                return
+            for info in publishers:
+                key = (topic, info.topic_type)
+                if info.topic_type != expected and key not in self._reported_types:
+                    self._reported_types.add(key)
+                    self.core.on_message_error(
+                        f"{topic}: node {info.node_name} publishes {info.topic_type}, the "
+                        f"config expects {expected}: its messages are not received")
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> float:
+        """Warm up and start the worker (:meth:`EstimatorCore.start`); returns warm-up [s]."""
+        return self.core.start()
+
+    def close(self, drain_timeout_s: float | None = None) -> None:
+        """Stop the worker; with ``output_dir``, finish the cut windows and write once more.
+
+        Call after the executor stopped spinning. The windows already cut are estimated
+        first (at most ``drain_timeout_s``, default :data:`DRAIN_TIMEOUT_S`) when
+        ``output_dir`` is set; then the fused estimate is written if a window was accepted
+        since the start. Publishing failures after an rclpy shutdown are ignored.
+        """
+        if self._closing:
+            return
+        timeout = DRAIN_TIMEOUT_S if drain_timeout_s is None else drain_timeout_s
+        deadline = time.monotonic() + timeout
+        if self.output_dir is not None:
+            while self.core.diagnostics().get("pending_windows", 0) and \
+                    time.monotonic() < deadline:
+                time.sleep(0.05)
+            self.core.stop(timeout=max(1.0, deadline - time.monotonic()))
+        self._closing = True
+        self.core.stop(timeout=5.0)
+        self._shadow.close()
+        self._timer.cancel()
+        with self._handoff:
+            pending, self._pending_fused = self._pending_fused, None
+        if pending is not None and pending[1] > 0:
+            self._accepted_here = True
+        fused = self.core.fused
+        if self.output_dir is not None:
+            if fused is not None and self._accepted_here:
+                self._write_output(fused)
+                self.get_logger().info(f"fused estimate of {fused.windows} window(s) "
+                                       f"written to {self.output_dir}")
             else:
-                self.core.on_message_error(f"estimate parameters not updated: {result.reason}")
+                self.get_logger().warning(f"no fused estimate from an accepted window: "
+                                          f"nothing written to {self.output_dir}")
 
-        # --- outputs (worker thread) -------------------------------------------------------
-
-        def _guarded(self, what: str, function: Callable) -> Callable:
-            def call(*args):
-                try:
-                    function(*args)
-                except Exception as error:  # a failed publish must not stop the worker
-                    if not self._closing:
-                        self.core.on_message_error(f"{what}: {_first_line(error)}")
-            return call
-
-        def _on_fused(self, estimate: ParameterEstimate, stamp_ns: int) -> None:
-            with self._handoff:
-                self._pending_fused = (estimate, int(stamp_ns))
-            self._publish_fused.publish(_parameter_message(estimate))
-            if not self._closing:
-                self._update_guard.trigger()
-
-        def _shadow(self, stamps, names, angles, rates) -> None:
-            for k in range(len(stamps)):
-                self._publish_shadow.publish(_joint_state(stamps[k], names, angles[k], rates[k]))
-
-        def _count(self, key: str) -> None:
-            with self._extra_lock:
-                self._extra[key] += 1
-
-        def _diagnostics(self, snapshot: dict) -> None:
-            snapshot = dict(snapshot)
-            with self._extra_lock:
-                snapshot.update({key: int(value) for key, value in self._extra.items()})
-            level, message = diagnostic_level(snapshot)
-            status = DiagnosticStatus(
-                level=bytes([level]), name=f"{self.get_name()}: estimator", message=message,
-                hardware_id=self.config.rig,
-                values=[KeyValue(key=k, value=v) for k, v in diagnostic_values(snapshot)])
-            array = DiagnosticArray(status=[status])
-            array.header.stamp = self.get_clock().now().to_msg()
-            with self._diagnostics_lock:
-                self._publish_diagnostics.publish(array)
-
-        # --- executor callbacks ------------------------------------------------------------
-
-        def _apply_fused(self) -> None:
-            """Guard-condition callback: parameters, files and push for the newest estimate."""
-            with self._handoff:
-                pending, self._pending_fused = self._pending_fused, None
-            if pending is None:
-                return
-            estimate, stamp_ns = pending
-            self._set_estimates(estimate)
-            if stamp_ns > 0:  # an accepted window (0: the estimate reloaded at start-up)
-                self._accepted_here = True
-                self._write_output(estimate)
-                self._push(estimate)
-
-        def _write_output(self, estimate: ParameterEstimate) -> None:
-            if self.output_dir is None:
-                return
-            try:
-                write_fused(self.output_dir, estimate, self.config, node_name=self.get_name())
-                self._count("output_writes")
-            except (OSError, ValueError) as error:
-                self.core.on_message_error(f"could not write {self.output_dir}: "
-                                           f"{_first_line(error)}")
-
-        def _push(self, estimate: ParameterEstimate) -> None:
-            client = self._push_client
-            if client is None:
-                return
-            service = f"/{self.push_target}/set_parameters"
-            if not client.service_is_ready():
-                self._count("push_failed")
-                self.core.on_message_error(f"push: {service} is not available")
-                return
-            request = SetParameters.Request()
-            request.parameters = [
-                Parameter(target, value=_plain(estimate.values[name])).to_parameter_msg()
-                for name, target in self.push_mapping.items()]
-            future = client.call_async(request)
-            self._count("push_sent")
-            future.add_done_callback(lambda done: self._pushed(done, service, request))
-
-        def _pushed(self, future, service: str, request) -> None:
-            try:
-                response = future.result()
-            except Exception as error:
-                self._count("push_failed")
-                self.core.on_message_error(f"push: {service}: {_first_line(error)}")
-                return
-            if response is None:
-                self._count("push_failed")
-                self.core.on_message_error(f"push: {service}: no response")
-                return
-            failed = [f"{p.name} ({r.reason or 'rejected'})"
-                      for p, r in zip(request.parameters, response.results, strict=False)
-                      if not r.successful]
-            if failed:
-                self._count("push_failed")
-                self.core.on_message_error(f"push: {service} rejected {', '.join(failed)}")
-            else:
-                self._count("push_ok")
-
-        def _on_reset(self, request, response):
-            self.core.reset("reset requested on ~/reset")
-            response.success = True
-            response.message = "buffers, pending windows, filters and the fused estimate reset"
-            return response
-
-        def _on_calibrate_now(self, request, response):
-            response.success, response.message = self.core.calibrate_now()
-            return response
-
-        def _tick(self) -> None:
-            self.check_topic_types()
-            self._guarded("/diagnostics", self._diagnostics)(self.core.diagnostics())
-
-        # --- inputs --------------------------------------------------------------------------
-
-        def _subscribe(self) -> list[tuple[Any, str]]:
-            recording = self.config.recording
-            core = self.core
-            from_effort = recording.voltage_type == _JOINT_STATE_TYPE
-            depth = max(10, math.ceil(self.config.node.max_rate_hz * INPUT_QUEUE_S))
-            # both queues equally deep: the executor takes one message from each ready
-            # subscription in turn, which keeps joint state k and voltage k together
-            sensor_data = QoSProfile(depth=depth, reliability=ReliabilityPolicy.BEST_EFFORT,
-                                     durability=DurabilityPolicy.VOLATILE)
-
-            def on_joint_state(msg) -> None:
-                stamp = _stamp_ns(msg.header.stamp)
-                core.on_joint_state(stamp, msg.name, msg.position)
-                if from_effort:
-                    core.on_joint_effort(stamp, msg.name, msg.effort)
-
-            inputs = [(self.create_subscription(
-                JointState, recording.joint_states_topic, on_joint_state,
-                sensor_data, callback_group=self._inputs_group), _JOINT_STATE_TYPE)]
-            if self.config.rig_spec.inputs and not from_effort:
-                def on_voltage(msg) -> None:
-                    # held from the newest joint-state stamp, as the DDS transport does: bag
-                    # stamps and the node's clock can differ
-                    core.on_voltage_message(msg.data)
-
-                inputs.append((self.create_subscription(
-                    voltage_classes[recording.voltage_type], recording.voltage_topic,
-                    on_voltage, QoSProfile(depth=depth), callback_group=self._inputs_group),
-                    recording.voltage_type))
-            return inputs
-
-        def check_topic_types(self) -> None:
-            """Report (once each) input topics with a publisher of a type not the config's."""
-            for subscription, expected in self._inputs:
-                topic = getattr(subscription, "topic_name", None) or subscription.topic
-                try:
-                    publishers = self.get_publishers_info_by_topic(topic)
-                except Exception:  # graph queries can fail while shutting down
-                    return
-                for info in publishers:
-                    key = (topic, info.topic_type)
-                    if info.topic_type != expected and key not in self._reported_types:
-                        self._reported_types.add(key)
-                        self.core.on_message_error(
-                            f"{topic}: node {info.node_name} publishes {info.topic_type}, the "
-                            f"config expects {expected}: its messages are not received")
-
-        # --- lifecycle -------------------------------------------------------------------------
-
-        def start(self) -> float:
-            """Warm up and start the worker (:meth:`EstimatorCore.start`); returns warm-up [s]."""
-            return self.core.start()
-
-        def close(self, drain_timeout_s: float | None = None) -> None:
-            """Stop the worker; with ``output_dir``, finish the cut windows and write once more.
-
-            Call after the executor stopped spinning. The windows already cut are estimated
-            first (at most ``drain_timeout_s``, default :data:`DRAIN_TIMEOUT_S`) when
-            ``output_dir`` is set; then the fused estimate is written if a window was accepted
-            since the start. Publishing failures after an rclpy shutdown are ignored.
-            """
-            if self._closing:
-                return
-            timeout = DRAIN_TIMEOUT_S if drain_timeout_s is None else drain_timeout_s
-            deadline = time.monotonic() + timeout
-            if self.output_dir is not None:
-                while self.core.diagnostics().get("pending_windows", 0) and \
-                        time.monotonic() < deadline:
-                    time.sleep(0.05)
-                self.core.stop(timeout=max(1.0, deadline - time.monotonic()))
-            self._closing = True
-            self.core.stop(timeout=5.0)
-            self._timer.cancel()
-            with self._handoff:
-                pending, self._pending_fused = self._pending_fused, None
-            if pending is not None and pending[1] > 0:
-                self._accepted_here = True
-            fused = self.core.fused
-            if self.output_dir is not None:
-                if fused is not None and self._accepted_here:
-                    self._write_output(fused)
-                    self.get_logger().info(f"fused estimate of {fused.windows} window(s) "
-                                           f"written to {self.output_dir}")
-                else:
-                    self.get_logger().warning(f"no fused estimate from an accepted window: "
-                                              f"nothing written to {self.output_dir}")
-
-        def destroy_node(self):
-            if not self._closing:
-                self.close(drain_timeout_s=0.0)
-            return super().destroy_node()
-
-    return RosEstimatorNode
-
-
-_NODE_CLASS = None
-
-
-def _node_class():
-    global _NODE_CLASS
-    if _NODE_CLASS is None:
-        import importlib.util
-
-        if importlib.util.find_spec("rclpy") is None:
-            raise ModuleNotFoundError("RosEstimatorNode needs rclpy: source a ROS 2 (Humble or "
-                                      "newer) installation, or use the DDS transport",
-                                      name="rclpy")
-        _NODE_CLASS = _make_node_class()
-    return _NODE_CLASS
-
-
-def __getattr__(name: str):
-    """``RosEstimatorNode`` is created (importing rclpy) on first access."""
-    if name == "RosEstimatorNode":
-        return _node_class()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    def destroy_node(self):
+        if not self._closing:
+            self.close(drain_timeout_s=0.0)
+        return super().destroy_node()
 
 
 def _bootstrap_config(argv: list[str]) -> Config:
     """The configuration named by the ``config`` parameter (or the one positional argument)."""
-    import rclpy
-    from rclpy.utilities import remove_ros_args
-
-    from mb_estimation.io.config import ConfigError, load_config
-
     positional = remove_ros_args(args=argv)[1:]
     if len(positional) > 1:
         raise ConfigError(f"unexpected arguments {' '.join(positional[1:])!r}: give the "
@@ -946,7 +729,7 @@ def _bootstrap_config(argv: list[str]) -> Config:
         try:
             path = node.declare_parameter("config", "").value
         except Exception as error:
-            raise ConfigError(f"parameter config: {_first_line(error)} (expected a path)") \
+            raise ConfigError(f"parameter config: {first_line(error)} (expected a path)") \
                 from None
     finally:
         node.destroy_node()
@@ -964,16 +747,6 @@ def main(argv: list[str] | None = None) -> int:
     Returns 0, or 2 when the configuration or a parameter is missing or invalid (one log line
     says why).
     """
-    import rclpy
-    from rclpy.executors import MultiThreadedExecutor
-
-    try:
-        from rclpy.executors import ExternalShutdownException
-    except ImportError:  # older rclpy
-        ExternalShutdownException = KeyboardInterrupt  # noqa: N806
-
-    from mb_estimation.numerics import enable_compilation_cache
-
     enable_compilation_cache()  # as mb-estimation: a second start skips the warm-up compile
     argv = list(sys.argv if argv is None else argv)
     rclpy.init(args=argv)
@@ -981,12 +754,12 @@ def main(argv: list[str] | None = None) -> int:
     node = None
     try:
         try:
-            node = _node_class()(_bootstrap_config(argv))
+            node = EstimatorNode(_bootstrap_config(argv))
         except ValueError as error:  # ConfigError is a ValueError
             logger.fatal(" ".join(str(error).split()) or type(error).__name__)
             return 2
         except Exception as error:  # e.g. a parameter of the wrong type
-            logger.fatal(" ".join(_first_line(error).split()))
+            logger.fatal(" ".join(first_line(error).split()))
             return 2
         warm_up_s = node.start()
         voltage = node.config.recording.voltage_topic if node.config.rig_spec.inputs else None

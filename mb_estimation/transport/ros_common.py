@@ -1,0 +1,256 @@
+"""What the rclpy node shares with its launch files and the command line, without ROS 2.
+
+The launch files, ``mb-estimation`` and the tests import this on machines without rclpy: the
+node's parameter names and their config defaults, the ``free``/``set``/``compliance``
+overrides, the push mapping, the ``estimate.*`` parameter values and the files a fused estimate
+is written to. The node itself is :mod:`mb_estimation.transport.ros_node` (rclpy).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from mb_estimation.io.config import Config
+    from mb_estimation.online.fusion import ParameterEstimate
+
+#: Logged by the node once it listens (after the warm-up); bag_calibration.launch.py starts the
+#: bag when it sees it.
+READY_MARKER = "mb_estimation node ready"
+DEFAULT_NODE_NAME = "mb_estimator"
+PLAYER_NODE_NAME = "mb_estimation_player"
+#: Longest wait for the windows already cut when the node stops with ``output_dir`` set [s].
+DRAIN_TIMEOUT_S = 120.0
+#: Standard deviation published for a direction the data does not determine (as on the topics).
+NOT_DETERMINED = -1.0
+
+class NodeSetting(NamedTuple):
+    """A node setting declared as a ROS parameter: where the config holds its default."""
+
+    section: str  # the config section: node or recording
+    key: str  # the key in that section
+    type: type  # the ROS parameter's type
+    description: str
+
+
+#: The node's settings declared as ROS parameters (by these names), each defaulting to the
+#: config's value.
+NODE_SETTINGS: dict[str, NodeSetting] = {
+    "window_s": NodeSetting("node", "window_s", float,
+                            "window length [s] (joint-state header stamps)"),
+    "stride_s": NodeSetting("node", "stride_s", float,
+                            "time from one window's start to the next [s]"),
+    "buffer_s": NodeSetting("node", "buffer_s", float, "ring buffer length [s]"),
+    "max_rate_hz": NodeSetting("node", "max_rate_hz", float, "highest expected joint-state "
+                               "rate [Hz] (sizes the buffers and input queues)"),
+    "pending_windows": NodeSetting("node", "pending_windows", int, "windows waiting for the "
+                                   "estimator; beyond, the oldest is dropped"),
+    "forgetting": NodeSetting("node", "forgetting", float, "fusion: weight of the old "
+                              "information per accepted window, (0, 1]"),
+    "max_cost": NodeSetting("node", "max_cost", float,
+                            "a window whose final cost is above this is rejected"),
+    "min_motion_rad": NodeSetting("node", "min_motion_rad", float, "a window whose joints all "
+                                  "move less than this [rad] is at rest (rejected)"),
+    "state_file": NodeSetting("node", "state_file", str, "fused estimate persisted here and "
+                              "reloaded at start (empty: none)"),
+    "warm_up": NodeSetting("node", "warm_up", bool,
+                           "compile on a synthetic window before listening"),
+    "joint_states_topic": NodeSetting("recording", "joint_states_topic", str,
+                                      "the rig's sensor_msgs/JointState topic"),
+    "voltage_topic": NodeSetting("recording", "voltage_topic", str,
+                                 "the rig's motor voltage topic"),
+}
+
+
+def node_setting_defaults(config: Config) -> dict[str, Any]:
+    """The :data:`NODE_SETTINGS` parameters' values in ``config``, of the parameters' types.
+
+    ``state_file`` None is "" (a ROS parameter has no null).
+    """
+    values = {}
+    for parameter, setting in NODE_SETTINGS.items():
+        value = getattr(getattr(config, setting.section), setting.key)
+        values[parameter] = "" if value is None else setting.type(value)
+    return values
+
+
+def with_node_settings(config: Config, values: dict[str, Any]) -> Config:
+    """``config`` with the :data:`NODE_SETTINGS` parameters ``values``, checked as the YAML is.
+
+    Raises :class:`~mb_estimation.io.config.ConfigError` naming the config key.
+    """
+    from mb_estimation.io.config import with_section_values
+
+    sections: dict[str, dict[str, Any]] = {}
+    for parameter, value in values.items():
+        setting = NODE_SETTINGS[parameter]
+        if setting.key == "state_file" and value == "":
+            value = None
+        sections.setdefault(setting.section, {})[setting.key] = value
+    for section, changes in sections.items():
+        config = with_section_values(config, section, changes, source="ROS parameter")
+    return config
+
+
+def apply_node_overrides(config: Config, *, free: str = "", set_text: str = "",
+                         compliance: float = 0.0) -> Config:
+    """The node's ``free``/``set``/``compliance`` parameters applied to ``config``.
+
+    Empty strings and a compliance of 0 leave the config as it is; the values are checked like
+    the command line's (:class:`~mb_estimation.io.config.ConfigError`).
+    """
+    from mb_estimation.io.config import apply_overrides, parse_assignments, parse_free_list
+
+    free = (free or "").strip()
+    set_text = (set_text or "").strip()
+    if not free and not set_text and not compliance:
+        return config
+    return apply_overrides(
+        config,
+        free=parse_free_list(free) if free else None,
+        set_values=parse_assignments(set_text) if set_text else None,
+        compliance=float(compliance) if compliance else None)
+
+
+def parse_push_mapping(text: str, free: Iterable[str]) -> dict[str, str]:
+    """``"J_Azz:arm_inertia,K:motor_gain"`` as ``{estimate name: controller parameter}``.
+
+    Every estimate name must be one of the ``free`` parameters (only estimates are pushed); a
+    name may be pushed to one controller parameter only. Raises ValueError naming the entry.
+    """
+    free = tuple(free)
+    mapping: dict[str, str] = {}
+    for item in (part.strip() for part in (text or "").split(",")):
+        if not item:
+            continue
+        name, sep, target = (s.strip() for s in item.partition(":"))
+        if not sep or not name or not target:
+            raise ValueError(f"push.mapping: {item!r} is not estimate_name:controller_param")
+        if name not in free:
+            raise ValueError(f"push.mapping: {name!r} is not estimated (free parameters: "
+                             f"{', '.join(free) or 'none'})")
+        if name in mapping:
+            raise ValueError(f"push.mapping: {name!r} mapped twice")
+        mapping[name] = target
+    return mapping
+
+
+def plain_value(value) -> float | list[float]:
+    """A parameter value as YAML and ROS parameters hold it: a float, or a list (quaternion)."""
+    import numpy as np
+
+    array = np.asarray(value, dtype=np.float64).ravel()
+    return float(array[0]) if array.size == 1 else [float(v) for v in array]
+
+
+def _std_value(std) -> float | list[float]:
+    import numpy as np
+
+    array = np.asarray(std, dtype=np.float64).ravel()
+    values = [float(s) if math.isfinite(s) else NOT_DETERMINED for s in array]
+    return values[0] if len(values) == 1 else values
+
+
+def estimate_parameter_values(config: Config, estimate: ParameterEstimate | None
+                              ) -> dict[str, float | list[float]]:
+    """The node's ``estimate.<name>`` and ``estimate_std.<name>`` parameter values.
+
+    ``estimate.<name>`` for every parameter of the config (the estimate's value for the names it
+    holds, the config's otherwise; a quaternion as ``[w, x, y, z]``); ``estimate_std.<name>``
+    for every free parameter (three tangent entries [rad] for a quaternion; ``-1`` where not
+    determined or not estimated yet).
+    """
+    values: dict[str, float | list[float]] = {
+        f"estimate.{name}": plain_value(value) for name, value in config.parameters.items()}
+    for name in config.free:
+        size = 3 if isinstance(config.parameters[name], tuple) else 1
+        values[f"estimate_std.{name}"] = NOT_DETERMINED if size == 1 else [NOT_DETERMINED] * 3
+    if estimate is not None:
+        std = estimate.std
+        for name in estimate.names:
+            if name in config.parameters:
+                values[f"estimate.{name}"] = plain_value(estimate.values[name])
+                values[f"estimate_std.{name}"] = _std_value(std[name])
+    return values
+
+
+def write_fused(directory: str | Path, estimate: ParameterEstimate, config: Config, *,
+                node_name: str = DEFAULT_NODE_NAME) -> Path:
+    """Write a fused estimate as ``calibrate`` writes a result; returns the folder.
+
+    ``parameters.yaml`` has the schema of :func:`mb_estimation.io.results.parameters_document`
+    as far as a fused estimate allows (so :func:`~mb_estimation.io.results.read_parameters` and
+    ``--parameters`` read it): ``rig``; ``parameters`` (the estimated ones: ``value``, ``std`` --
+    three tangent entries [rad] for a quaternion, ``.inf`` where not determined -- ``unit``, and
+    ``excited`` = every std finite); ``fixed`` (the config's other values); ``fit`` (no cost or
+    states: ``status: fused``, the number of fused ``windows`` and the node's window settings);
+    ``method``. ``ros_parameters.yaml`` is ``{node_name: {ros__parameters: {estimate.<name>:
+    value}}}`` for every parameter, as ``calibrate`` writes it. Both files are replaced
+    atomically (a reader never sees half a file); ``states.csv`` is not written (a fused
+    estimate has no states).
+    """
+    import yaml
+
+    from mb_estimation.online.fusion import write_text_atomically
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    spec = config.rig_spec
+    std = estimate.std
+    estimated = {}
+    for name in estimate.names:
+        spread = [float(s) for s in std[name]]
+        estimated[name] = {
+            "value": plain_value(estimate.values[name]),
+            "std": spread[0] if len(spread) == 1 else spread,
+            "unit": spec.parameter(name).unit,
+            "excited": bool(all(math.isfinite(s) for s in spread)),
+        }
+    fixed = {name: plain_value(value) for name, value in config.parameters.items()
+             if name not in estimated}
+    node = config.node
+    fit = {
+        "status": "fused", "converged": True, "windows": int(estimate.windows),
+        "message": (f"online fused estimate of {estimate.windows} accepted window(s) of "
+                    f"{node.window_s:g} s (stride {node.stride_s:g} s, forgetting "
+                    f"{node.forgetting:g})"),
+        "window_s": node.window_s, "stride_s": node.stride_s, "forgetting": node.forgetting,
+    }
+    document = {"rig": spec.name, "parameters": estimated, "fixed": fixed, "fit": fit,
+                "method": dataclasses.asdict(config.method)}
+    write_text_atomically(directory / "parameters.yaml", yaml.safe_dump(document, sort_keys=False))
+    values = {name: plain_value(value) for name, value in config.parameters.items()}
+    values.update({name: entry["value"] for name, entry in estimated.items()})
+    ros = {f"estimate.{name}": value for name, value in values.items()}
+    write_text_atomically(directory / "ros_parameters.yaml",
+                      yaml.safe_dump({node_name: {"ros__parameters": ros}}, sort_keys=False))
+    return directory
+
+
+def config_topics(path: str | Path) -> tuple[str, str | None]:
+    """Joint-state topic and voltage topic (None: in the joint states' effort) of a config file.
+
+    For the launch files' remappings: a plain YAML read of ``recording`` (no validation, no
+    estimator import; the node validates the file); defaults where the file cannot be read or
+    does not say.
+    """
+    import yaml
+
+    joint_topic, voltage_topic = "/joint_states", "/control_voltage"
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return joint_topic, voltage_topic
+    recording = data.get("recording") if isinstance(data, dict) else None
+    if not isinstance(recording, dict):
+        return joint_topic, voltage_topic
+    joint_topic = str(recording.get("joint_states_topic") or joint_topic)
+    voltage_topic = str(recording.get("voltage_topic") or voltage_topic)
+    voltage_type = str(recording.get("voltage_type") or "")
+    if voltage_type.replace("/msg/", "/") in ("sensor_msgs/JointState",):
+        return joint_topic, None
+    return joint_topic, voltage_topic
