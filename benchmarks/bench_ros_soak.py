@@ -56,6 +56,7 @@ def _proc_status(pid: int) -> dict[str, float]:
 
 
 def run(args) -> dict:
+    """Start the node and rig-sim, sample every ``args.sample_s``, summarise."""
     loopback_namespace.enter()
     import rclpy
     from ros_listener import Listener
@@ -129,6 +130,7 @@ def run(args) -> dict:
 
 
 def main() -> None:
+    """Parse the arguments, run, print the summary (and write ``--json``)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=60.0)
     parser.add_argument("--sample-s", type=float, default=60.0,

@@ -34,7 +34,7 @@ from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
 from rcl_interfaces.msg import Parameter as ParameterMessage  # noqa: E402
 from rcl_interfaces.msg import ParameterType, ParameterValue  # noqa: E402
 from rcl_interfaces.srv import GetParameters, SetParameters  # noqa: E402
-from rclpy.executors import MultiThreadedExecutor  # noqa: E402
+from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.node import Node  # noqa: E402
 from rclpy.qos import (  # noqa: E402
     DurabilityPolicy,
@@ -151,7 +151,8 @@ def running(ros_network, node_compile_cache, tmp_path_factory):
     controller = Node(CONTROLLER, context=context)
     for name in PUSHED.values():
         controller.declare_parameter(name, 0.0)
-    executor = MultiThreadedExecutor(context=context)
+    # one thread: rclpy's MultiThreadedExecutor falls behind at these rates (RESULTS, issue 15)
+    executor = SingleThreadedExecutor(context=context)
     executor.add_node(probe)
     executor.add_node(controller)
     spinner = threading.Thread(target=executor.spin, daemon=True)
@@ -251,11 +252,14 @@ def test_outputs_arrive_at_the_documented_rates(running):
     print(f"in {elapsed:.1f} s: {inputs} joint states, {filtered} filtered, {diagnostics} "
           f"diagnostics, {windows} windows accepted")
     # one filtered state per input sample, stamped as the sample (best effort both ways: a
-    # few may be lost on a busy machine)
+    # few may be lost on a busy machine, by the probe too, so a filtered state's sample may be
+    # one the probe missed -- but it lies on the rig's sample grid)
     with probe.lock:
         samples = set(probe.stamps["/joint_states"])
         states = probe.stamps[f"{NODE}/filtered_joint_states"]
-    assert set(states) <= samples | {max(samples)}
+    period_ns = round(1e9 / RATE_HZ)
+    assert all((stamp - min(samples)) % period_ns == 0 for stamp in states)
+    assert len(set(states) - samples) <= 0.1 * len(states)
     assert len(states) == len(set(states))
     assert filtered >= 0.9 * inputs
     assert math.floor(elapsed) - 1 <= diagnostics <= math.ceil(elapsed) + windows + 2

@@ -67,6 +67,9 @@ the ``output_dir`` files and the push are not done on the worker: it hands the n
 estimate over under a lock and triggers a guard condition, whose callback runs on the executor in
 the node's *default* callback group -- the group of rclpy's parameter services -- so an update
 never interleaves with a get/set/list/describe request, and the worker never waits on ROS.
+:func:`main` spins the node on a ``SingleThreadedExecutor`` (at 1 kHz rclpy's
+``MultiThreadedExecutor`` starved the inputs; measured in benchmarks/RESULTS.md); the callback
+groups keep it correct where a user adds it to a multi-threaded one.
 
 **Topics** (as :mod:`mb_estimation.transport.dds_node`): in, joint states
 (sensor_msgs/JointState, sensor-data QoS) on the config's ``recording.joint_states_topic`` (their
@@ -107,7 +110,7 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 from rcl_interfaces.srv import SetParameters
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import (
@@ -768,7 +771,10 @@ def main(argv: list[str] | None = None) -> int:
             f"{node.config.recording.joint_states_topic}"
             + (f", voltage on {voltage}" if voltage else "")
             + f"; estimating {', '.join(node.config.free)} every {node.config.node.stride_s:g} s")
-        executor = MultiThreadedExecutor(num_threads=4)
+        # One thread: at 1 kHz rclpy's MultiThreadedExecutor starved the inputs (a few hundred
+        # joint states per second at most) while this takes all of them at ~70 % of a core
+        # (benchmarks/RESULTS.md, issue 15); no callback here waits on another.
+        executor = SingleThreadedExecutor()
         executor.add_node(node)
         try:
             executor.spin()
