@@ -16,7 +16,7 @@ Parts (each prints Markdown)::
     python benchmarks/bench_consistent.py compliance [--l2 ...]   # DM2: 1e-7 against 1e-9
     python benchmarks/bench_consistent.py figure6 [--l2 0.92]     # DM3: against h and ε
     python benchmarks/bench_consistent.py monte-carlo [--seeds 10] [--l2 ...]   # DM4
-    taskset -c 0 python benchmarks/bench_consistent.py cost        # DM6: one core
+    taskset -c 0 python benchmarks/bench_consistent.py cost [--estimators ...]   # DM6: one core
 
 Each estimate is printed as its relative error and, in parentheses, that error in its reported
 standard deviations; ``ok`` marks the issue's tolerance (J within 2 %, b within 30 % — b2 may
@@ -168,7 +168,7 @@ def part_recovery(args) -> None:
     for scenario in args.scenarios.split(","):
         for l2 in _floats(args.l2):
             data = [recording(args.data, scenario, l2)]
-            for estimator in args.estimators.split(","):
+            for estimator in (args.estimators or "consistent,paper").split(","):
                 outcome = fit(fit_config(args.data, l2, estimator=estimator), data)
                 cells, ok = errors(outcome, truth_of(l2))
                 shooting = [level for level in outcome.levels
@@ -247,8 +247,11 @@ def part_cost(args) -> None:
           "(compilation on the first run listed separately).\n")
     print("| estimator | steps [s] | iterations | compile (first run) [s] | solve [s] |")
     print("|---|---|---|---|---|")
+    chosen = args.estimators.split(",") if args.estimators else None
     for estimator, dt in (("consistent", None), ("simulation", None), ("paper", 0.01),
                           ("paper", 0.001)):
+        if chosen is not None and estimator not in chosen:
+            continue
         config = fit_config("paper", l2, estimator=estimator, dt=dt)
         first = fit(config, data, predict=False)
         started = time.perf_counter()
@@ -269,9 +272,10 @@ def main() -> None:
     parser.add_argument("--data", choices=("paper", "rigid"), default="paper")
     parser.add_argument("--l2", default="0.92,0.092", help="pendulum lengths [m]")
     parser.add_argument("--scenarios", default="release,multisine")
-    parser.add_argument("--estimators", default="consistent,paper",
-                        help="recovery: consistent, paper, simulation (consistent + the "
-                        "refinement through the simulator)")
+    parser.add_argument("--estimators", default=None,
+                        help="consistent, paper, simulation (consistent + the refinement "
+                        "through the simulator); recovery default consistent,paper, cost "
+                        "default all")
     parser.add_argument("--steps", default="0.02,0.01,0.005,0.002,0.001",
                         help="figure6: steps h [s]")
     parser.add_argument("--compliances", default="1e-3,1e-4,1e-5,1e-6,1e-7,1e-8",

@@ -497,6 +497,9 @@ def _run_calibration(config, bags, args, output: Path, truth=None):
     _print_refinement(result)
     predictions = pipeline.prediction_checks(config, grids, result)
     _print_predictions(predictions)
+    advice = pipeline.prediction_advice(config, grids, result, predictions)
+    if advice:
+        print(f"note: {advice}")
     write_outputs(output, result, config.rig_spec, method, predictions=predictions)
     checks = pipeline.open_loop_checks(config, grids, result)
     _print_open_loop(checks)

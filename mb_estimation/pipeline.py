@@ -194,6 +194,45 @@ def prediction_checks(config: Config, grids: Sequence[GridData], result: Estimat
                  for grid, estimate in zip(grids, result.recordings, strict=True))
 
 
+#: A prediction error above this many times the fit's angle noise says the model does not
+#: follow the data over the horizon (the rigid limit against §4.7's damped hinges: 7×; the
+#: simulation refinement on the same data: 1.5–2×; benchmarks/RESULTS.md, issue 14).
+PREDICTION_NOISE_RATIO = 5.0
+
+
+def prediction_advice(config: Config, grids: Sequence[GridData], result: EstimationResult,
+                      checks: Sequence) -> str | None:
+    """A note when the consistent fit predicts far worse than the measurement noise, else None.
+
+    The noise is the RMS of the measured minus the estimated angles (observed samples), per
+    joint; the prediction error the RMS at the longest lead of ``checks``
+    (:func:`prediction_checks`). Only for the consistent path without the simulation
+    refinement: the note says what the refinement would do, and what else the gap may mean.
+    """
+    method = config.method
+    if method.estimator != "consistent" or method.simulation_refinement:
+        return None
+    worst = None
+    for grid, states, check in zip(grids, result.recordings, checks, strict=True):
+        if not check.starts:
+            continue
+        observed = np.asarray(grid.observed) > 0
+        noise = np.sqrt(np.mean((states.joint_angles[observed]
+                                 - grid.measured_angles[observed]) ** 2, axis=0))
+        ratio = np.asarray(check.rms[-1]) / np.maximum(noise, 1e-12)
+        if worst is None or np.max(ratio) > worst[0]:
+            worst = (float(np.max(ratio)), check, noise)
+    if worst is None or worst[0] <= PREDICTION_NOISE_RATIO:
+        return None
+    ratio, check, noise = worst
+    return (f"the fitted model, run {check.horizons_s[-1]:g} s ahead, misses the angles of "
+            f"{check.name} by {ratio:.0f}× the fit's noise ({', '.join(f'{v:.2g}' for v in noise)}"
+            " rad): the rigid-hinge model does not follow this data. If the config's hinges "
+            "(compliance, damping) are the rig's own, --simulation-refinement fits through them "
+            "(minutes per recording); otherwise look for unmodelled effects (friction, the "
+            "input model) — or a motion too sensitive to predict that far.")
+
+
 def starting_from(config: Config, initial: Config) -> Config:
     """``config`` with ``initial``'s free parameters, started from ``initial``'s values.
 

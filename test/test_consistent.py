@@ -39,7 +39,12 @@ from mb_estimation.multibody.joint_space import (
     variational_residuals,
 )
 from mb_estimation.numerics import jax
-from mb_estimation.pipeline import calibrate_recordings, config_rig, prediction_checks
+from mb_estimation.pipeline import (
+    calibrate_recordings,
+    config_rig,
+    prediction_advice,
+    prediction_checks,
+)
 from mb_estimation.rigs import get_rig, parameter_arrays
 from mb_estimation.scenarios import multisine_torque
 from mb_estimation.signals import Recording, prepare_recording
@@ -255,6 +260,10 @@ def test_predictions_separate_the_truth_from_a_wrong_model(truth):
     assert right.starts == 4 and right.horizons_s[-1] == pytest.approx(0.5)
     assert np.all(right.rms[-1] < 3e-3), right.rms
     assert off.rms[-1, 0] > 5 * right.rms[-1, 0]
+    # calibrate's note: none for the right model, the refinement suggested for the wrong one
+    assert prediction_advice(config, calibration.grids, calibration.result, [right]) is None
+    note = prediction_advice(config, calibration.grids, wrong, [off])
+    assert note is not None and "--simulation-refinement" in note
 
 
 @pytest.mark.slow
