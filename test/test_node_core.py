@@ -483,3 +483,25 @@ def test_voltage_messages_and_efforts_become_held_voltages():
     stamps, values = core._voltage.ordered()
     assert list(stamps) == [T0] and list(values[:, 0]) == [4.0]
     assert core.diagnostics()["message_errors"] == 1
+
+
+def test_a_blocked_shadow_publisher_does_not_stall_the_worker():
+    """The worker hands a window's shadow states over and goes on; a backlog is dropped."""
+    from mb_estimation.online.adapter import SHADOW_BACKLOG_WINDOWS, ShadowFanout
+
+    release, published, errors = threading.Event(), [], []
+
+    def publish_one(stamp, names, angle, rate):
+        release.wait(10.0)  # a reliable writer waiting for a slow reader
+        published.append(stamp)
+
+    fanout = ShadowFanout(publish_one, errors.append)
+    window = (np.arange(3), NAMES, np.zeros((3, 2)), np.zeros((3, 2)))
+    started = time.perf_counter()
+    for _ in range(SHADOW_BACKLOG_WINDOWS + 3):  # the first is taken, then the backlog fills
+        fanout(*window)
+    assert time.perf_counter() - started < 0.5
+    release.set()
+    fanout.close()
+    assert fanout.dropped >= 2 and len(errors) == fanout.dropped
+    assert len(published) == 3 * (SHADOW_BACKLOG_WINDOWS + 3 - fanout.dropped)

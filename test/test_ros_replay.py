@@ -37,8 +37,6 @@ def _environment(cache):
     return dict(os.environ, ROS_DOMAIN_ID=str(DOMAIN), MB_ESTIMATION_CACHE_DIR=cache)
 
 
-@pytest.mark.slow  # passed alone once (~60 s); after the bag-launch test, and once alone, its
-# windows did not converge (60 iterations, 44 s each) — under investigation (issue 15 note)
 def test_looped_replay_of_a_simulated_bag_over_rclpy(diagnostics, node_compile_cache,
                                                      tmp_path):
     from mb_estimation.cli import main as cli
@@ -74,8 +72,6 @@ def test_looped_replay_of_a_simulated_bag_over_rclpy(diagnostics, node_compile_c
     assert persisted, node.tail()
 
 
-@pytest.mark.slow  # intermittent: in some runs only ~45 % of the 500 Hz best-effort samples
-# reached the node (2190–2315 of 5001) — under investigation (issue 15 note)
 @pytest.mark.skipif(not HUMBLE.is_dir(), reason="../shared/data not present")
 def test_replay_of_a_humble_bag_reaches_the_rclpy_node(diagnostics, tmp_path):
     path = write_config(tmp_path / "humble.yaml", "examples/odrive_furuta.yaml", recording={

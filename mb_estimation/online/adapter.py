@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from mb_estimation.io.bags import first_line
 from mb_estimation.online.core import EstimatorCore
 
 JOINT_STATE_TYPE = "sensor_msgs/msg/JointState"
@@ -71,7 +72,6 @@ class ShadowFanout:
         self._windows: collections.deque = collections.deque()
         self._wake = threading.Condition()
         self._closed = False
-        self._busy = False  # a window is being published
         self.dropped = 0  # windows dropped because the publisher fell behind
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
@@ -88,11 +88,6 @@ class ShadowFanout:
             self._on_error("~/shadow_joint_states: a window's states dropped (the publisher "
                            "is behind)")
 
-    def idle(self) -> bool:
-        """No window waiting or being published."""
-        with self._wake:
-            return not self._windows and not self._busy
-
     def close(self, timeout: float = 5.0) -> None:
         """Publish what waits (within ``timeout``), then stop the thread."""
         with self._wake:
@@ -108,12 +103,8 @@ class ShadowFanout:
                 if not self._windows:
                     return
                 stamps, names, angles, rates = self._windows.popleft()
-                self._busy = True
             try:
                 for k in range(len(stamps)):
                     self._publish_one(stamps[k], names, angles[k], rates[k])
             except Exception as error:  # a failed publish must not end the thread
-                self._on_error(f"~/shadow_joint_states: {type(error).__name__}: {error}")
-            finally:
-                with self._wake:
-                    self._busy = False
+                self._on_error(f"~/shadow_joint_states: {first_line(error)}")
