@@ -425,12 +425,27 @@ def test_a_window_in_flight_during_a_reset_is_discarded():
     assert d.get("filter_reanchored", 0) == 0
 
 
-def test_the_node_reads_a_voltage_topic_not_a_script():
+def test_a_voltage_script_is_the_input_timed_from_the_first_joint_state():
+    """A bag recorded without its input: the config's script, restarted on a time jump."""
+    from mb_estimation.online.adapter import input_handlers
+
     config = _config()
     config = dataclasses.replace(config, recording=dataclasses.replace(
-        config.recording, voltage_script=((0.0, 1.0),)))
-    with pytest.raises(ValueError, match="voltage_script is for recordings"):
-        EstimatorCore(config, estimator=_fake_estimator)
+        config.recording, voltage_script=((0.0, 0.43), (0.002, 0.0))))
+    core = EstimatorCore(config, estimator=_fake_estimator)
+    assert input_handlers(core)[1] is None  # no voltage topic to subscribe to
+    start = T0 + 7 * NS
+    for k in range(4):  # 1 ms apart: the 0.43 tick lasts 2 ms
+        core.on_joint_state(start + k * 1_000_000, NAMES, (0.0, 0.0))
+    core.on_joint_state(T0, NAMES, (0.0, 0.0))  # the bag again, from its start: a time jump
+    stamps, values = core._voltage.ordered()
+    assert list(stamps) == [T0]  # what was before the jump is of another time base
+    assert list(values[:, 0]) == [0.43]
+    core = EstimatorCore(config, estimator=_fake_estimator)
+    for k in range(4):
+        core.on_joint_state(start + k * 1_000_000, NAMES, (0.0, 0.0))
+    stamps, values = core._voltage.ordered()
+    assert list(values[:, 0]) == [0.43, 0.43, 0.0, 0.0]
 
 
 @pytest.mark.parametrize("order", ["voltage after the next joint state",

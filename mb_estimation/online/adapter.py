@@ -36,7 +36,8 @@ def input_handlers(core: EstimatorCore) -> tuple[Callable[[Any, int | None], Non
     ``source_ns`` is the middleware's source timestamp of the message [ns] (None where the
     transport has none): voltages are paired with joint states by it
     (:meth:`EstimatorCore.on_voltage_message`). ``on_voltage`` is None where the rig has no
-    input or the voltage is in the joint states' effort.
+    input, the voltage is in the joint states' effort or the config scripts it
+    (``recording.voltage_script``).
     """
     recording = core.config.recording
     from_effort = recording.voltage_type == JOINT_STATE_TYPE
@@ -50,7 +51,8 @@ def input_handlers(core: EstimatorCore) -> tuple[Callable[[Any, int | None], Non
     def on_voltage(msg, source_ns: int | None) -> None:
         core.on_voltage_message(msg.data, source_ns)
 
-    has_voltage_topic = bool(core.config.rig_spec.inputs) and not from_effort
+    has_voltage_topic = (bool(core.config.rig_spec.inputs) and not from_effort
+                         and recording.voltage_script is None)
     return on_joint_state, (on_voltage if has_voltage_topic else None)
 
 

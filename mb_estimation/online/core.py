@@ -145,9 +145,6 @@ class EstimatorCore:
                  filter_settings: JerkFilterSettings | None = None,
                  clock: Callable[[], float] = time.perf_counter) -> None:
         settings = config.node
-        if config.recording.voltage_script is not None:
-            raise ValueError("recording.voltage_script is for recordings; the node reads the "
-                             "voltage from recording.voltage_topic")
         if settings.window_s < 3 * config.method.dt:
             raise ValueError(f"node.window_s {settings.window_s} s is shorter than three "
                              f"estimation steps of {config.method.dt} s")
@@ -172,6 +169,9 @@ class EstimatorCore:
         self._generation = 0  # counts resets and time jumps: older windows are stale
         self._voltage_before_joints: float | None = None  # received before any joint state
         self._publication_order = PublicationOrder(capacity)  # voltages with source stamps
+        script = config.recording.voltage_script if config.rig_spec.inputs else None
+        # [time since the first joint state, value] held: the input of bags recorded without it
+        self._voltage_script = None if script is None else np.asarray(script, dtype=np.float64)
         self._next_start_ns: int | None = None
         self._window_index = 0
         self._fused: ParameterEstimate | None = None
@@ -279,12 +279,26 @@ class EstimatorCore:
                 if source_ns:
                     for placed in self._publication_order.joint_state(source_ns, stamp_ns):
                         self._add_voltage_locked(*placed)
+                if self._voltage_script is not None:
+                    self._add_voltage_locked(stamp_ns, self._scripted_voltage(stamp_ns))
                 filtered = self._filter.step((stamp_ns - self._epoch_ns) / NS, angles)
                 self._schedule_locked(stamp_ns)
         if filtered is not None and all(np.all(np.isfinite(v)) for v in filtered):
             self._emit("filtered_joint_states", stamp_ns, self.joint_names,
                        *self._to_recorded(*filtered))
         self._note_latency(started)
+
+    def _scripted_voltage(self, stamp_ns: int) -> float:
+        """``recording.voltage_script`` held at the time since the first joint state.
+
+        The first joint state after a start, a reset or a time jump is the script's time 0 (a
+        bag recorded without its input, replayed, perhaps in a loop); before the script's
+        first time its first value holds.
+        """
+        script = self._voltage_script
+        elapsed_s = (stamp_ns - self._epoch_ns) / NS
+        index = max(int(np.searchsorted(script[:, 0], elapsed_s, side="right")) - 1, 0)
+        return float(script[index, 1])
 
     def on_voltage(self, stamp_ns: int, value: float) -> None:
         """One motor voltage [V] at ``stamp_ns`` (held until the next)."""
