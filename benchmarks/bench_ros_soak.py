@@ -15,7 +15,10 @@ node's RSS (``VmRSS``), its CPU time and the counters (windows done / accepted /
 dropped, samples received, late voltages, the last window's solve time). At the end: the RSS
 slope after ``--settle-minutes``, windows dropped, the distribution of the time per window.
 
-    python benchmarks/bench_ros_soak.py [--minutes 60] [--json FILE]
+    python benchmarks/bench_ros_soak.py [--minutes 60] [--transport ros|dds] [--json FILE]
+
+``--transport dds`` runs the node and rig-sim on the DDS transport instead (the listener stays
+rclpy: the two interoperate), for the same numbers side by side.
 
 ``--cache-dir`` (default: a fresh temporary folder, so the start-up is cold) is the node's
 compile cache.
@@ -63,18 +66,22 @@ def run(args) -> dict:
 
     env = dict(os.environ, ROS_DOMAIN_ID=str(args.domain), MB_ESTIMATION_CACHE_DIR=args.cache_dir,
                ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST", PYTHONUNBUFFERED="1")
+    if args.transport == "dds":
+        from mb_estimation.transport.dds_bus import loopback_config
+
+        env["CYCLONEDDS_URI"] = loopback_config()  # a second guard, as in the tests
     context = rclpy.context.Context()
     rclpy.init(context=context, domain_id=args.domain)
     listener = Listener(context)
     started = time.monotonic()
-    node = Process(mb_estimation("node", "--transport", "ros", "--config", "furuta_synthetic",
-                                 *FIT), env)
+    node = Process(mb_estimation("node", "--transport", args.transport, "--config",
+                                 "furuta_synthetic", *FIT), env)
     rig = None
     samples, window_times = [], []
     try:
         node.wait_for("mb_estimation node ready", 900)
         startup_s = time.monotonic() - started
-        rig = Process(mb_estimation("rig-sim", "--transport", "ros", "--config",
+        rig = Process(mb_estimation("rig-sim", "--transport", args.transport, "--config",
                                     "furuta_synthetic", "--scenario", "multisine",
                                     "--rate", "1000"), env)
         begun = time.monotonic()
@@ -117,7 +124,8 @@ def run(args) -> dict:
         return times[min(len(times) - 1, int(q * len(times)))] if times else None
 
     return {
-        "minutes": args.minutes, "startup_s": startup_s, "samples": samples,
+        "transport": args.transport, "minutes": args.minutes, "startup_s": startup_s,
+        "samples": samples,
         "rss_first_mb": samples[0]["rss_mb"], "rss_last_mb": last["rss_mb"],
         "rss_slope_mb_per_hour_after_settle": slope, "settle_minutes": args.settle_minutes,
         "node_cpu_fraction": (last["cpu_s"] - samples[0]["cpu_s"])
@@ -138,6 +146,9 @@ def main() -> None:
     parser.add_argument("--settle-minutes", type=float, default=5.0,
                         help="minutes left out of the RSS slope (default 5)")
     parser.add_argument("--domain", type=int, default=61, help="ROS domain id (default 61)")
+    parser.add_argument("--transport", choices=("ros", "dds"), default="ros",
+                        help="the node's and rig-sim's transport (default ros; the listener is "
+                        "rclpy either way)")
     parser.add_argument("--cache-dir", default=None,
                         help="the node's compile cache (default: a fresh temporary folder)")
     parser.add_argument("--json", default=None, help="write the result here")
