@@ -79,7 +79,8 @@ def run(args) -> dict:
     rig = None
     samples, window_times = [], []
     try:
-        node.wait_for("mb_estimation node ready", 900)
+        node.wait_for("mb_estimation node ready" if args.transport == "ros" else ": ready after",
+                      900)
         startup_s = time.monotonic() - started
         rig = Process(mb_estimation("rig-sim", "--transport", args.transport, "--config",
                                     "furuta_synthetic", "--scenario", "multisine",
