@@ -338,13 +338,13 @@ def _shoot(rig: Rig, parameters: dict, names: tuple[str, ...], lower: dict, uppe
         fixed, starts, values, *data))
     cost = initial_cost = float(np.sum(residual ** 2))
     joints = segments.measured.shape[-1]
-    if amplification(jac_state, joints) > max_amplification:
-        settings = dataclasses.replace(settings, max_iterations=0)
+    allowed = settings.max_iterations if amplification(jac_state, joints) <= max_amplification \
+        else 0
     # Each parameter in units of its first sensitivity (Jacobi scaling): a value at 0 or at a
     # bound keeps a well-scaled column.
     column_norms = np.sqrt(np.einsum("sri,sri->i", jac_values, jac_values))
     scale = np.where(column_norms > 0, 1.0 / np.where(column_norms > 0, column_norms, 1.0), 1.0)
-    for _ in range(settings.max_iterations):
+    for _ in range(allowed):
         scaled = jac_values * scale
         h_ss = np.einsum("sri,srj->sij", jac_state, jac_state)
         h_sv = np.einsum("sri,srj->sij", jac_state, scaled)

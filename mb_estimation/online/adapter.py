@@ -15,18 +15,13 @@ from typing import Any
 
 from mb_estimation.io.bags import first_line
 from mb_estimation.online.core import EstimatorCore
+from mb_estimation.online.messages import stamp_to_ns
 
 JOINT_STATE_TYPE = "sensor_msgs/msg/JointState"
-NS_PER_S = 1_000_000_000
 
 #: Accepted windows whose shadow states may wait for the publisher thread; beyond, the oldest
 #: waiting window's states are dropped (counted as ``shadow_windows_dropped``).
 SHADOW_BACKLOG_WINDOWS = 2
-
-
-def stamp_ns(stamp) -> int:
-    """A ``builtin_interfaces/Time`` (``sec``, ``nanosec``) in nanoseconds."""
-    return int(stamp.sec) * NS_PER_S + int(stamp.nanosec)
 
 
 def input_handlers(core: EstimatorCore) -> tuple[Callable[[Any, int | None], None],
@@ -43,7 +38,7 @@ def input_handlers(core: EstimatorCore) -> tuple[Callable[[Any, int | None], Non
     from_effort = recording.voltage_type == JOINT_STATE_TYPE
 
     def on_joint_state(msg, source_ns: int | None) -> None:
-        stamp = stamp_ns(msg.header.stamp)
+        stamp = stamp_to_ns(msg.header.stamp)
         core.on_joint_state(stamp, msg.name, msg.position, source_ns)
         if from_effort:
             core.on_joint_effort(stamp, msg.name, msg.effort)

@@ -342,15 +342,14 @@ class EstimatorCore:
                 return
             data = data[index]
         with self._lock:
-            latest = self._joints.last_stamp_ns
             if source_ns:
                 placed = self._publication_order.voltage(source_ns, float(data))
                 if placed is not None:
                     self._add_voltage_locked(*placed)
-            elif latest is None:
+            elif self._joints.last_stamp_ns is None:
                 self._voltage_before_joints = float(data)
             else:
-                self._add_voltage_locked(latest, float(data))
+                self._add_voltage_locked(self._joints.last_stamp_ns, float(data))
 
     def on_joint_effort(self, stamp_ns: int, names: Sequence[str], efforts: Sequence[float]
                         ) -> None:
