@@ -159,14 +159,17 @@ def _linearize(rig, names, h, substeps, frictionless, fixed, joint_states, free_
         joint_state, y, w, u = segment
 
         def residual(state, values):
-            return _segment_residuals(rig, names, h, substeps, frictionless, fixed, state,
-                                      values, y, w, u)
+            value = _segment_residuals(rig, names, h, substeps, frictionless, fixed, state,
+                                       values, y, w, u)
+            return value, value  # the value as auxiliary output: simulated once, not twice
 
-        jac_state, jac_values = jax.jacfwd(residual, argnums=(0, 1))(joint_state, free_values)
-        return residual(joint_state, free_values), jac_state, jac_values
+        (jac_state, jac_values), value = jax.jacfwd(residual, argnums=(0, 1), has_aux=True)(
+            joint_state, free_values)
+        return value, jac_state, jac_values
 
-    # lax.map, not vmap: the stepper's small LAPACK solves must not be batched on the CPU.
-    return jax.lax.map(one, (joint_states, measured, weights, inputs))
+    # Every segment in one batch: the stepper's solve is plain array operations (no LAPACK),
+    # so the step's many small operations run once for all segments.
+    return jax.vmap(one)((joint_states, measured, weights, inputs))
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 2, 3, 4))
@@ -177,7 +180,7 @@ def _residuals(rig, names, h, substeps, frictionless, fixed, joint_states, free_
         return _segment_residuals(rig, names, h, substeps, frictionless, fixed, joint_state,
                                   free_values, y, w, u)
 
-    return jax.lax.map(one, (joint_states, measured, weights, inputs))
+    return jax.vmap(one)((joint_states, measured, weights, inputs))
 
 
 def amplification(jac_state: np.ndarray, joints: int, rate_scale_s: float = 1.0) -> float:

@@ -26,6 +26,7 @@ from mb_estimation.multibody.constraints import (
     friction_bounds,
     row_impulses,
 )
+from mb_estimation.multibody.small_solve import solve_small
 from mb_estimation.multibody.state import BodyStates, configuration_boxplus, with_velocity
 from mb_estimation.multibody.system import (
     Multibody,
@@ -73,7 +74,7 @@ def _solve_box_lcp(matrix, offset, bound, active_sets):
         fixed = signs != 0.0
         lhs = jnp.where(fixed[:, None], eye, matrix)
         rhs = jnp.where(fixed, signs * bound, -offset)
-        lam = jnp.linalg.solve(lhs, rhs)
+        lam = solve_small(lhs, rhs)
         slack = (matrix @ lam + offset) / diagonal
         violation = jnp.where(
             fixed,
@@ -94,13 +95,13 @@ def solve_multipliers(rows: ConstraintRows, inverse_mass, momentum) -> StepSolut
     h_rr = d[:, None] * (jac_r @ inverse_mass @ jac_r.T) + jnp.diag(rows.regularization)
     rhs_r = rows.target - d * (jac_r @ minv_p)
     if rows.num_friction == 0:
-        lam = jnp.linalg.solve(h_rr, rhs_r)
+        lam = solve_small(h_rr, rhs_r)
         empty = jnp.zeros(0)
         return StepSolution(lam, empty, empty, jnp.array(0))
 
     # Regular multipliers as an affine function of the friction impulses: λ_r = λ0 + C λ_F.
     h_rf = d[:, None] * (jac_r @ inverse_mass @ jac_f.T)
-    solution = jnp.linalg.solve(h_rr, jnp.concatenate([rhs_r[:, None], -h_rf], axis=1))
+    solution = solve_small(h_rr, jnp.concatenate([rhs_r[:, None], -h_rf], axis=1))
     lam0, coupling = solution[:, 0], solution[:, 1:]
     # Friction rows: w = J_F v_{k+1} + σ λ_F = A λ_F + q.
     h_fr = jac_f @ inverse_mass @ jac_r.T

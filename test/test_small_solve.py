@@ -1,0 +1,60 @@
+"""The stepper's written-out small solve: values, forward derivatives and batching."""
+
+import numpy as np
+
+from mb_estimation.multibody.small_solve import solve_small
+from mb_estimation.numerics import jax
+
+jnp = jax.numpy
+
+
+def _spook_like(rng, n=13, rank=12):
+    """``D A + S``: ``A`` positive semi-definite of rank < n, D ≥ 0 and S ≥ 0 diagonal."""
+    jacobian = rng.normal(size=(n, rank))
+    scale = rng.uniform(0.0, 2.0, size=n)
+    scale[3] = 0.0  # a row with zero scale (a viscous row with b = 0): only S holds it
+    regularization = rng.uniform(1e-8, 1.0, size=n)
+    return scale[:, None] * (jacobian @ jacobian.T) + np.diag(regularization)
+
+
+def test_matches_lapack_for_vector_and_matrix_right_hand_sides():
+    rng = np.random.default_rng(0)
+    matrix = _spook_like(rng)
+    rhs = rng.normal(size=(13, 3))
+    expected = np.linalg.solve(matrix, rhs)
+    np.testing.assert_allclose(solve_small(matrix, rhs), expected, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(solve_small(matrix, rhs[:, 0]), expected[:, 0], rtol=1e-9,
+                               atol=1e-12)
+    # an active-set matrix: some rows replaced by unit rows
+    fixed = np.zeros(13, dtype=bool)
+    fixed[[1, 7]] = True
+    active = np.where(fixed[:, None], np.eye(13), matrix)
+    np.testing.assert_allclose(solve_small(active, rhs), np.linalg.solve(active, rhs),
+                               rtol=1e-9, atol=1e-12)
+
+
+def test_forward_derivatives_match_finite_differences():
+    rng = np.random.default_rng(1)
+    matrix, rhs = _spook_like(rng, n=6, rank=5), rng.normal(size=6)
+    d_matrix, d_rhs = rng.normal(size=(6, 6)), rng.normal(size=6)
+    _, tangent = jax.jvp(solve_small, (jnp.asarray(matrix), jnp.asarray(rhs)),
+                         (jnp.asarray(d_matrix), jnp.asarray(d_rhs)))
+    step = 1e-6
+    central = (np.linalg.solve(matrix + step * d_matrix, rhs + step * d_rhs)
+               - np.linalg.solve(matrix - step * d_matrix, rhs - step * d_rhs)) / (2 * step)
+    np.testing.assert_allclose(tangent, central, rtol=1e-6, atol=1e-8)
+    # reverse mode transposes the same rule
+    gradient = jax.grad(lambda m: jnp.sum(solve_small(m, jnp.asarray(rhs)) ** 2))(
+        jnp.asarray(matrix))
+    solution = np.linalg.solve(matrix, rhs)
+    expected = -np.outer(np.linalg.solve(matrix.T, 2 * solution), solution)
+    np.testing.assert_allclose(gradient, expected, rtol=1e-8, atol=1e-10)
+
+
+def test_batches_under_jit_and_vmap():
+    rng = np.random.default_rng(2)
+    matrices = np.stack([_spook_like(rng, n=5, rank=4) for _ in range(4)])
+    rhs = rng.normal(size=(4, 5))
+    batched = jax.jit(jax.vmap(solve_small))(matrices, rhs)
+    np.testing.assert_allclose(batched, np.linalg.solve(matrices, rhs[..., None])[..., 0],
+                               rtol=1e-9, atol=1e-12)
