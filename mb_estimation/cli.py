@@ -44,6 +44,9 @@ def _add_free_option(parser: argparse.ArgumentParser) -> None:
                         help="replace the config's free parameters, e.g. J_Azz,J_Byy,b1,b2")
 
 
+# io.config.REFINEMENT_MODES, spelled out: `--help` does not import the config (and JAX)
+REFINEMENT_MODES = ("auto", "on", "off")
+
 ESTIMATOR_HELP = (
     "consistent (default: joint coordinates in the rigid limit, second-order step refined "
     "from 2h to h, estimates that converge to the physical values) or paper (the paper's "
@@ -63,11 +66,15 @@ def _add_method_options(parser: argparse.ArgumentParser, *, single_values: bool 
     """--estimator, --free, --max-iterations, --start, --end, --quiet (and --dt, --kappa)."""
     parser.add_argument("--estimator", choices=("consistent", "paper"),
                         help=f"{ESTIMATOR_HELP} (default: the config's method.estimator)")
-    parser.add_argument("--simulation-refinement", action="store_const", const=True,
+    parser.add_argument("--simulation-refinement", nargs="?", const="on",
+                        choices=REFINEMENT_MODES, metavar="{auto,on,off}",
                         help="consistent path: then fit the parameters through the config's "
                         "own simulator (its hinges, simulation.dt) by multiple shooting, for "
-                        "rigs whose hinges are compliant and damped as the config declares "
-                        "(slower; default: the config's method.simulation_refinement)")
+                        "rigs whose hinges are compliant and damped as the config declares. "
+                        "on (the bare flag): always; auto: only when the rigid-hinge fit does "
+                        "not predict the recordings, kept when it predicts better; off: never "
+                        "(slower when it runs; default: the config's "
+                        "method.simulation_refinement, built in off)")
     _add_free_option(parser)
     if single_values:
         _add_step_and_weight_options(parser)
@@ -495,9 +502,9 @@ def _run_calibration(config, bags, args, output: Path, truth=None):
     print(result.message)
     _print_parameters(result, truth)
     _print_refinement(result)
-    predictions = pipeline.prediction_checks(config, grids, result)
+    predictions = calibration.predictions or pipeline.prediction_checks(config, grids, result)
     _print_predictions(predictions)
-    advice = pipeline.prediction_advice(config, grids, result, predictions)
+    advice = calibration.note or pipeline.prediction_advice(config, grids, result, predictions)
     if advice:
         print(f"note: {advice}")
     write_outputs(output, result, config.rig_spec, method, predictions=predictions)

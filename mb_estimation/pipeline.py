@@ -7,6 +7,7 @@ steps, :mod:`mb_estimation.estimation.consistent`) and the paper's single fit at
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -22,7 +23,7 @@ from mb_estimation.estimation import (
     estimate_consistently,
     refinement_steps,
 )
-from mb_estimation.estimation.consistent import SimulationRefinement
+from mb_estimation.estimation.consistent import SimulationRefinement, refined_through_simulator
 from mb_estimation.estimation.shooting import ShootingSettings
 from mb_estimation.io.config import Config, apply_overrides
 from mb_estimation.multibody import BodyStates
@@ -87,10 +88,17 @@ def consistent_steps(config: Config, recordings: Sequence[Recording]) -> tuple[f
 
 @dataclass(frozen=True)
 class Calibration:
-    """A calibration's result and the recordings on the grid of its (final) fit."""
+    """A calibration's result and the recordings on the grid of its (final) fit.
+
+    ``predictions``: the result's :func:`prediction_checks` where the calibration computed
+    them (``method.simulation_refinement: auto`` decides by them), else None; ``note``: what
+    that decision was and why, for the user.
+    """
 
     result: EstimationResult
     grids: tuple[GridData, ...]
+    predictions: tuple[PredictionCheck, ...] | None = None
+    note: str | None = None
 
 
 def simulation_refinement(config: Config) -> SimulationRefinement:
@@ -115,9 +123,10 @@ def calibrate_recordings(config: Config, recordings: Sequence[Recording], *,
     """Estimate the config's free parameters and the states with the config's estimator.
 
     ``consistent``: joint coordinates over :func:`consistent_steps` (with
-    ``estimate_parameters=False`` only the states, at the finest step), then, with
-    ``method.simulation_refinement``, through the config's simulator; ``paper``: the single
-    fit at ``method.dt``.
+    ``estimate_parameters=False`` only the states, at the finest step), then through the
+    config's simulator as ``method.simulation_refinement`` says (``auto``: when the joint fit
+    does not predict the recordings, :func:`prediction_mismatch`, and kept only when the refit
+    predicts better); ``paper``: the single fit at ``method.dt``.
     """
     if config.method.estimator == "paper":
         grids = prepare(config, recordings, start_s=start_s, end_s=end_s)
@@ -125,9 +134,9 @@ def calibrate_recordings(config: Config, recordings: Sequence[Recording], *,
             level_started(0, config.method.dt, estimation_problem(config, grids))
         return Calibration(calibrate(config, grids, estimate_parameters=estimate_parameters,
                                      progress=progress), grids)
-    simulation = (simulation_refinement(config)
-                  if config.method.simulation_refinement and estimate_parameters else None)
-    if simulation is not None:
+    mode = config.method.simulation_refinement if estimate_parameters else "off"
+    simulation = simulation_refinement(config) if mode != "off" else None
+    if mode == "on":
         vectors = [name for name in config.free if np.size(config.parameters[name]) != 1]
         if vectors:  # say so before the long rigid fit, not after it
             raise ValueError(f"the simulation refinement fits scalar parameters only; free "
@@ -142,9 +151,57 @@ def calibrate_recordings(config: Config, recordings: Sequence[Recording], *,
         return estimation_problem(config, prepared[dt], estimate_parameters=estimate_parameters)
 
     result = estimate_consistently(problem_at, steps, solver_settings(config), progress=progress,
-                                   level_started=level_started, simulation=simulation,
+                                   level_started=level_started,
+                                   simulation=simulation if mode == "on" else None,
                                    simulation_progress=simulation_progress)
-    return Calibration(result, prepared[steps[-1]])
+    grids = prepared[steps[-1]]
+    if mode != "auto":
+        return Calibration(result, grids)
+    return _refined_if_mispredicted(config, grids, result, simulation, len(steps),
+                                    level_started, simulation_progress)
+
+
+def _refined_if_mispredicted(config: Config, grids: tuple[GridData, ...],
+                             result: EstimationResult, simulation: SimulationRefinement,
+                             level: int, level_started, simulation_progress) -> Calibration:
+    """``method.simulation_refinement: auto`` after the joint fit ``result``.
+
+    Refit through the simulator when the joint fit mispredicts (:func:`prediction_mismatch`),
+    keep the refit when it predicts better; the calibration's note says which, and why.
+    ``level``: the refit's index for ``level_started``.
+    """
+    predictions = prediction_checks(config, grids, result)
+    mismatch = prediction_mismatch(grids, result, predictions)
+    if mismatch is None or mismatch.ratio <= PREDICTION_NOISE_RATIO:
+        return Calibration(result, grids, predictions)
+    vectors = [name for name in config.free if np.size(config.parameters[name]) != 1]
+    if vectors:
+        return Calibration(result, grids, predictions, (
+            f"{mismatch}; the simulation refinement fits scalar parameters only, so it was "
+            f"not tried with {', '.join(vectors)} free"))
+    segment_s = simulation.settings.segment_s + simulation.settings.lead_s
+    if min((grid.num_steps - 1) * grid.dt for grid in grids) < segment_s:
+        return Calibration(result, grids, predictions, (
+            f"{mismatch}; the recordings are shorter than one segment of the simulation "
+            f"refinement ({segment_s:g} s), so it was not tried"))
+    problem = estimation_problem(config, grids)
+    if level_started is not None:
+        level_started(level, simulation.simulation_dt, problem)
+    refined = refined_through_simulator(result, problem, simulation, simulation_progress)
+    refined_predictions = prediction_checks(config, grids, refined)
+    after = prediction_mismatch(grids, refined, refined_predictions)
+    if after is not None and after.ratio < mismatch.ratio:
+        return Calibration(refined, grids, refined_predictions, (
+            f"{mismatch}: refitted through the config's simulator "
+            f"(method.simulation_refinement: auto), which misses by {after.ratio:.1f}×"))
+    shown = "no prediction" if after is None else f"{after.ratio:.1f}×"
+    return Calibration(
+        dataclasses.replace(result, compile_time_s=refined.compile_time_s,
+                            solve_time_s=refined.solve_time_s),
+        grids, predictions,
+        f"{mismatch}; refitting through the config's simulator predicted no better ({shown}), "
+        "so the rigid-hinge fit is kept: look for what neither model has (friction, the input "
+        "model) — or a motion too sensitive to predict that far")
 
 
 def solver_settings(config: Config) -> SolverSettings:
@@ -200,18 +257,34 @@ def prediction_checks(config: Config, grids: Sequence[GridData], result: Estimat
 PREDICTION_NOISE_RATIO = 5.0
 
 
-def prediction_advice(config: Config, grids: Sequence[GridData], result: EstimationResult,
-                      checks: Sequence) -> str | None:
-    """A note when the consistent fit predicts far worse than the measurement noise, else None.
+@dataclass(frozen=True)
+class PredictionMismatch:
+    """How far a fit's prediction misses its own noise.
+
+    ``ratio``: the prediction error at the longest lead over the fit's angle noise, for the
+    worst joint of the worst recording (``name``).
+    """
+
+    ratio: float
+    name: str
+    horizon_s: float
+    noise_rad: tuple[float, ...]  # per joint: RMS of measured minus estimated angles [rad]
+
+    def __str__(self) -> str:
+        return (f"the rigid-hinge fit, run {self.horizon_s:g} s ahead, misses the angles of "
+                f"{self.name} by {self.ratio:.0f}× the fit's noise "
+                f"({', '.join(f'{v:.2g}' for v in self.noise_rad)} rad)")
+
+
+def prediction_mismatch(grids: Sequence[GridData], result: EstimationResult,
+                        checks: Sequence[PredictionCheck]) -> PredictionMismatch | None:
+    """The worst prediction error over the fit's noise (None without a prediction).
 
     The noise is the RMS of the measured minus the estimated angles (observed samples), per
     joint; the prediction error the RMS at the longest lead of ``checks``
-    (:func:`prediction_checks`). Only for the consistent path without the simulation
-    refinement: the note says what the refinement would do, and what else the gap may mean.
+    (:func:`prediction_checks`). Above :data:`PREDICTION_NOISE_RATIO` the model does not follow
+    the data over the horizon.
     """
-    method = config.method
-    if method.estimator != "consistent" or method.simulation_refinement:
-        return None
     worst = None
     for grid, states, check in zip(grids, result.recordings, checks, strict=True):
         if not check.starts:
@@ -219,18 +292,30 @@ def prediction_advice(config: Config, grids: Sequence[GridData], result: Estimat
         observed = np.asarray(grid.observed) > 0
         noise = np.sqrt(np.mean((states.joint_angles[observed]
                                  - grid.measured_angles[observed]) ** 2, axis=0))
-        ratio = np.asarray(check.rms[-1]) / np.maximum(noise, 1e-12)
-        if worst is None or np.max(ratio) > worst[0]:
-            worst = (float(np.max(ratio)), check, noise)
-    if worst is None or worst[0] <= PREDICTION_NOISE_RATIO:
+        ratio = float(np.max(np.asarray(check.rms[-1]) / np.maximum(noise, 1e-12)))
+        if worst is None or ratio > worst.ratio:
+            worst = PredictionMismatch(ratio, check.name, float(check.horizons_s[-1]),
+                                       tuple(float(v) for v in noise))
+    return worst
+
+
+def prediction_advice(config: Config, grids: Sequence[GridData], result: EstimationResult,
+                      checks: Sequence) -> str | None:
+    """A note when the consistent fit, not refined, predicts far worse than its noise.
+
+    For ``method.simulation_refinement: off``; under ``auto`` the calibration decides and
+    explains itself (:attr:`Calibration.note`).
+    """
+    method = config.method
+    if method.estimator != "consistent" or method.simulation_refinement != "off":
         return None
-    ratio, check, noise = worst
-    return (f"the fitted model, run {check.horizons_s[-1]:g} s ahead, misses the angles of "
-            f"{check.name} by {ratio:.0f}× the fit's noise ({', '.join(f'{v:.2g}' for v in noise)}"
-            " rad): the rigid-hinge model does not follow this data. If the config's hinges "
-            "(compliance, damping) are the rig's own, --simulation-refinement fits through them "
-            "(minutes per recording); otherwise look for unmodelled effects (friction, the "
-            "input model) — or a motion too sensitive to predict that far.")
+    mismatch = prediction_mismatch(grids, result, checks)
+    if mismatch is None or mismatch.ratio <= PREDICTION_NOISE_RATIO:
+        return None
+    return (f"{mismatch}: the rigid-hinge model does not follow this data. If the config's "
+            "hinges (compliance, damping) are the rig's own, --simulation-refinement fits "
+            "through them (minutes per recording); otherwise look for unmodelled effects "
+            "(friction, the input model) — or a motion too sensitive to predict that far.")
 
 
 def starting_from(config: Config, initial: Config) -> Config:

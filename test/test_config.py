@@ -777,3 +777,34 @@ def test_shipped_config_not_modified_by_tests():
     second = copy.deepcopy(first)
     first["parameters"]["l1"] = 99.0
     assert raw("furuta") == second
+
+
+@pytest.mark.parametrize(("value", "mode"), [("auto", "auto"), ("on", "on"), ("off", "off"),
+                                              (True, "on"), (False, "off")])
+def test_simulation_refinement_modes(tmp_path, value, mode):
+    data = furuta()
+    data["method"]["simulation_refinement"] = value
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(data))
+    assert load_config(path).method.simulation_refinement == mode
+    assert apply_overrides(load_config(path), simulation_refinement=value
+                           ).method.simulation_refinement == mode
+
+
+def test_simulation_refinement_default_and_errors(tmp_path):
+    data = furuta()
+    del data["method"]
+    assert parse_config(data).method.simulation_refinement == "off"
+    data["method"] = {"simulation_refinement": "sometimes"}
+    assert load_error(tmp_path, data) == (
+        "method.simulation_refinement: unknown refinement mode 'sometimes' "
+        "(choose one of auto, on, off)")
+    with pytest.raises(ConfigError, match=r"^--simulation-refinement: unknown refinement mode"):
+        apply_overrides(parse_config(furuta()), simulation_refinement="always")
+
+
+def test_command_line_spells_the_refinement_modes_as_the_config():
+    from mb_estimation import cli
+    from mb_estimation.io.config import REFINEMENT_MODES
+
+    assert cli.REFINEMENT_MODES == REFINEMENT_MODES

@@ -10,6 +10,7 @@ the reference's parameters whatever compliance the fit declares.
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -40,10 +41,12 @@ from mb_estimation.multibody.joint_space import (
 )
 from mb_estimation.numerics import jax
 from mb_estimation.pipeline import (
+    PREDICTION_NOISE_RATIO,
     calibrate_recordings,
     config_rig,
     prediction_advice,
     prediction_checks,
+    prediction_mismatch,
 )
 from mb_estimation.rigs import get_rig, parameter_arrays
 from mb_estimation.scenarios import multisine_torque
@@ -260,10 +263,14 @@ def test_predictions_separate_the_truth_from_a_wrong_model(truth):
     assert right.starts == 4 and right.horizons_s[-1] == pytest.approx(0.5)
     assert np.all(right.rms[-1] < 3e-3), right.rms
     assert off.rms[-1, 0] > 5 * right.rms[-1, 0]
-    # calibrate's note: none for the right model, the refinement suggested for the wrong one
+    # calibrate's note (refinement off): none for the right model, the refinement suggested
+    # for the wrong one; under auto the calibration itself decides and says so
     assert prediction_advice(config, calibration.grids, calibration.result, [right]) is None
     note = prediction_advice(config, calibration.grids, wrong, [off])
     assert note is not None and "--simulation-refinement" in note
+    assert prediction_mismatch(calibration.grids, wrong, [off]).ratio > PREDICTION_NOISE_RATIO
+    assert prediction_advice(apply_overrides(config, simulation_refinement="auto"),
+                             calibration.grids, wrong, [off]) is None
 
 
 @pytest.mark.slow
@@ -296,3 +303,32 @@ def test_consistent_path_on_a_problem_factory(truth):
     assert {entry.dt for entry in result.history} == {0.002, 0.001}
     assert result.iterations == sum(level.iterations for level in result.refinement)
     assert result.settings["estimator"] == "consistent"
+
+
+def test_automatic_simulation_refinement_decides_by_the_prediction(truth):
+    """``simulation_refinement: auto`` refits only on a misprediction, keeps only a better one.
+
+    On a fast rigid release the config's simulator (hinges with τ = 0.02 s) mispredicts the
+    rigid motion (measured: 25× the noise), so auto refits; with segments longer than the
+    recording it cannot, and says that instead.
+    """
+    recording = _rigid_recording(truth, "release", 1.5)
+    config = apply_overrides(truth, compliance=1e-8, free=list(FREE), set_values=START,
+                             simulation_refinement="auto")
+    config = dataclasses.replace(config, method=dataclasses.replace(
+        config.method, simulation_segment_s=0.5))
+    calibration = calibrate_recordings(config, [recording])
+    result, note = calibration.result, calibration.note
+    before = re.search(r"misses the angles of .* by (\d+)× the fit's noise", note)
+    assert before is not None and float(before.group(1)) > PREDICTION_NOISE_RATIO, note
+    after = prediction_mismatch(calibration.grids, result, calibration.predictions)
+    if result.refinement[-1].formulation == "simulation":  # kept: it predicts better
+        assert "refitted through the config's simulator" in note
+        assert after.ratio < float(before.group(1))
+    else:
+        assert "predicted no better" in note
+    too_short = dataclasses.replace(config, method=dataclasses.replace(
+        config.method, simulation_segment_s=2.0))
+    calibration = calibrate_recordings(too_short, [recording])
+    assert [level.formulation for level in calibration.result.refinement] == ["joint", "joint"]
+    assert "shorter than one segment of the simulation refinement" in calibration.note

@@ -153,20 +153,11 @@ def estimate_consistently(
             status=result.status, solve_time_s=result.solve_time_s,
             compile_time_s=result.compile_time_s))
         previous = result
-    if simulation is not None:
-        if level_started is not None:
-            level_started(len(steps), simulation.simulation_dt, problem)
-        result, level = _refined_by_simulation(result, problem, simulation, simulation_progress)
-        levels.append(level)
     iterations = sum(level.iterations for level in levels)
     summary = (f"{result.message.split(';')[0]} at the finest step; {iterations} iterations "
                f"over steps {', '.join(f'{dt:g}' for dt in steps)} s, cost {result.cost:.4g} "
                f"(observation {result.observation_mse:.4g}, impulse {result.impulse_mse:.4g})")
-    if simulation is not None:
-        level = levels[-1]
-        summary += (f"; through the simulator (step {level.dt:g} s): {level.status} after "
-                    f"{level.iterations} iterations, angle MSE {level.cost:.4g} rad²")
-    return dataclasses.replace(
+    result = dataclasses.replace(
         result, refinement=tuple(levels), history=tuple(history), iterations=iterations,
         message=summary,
         compile_time_s=sum(level.compile_time_s for level in levels),
@@ -175,12 +166,23 @@ def estimate_consistently(
                   "kappa_reference": settings.kappa,
                   "kappa_reference_step": KAPPA_REFERENCE_STEP,
                   "steps": [float(dt) for dt in steps]})
+    if simulation is None:
+        return result
+    if level_started is not None:
+        level_started(len(steps), simulation.simulation_dt, problem)
+    return refined_through_simulator(result, problem, simulation, simulation_progress)
 
 
-def _refined_by_simulation(result: EstimationResult, problem: EstimationProblem,
-                           simulation: SimulationRefinement,
-                           progress: Callable[[int, float, dict], None] | None):
-    """``result`` refit through the simulator, and the refinement level that records it."""
+def refined_through_simulator(result: EstimationResult, problem: EstimationProblem,
+                              simulation: SimulationRefinement,
+                              progress: Callable[[int, float, dict], None] | None = None
+                              ) -> EstimationResult:
+    """A consistent ``result`` refit through the simulator, its last refinement level added.
+
+    ``problem``: the finest level's (its rig, bounds, grids and initial values). The
+    parameters, std, covariance and excitation flags are the refit's; the states stay the
+    joint fit's; iterations and times add up.
+    """
     refined = refine_by_simulation(
         problem.rig, result.parameters, result.free, problem.lower, problem.upper,
         problem.recordings, [(r.joint_angles, r.joint_rates) for r in result.recordings],
@@ -197,8 +199,14 @@ def _refined_by_simulation(result: EstimationResult, problem: EstimationProblem,
         status="converged" if refined.converged else "max_iterations",
         solve_time_s=refined.solve_time_s, compile_time_s=refined.compile_time_s,
         formulation="simulation", segment_s=refined.segment_s, segments_tried=refined.tried)
-    return dataclasses.replace(result, parameters=parameters, std=std, excited=excited,
-                               covariance=refined.covariance), level
+    return dataclasses.replace(
+        result, parameters=parameters, std=std, excited=excited, covariance=refined.covariance,
+        refinement=(*result.refinement, level), iterations=result.iterations + level.iterations,
+        compile_time_s=result.compile_time_s + level.compile_time_s,
+        solve_time_s=result.solve_time_s + level.solve_time_s,
+        message=(f"{result.message}; through the simulator (step {level.dt:g} s): "
+                 f"{level.status} after {level.iterations} iterations, angle MSE "
+                 f"{level.cost:.4g} rad²"))
 
 
 @dataclass(frozen=True)

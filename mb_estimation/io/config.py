@@ -114,6 +114,7 @@ VOLTAGE_TYPES = (
 )
 STAMP_SOURCES = ("auto", "header", "receive")
 ESTIMATORS = ("consistent", "paper")  # method.estimator
+REFINEMENT_MODES = ("auto", "on", "off")  # method.simulation_refinement
 TOP_LEVEL_KEYS = ("rig", "friction", "drift_correction", "parameters", "free", "method",
                   "simulation", "recording", "node")
 
@@ -160,14 +161,19 @@ class MethodSettings:
     ``simulation_refinement`` (consistent only): a final multiple-shooting fit through the
     config's own simulator (its hinges, ``simulation.dt``), segments of
     ``simulation_segment_s`` first, lengthened while the simulator follows the data
-    (estimation/shooting.py).
+    (estimation/shooting.py). ``off`` (default): never — a note says when the rigid-hinge
+    fit does not predict the recordings; ``auto``: only then (its 0.5 s prediction error
+    through the config's simulator over 5× the fit's angle noise), kept when the refit
+    predicts better; ``on``: always. YAML true/false mean on/off. Not ``auto`` by default:
+    the prediction runs the config's hinges, whose damping τ is often a method setting, and
+    those mispredict a rigid rig too (benchmarks/RESULTS.md, issue 14).
     """
 
     estimator: str = "consistent"  # consistent | paper
     dt: float = 0.01  # the paper's single fit: its time step h [s]
     refinement_dt: float | None = None  # consistent: finest step [s]; None: the sample period
     refinement_levels: int = 2  # consistent: steps refinement_dt * 2^(levels-1) ... refinement_dt
-    simulation_refinement: bool = False  # consistent: then fit through the config's simulator
+    simulation_refinement: str = "off"  # consistent: fit through the simulator? off|auto|on
     simulation_segment_s: float = 1.0  # its first shooting segments [s] (then up to 4 s)
     kappa: float = 100.0  # state error weight, Omega^-1 = kappa I (consistent: read at h = 0.01 s)
     filter_cutoff_hz: float = 10.0  # Butterworth cutoff for the initial states [Hz]
@@ -430,6 +436,13 @@ def _boolean(value: Any, source: str, key: str | None) -> bool:
     return value
 
 
+def _refinement_mode(value: Any, source: str, key: str | None) -> str:
+    """``auto``, ``on`` or ``off``; a YAML boolean (``true``, and ``on`` as YAML reads it) too."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return _choice(value, REFINEMENT_MODES, source, key, "refinement mode")
+
+
 def _is_number(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
@@ -685,7 +698,7 @@ def _parse_method(raw: Any, source: str) -> MethodSettings:
         refinement_dt=get("refinement_dt", _positive),
         refinement_levels=get("refinement_levels",
                               lambda v, s, k: _integer(v, s, k, minimum=1)),
-        simulation_refinement=get("simulation_refinement", _boolean),
+        simulation_refinement=get("simulation_refinement", _refinement_mode),
         simulation_segment_s=get("simulation_segment_s", _positive),
         kappa=get("kappa", _positive),
         filter_cutoff_hz=get("filter_cutoff_hz", _positive),
@@ -1085,7 +1098,7 @@ def apply_overrides(
     compliance: float | None = None,
     max_iterations: int | None = None,
     estimator: str | None = None,
-    simulation_refinement: bool | None = None,
+    simulation_refinement: bool | str | None = None,
 ) -> Config:
     """Apply command-line overrides (DESIGN.md section 6) and validate the result.
 
@@ -1140,7 +1153,8 @@ def apply_overrides(
         method = dataclasses.replace(
             method, estimator=_choice(estimator, ESTIMATORS, "--estimator", None, "estimator"))
     if simulation_refinement is not None:
-        method = dataclasses.replace(method, simulation_refinement=bool(simulation_refinement))
+        method = dataclasses.replace(method, simulation_refinement=_refinement_mode(
+            simulation_refinement, "--simulation-refinement", None))
     if kappa is not None:
         method = dataclasses.replace(method, kappa=_positive(kappa, "--kappa", None))
     if max_iterations is not None:
