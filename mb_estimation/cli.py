@@ -502,7 +502,8 @@ def _run_calibration(config, bags, args, output: Path, truth=None):
     print(result.message)
     _print_parameters(result, truth)
     _print_refinement(result)
-    predictions = calibration.predictions or pipeline.prediction_checks(config, grids, result)
+    predictions = (calibration.predictions if calibration.predictions is not None
+                   else pipeline.prediction_checks(config, grids, result))
     _print_predictions(predictions)
     advice = calibration.note or pipeline.prediction_advice(config, grids, result, predictions)
     if advice:

@@ -137,7 +137,7 @@ def calibrate_recordings(config: Config, recordings: Sequence[Recording], *,
     mode = config.method.simulation_refinement if estimate_parameters else "off"
     simulation = simulation_refinement(config) if mode != "off" else None
     if mode == "on":
-        vectors = [name for name in config.free if np.size(config.parameters[name]) != 1]
+        vectors = _free_vectors(config)
         if vectors:  # say so before the long rigid fit, not after it
             raise ValueError(f"the simulation refinement fits scalar parameters only; free "
                              f"{', '.join(vectors)} is not (fix it or leave the refinement off)")
@@ -161,6 +161,11 @@ def calibrate_recordings(config: Config, recordings: Sequence[Recording], *,
                                     level_started, simulation_progress)
 
 
+def _free_vectors(config: Config) -> list[str]:
+    """The free parameters the simulation refinement cannot fit (not scalars: the tilt)."""
+    return [name for name in config.free if np.size(config.parameters[name]) != 1]
+
+
 def _refined_if_mispredicted(config: Config, grids: tuple[GridData, ...],
                              result: EstimationResult, simulation: SimulationRefinement,
                              level: int, level_started, simulation_progress) -> Calibration:
@@ -174,7 +179,7 @@ def _refined_if_mispredicted(config: Config, grids: tuple[GridData, ...],
     mismatch = prediction_mismatch(grids, result, predictions)
     if mismatch is None or mismatch.ratio <= PREDICTION_NOISE_RATIO:
         return Calibration(result, grids, predictions)
-    vectors = [name for name in config.free if np.size(config.parameters[name]) != 1]
+    vectors = _free_vectors(config)
     if vectors:
         return Calibration(result, grids, predictions, (
             f"{mismatch}; the simulation refinement fits scalar parameters only, so it was "

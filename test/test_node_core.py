@@ -520,3 +520,5 @@ def test_a_blocked_shadow_publisher_does_not_stall_the_worker():
     fanout.close()
     assert fanout.dropped >= 2 and len(errors) == fanout.dropped
     assert len(published) == 3 * (SHADOW_BACKLOG_WINDOWS + 3 - fanout.dropped)
+    assert fanout.with_dropped({"windows_done": 1}) == {
+        "windows_done": 1, "shadow_windows_dropped": fanout.dropped}

@@ -85,6 +85,10 @@ class ShadowFanout:
             self._on_error("~/shadow_joint_states: a window's states dropped (the publisher "
                            "is behind)")
 
+    def with_dropped(self, snapshot: dict) -> dict:
+        """A diagnostics ``snapshot`` with ``shadow_windows_dropped`` added, once any were."""
+        return {**snapshot, "shadow_windows_dropped": self.dropped} if self.dropped else snapshot
+
     def close(self, timeout: float = 5.0) -> None:
         """Publish what waits (within ``timeout``), then stop the thread."""
         with self._wake:

@@ -106,8 +106,7 @@ class DdsNode:
         return inputs
 
     def _diagnostics(self, snapshot: dict) -> None:
-        if self._shadow.dropped:
-            snapshot = {**snapshot, "shadow_windows_dropped": self._shadow.dropped}
+        snapshot = self._shadow.with_dropped(snapshot)
         level, message = diagnostic_level(snapshot)
         status = DiagnosticStatus(
             level=level, name=f"{self.config.node.name}: estimator", message=message,

@@ -29,10 +29,12 @@ DRAIN_TIMEOUT_S = 120.0
 NOT_DETERMINED = -1.0
 
 class NodeSetting(NamedTuple):
-    """A node setting declared as a ROS parameter: where the config holds its default."""
+    """A node setting declared as a ROS parameter: where the config holds its default.
+
+    The parameter's name is also the key in ``section`` (:data:`NODE_SETTINGS`' keys).
+    """
 
     section: str  # the config section: node or recording
-    key: str  # the key in that section
     type: type  # the ROS parameter's type
     description: str
 
@@ -40,28 +42,28 @@ class NodeSetting(NamedTuple):
 #: The node's settings declared as ROS parameters (by these names), each defaulting to the
 #: config's value.
 NODE_SETTINGS: dict[str, NodeSetting] = {
-    "window_s": NodeSetting("node", "window_s", float,
+    "window_s": NodeSetting("node", float,
                             "window length [s] (joint-state header stamps)"),
-    "stride_s": NodeSetting("node", "stride_s", float,
+    "stride_s": NodeSetting("node", float,
                             "time from one window's start to the next [s]"),
-    "buffer_s": NodeSetting("node", "buffer_s", float, "ring buffer length [s]"),
-    "max_rate_hz": NodeSetting("node", "max_rate_hz", float, "highest expected joint-state "
+    "buffer_s": NodeSetting("node", float, "ring buffer length [s]"),
+    "max_rate_hz": NodeSetting("node", float, "highest expected joint-state "
                                "rate [Hz] (sizes the buffers and input queues)"),
-    "pending_windows": NodeSetting("node", "pending_windows", int, "windows waiting for the "
+    "pending_windows": NodeSetting("node", int, "windows waiting for the "
                                    "estimator; beyond, the oldest is dropped"),
-    "forgetting": NodeSetting("node", "forgetting", float, "fusion: weight of the old "
+    "forgetting": NodeSetting("node", float, "fusion: weight of the old "
                               "information per accepted window, (0, 1]"),
-    "max_cost": NodeSetting("node", "max_cost", float,
+    "max_cost": NodeSetting("node", float,
                             "a window whose final cost is above this is rejected"),
-    "min_motion_rad": NodeSetting("node", "min_motion_rad", float, "a window whose joints all "
+    "min_motion_rad": NodeSetting("node", float, "a window whose joints all "
                                   "move less than this [rad] is at rest (rejected)"),
-    "state_file": NodeSetting("node", "state_file", str, "fused estimate persisted here and "
+    "state_file": NodeSetting("node", str, "fused estimate persisted here and "
                               "reloaded at start (empty: none)"),
-    "warm_up": NodeSetting("node", "warm_up", bool,
+    "warm_up": NodeSetting("node", bool,
                            "compile on a synthetic window before listening"),
-    "joint_states_topic": NodeSetting("recording", "joint_states_topic", str,
+    "joint_states_topic": NodeSetting("recording", str,
                                       "the rig's sensor_msgs/JointState topic"),
-    "voltage_topic": NodeSetting("recording", "voltage_topic", str,
+    "voltage_topic": NodeSetting("recording", str,
                                  "the rig's motor voltage topic"),
 }
 
@@ -73,7 +75,7 @@ def node_setting_defaults(config: Config) -> dict[str, Any]:
     """
     values = {}
     for parameter, setting in NODE_SETTINGS.items():
-        value = getattr(getattr(config, setting.section), setting.key)
+        value = getattr(getattr(config, setting.section), parameter)
         values[parameter] = "" if value is None else setting.type(value)
     return values
 
@@ -87,10 +89,9 @@ def with_node_settings(config: Config, values: dict[str, Any]) -> Config:
 
     sections: dict[str, dict[str, Any]] = {}
     for parameter, value in values.items():
-        setting = NODE_SETTINGS[parameter]
-        if setting.key == "state_file" and value == "":
+        if parameter == "state_file" and value == "":
             value = None
-        sections.setdefault(setting.section, {})[setting.key] = value
+        sections.setdefault(NODE_SETTINGS[parameter].section, {})[parameter] = value
     for section, changes in sections.items():
         config = with_section_values(config, section, changes, source="ROS parameter")
     return config

@@ -424,7 +424,7 @@ class EstimatorNode(Node):
         settings = {
             name: declare(name, value, _read_only(
                 f"{NODE_SETTINGS[name].description} (default: the config's "
-                f"{NODE_SETTINGS[name].section}.{NODE_SETTINGS[name].key})")).value
+                f"{NODE_SETTINGS[name].section}.{name})")).value
             for name, value in node_setting_defaults(config).items()}
         config = with_node_settings(config, settings)
         self.config = apply_node_overrides(config, free=free, set_text=set_text,
@@ -548,11 +548,9 @@ class EstimatorNode(Node):
             self._extra[key] += 1
 
     def _diagnostics(self, snapshot: dict) -> None:
-        snapshot = dict(snapshot)
+        snapshot = self._shadow.with_dropped(snapshot)
         with self._extra_lock:
-            snapshot.update({key: int(value) for key, value in self._extra.items()})
-        if self._shadow.dropped:
-            snapshot["shadow_windows_dropped"] = self._shadow.dropped
+            snapshot = {**snapshot, **{key: int(value) for key, value in self._extra.items()}}
         level, message = diagnostic_level(snapshot)
         status = DiagnosticStatus(
             level=bytes([level]), name=f"{self.get_name()}: estimator", message=message,
