@@ -17,6 +17,8 @@ Parts (each prints Markdown)::
     python benchmarks/bench_consistent.py figure6 [--l2 0.92]     # DM3: against h and ε
     python benchmarks/bench_consistent.py monte-carlo [--seeds 10] [--l2 ...]   # DM4
     taskset -c 0 python benchmarks/bench_consistent.py cost [--estimators ...]   # DM6: one core
+    python benchmarks/bench_consistent.py judge --data paper|rigid [--scenarios ...]
+                                                  # a prediction judge for the refinement?
 
 Each estimate is printed as its relative error and, in parentheses, that error in its reported
 standard deviations; ``ok`` marks the issue's tolerance (J within 2 %, b within 30 % — b2 may
@@ -40,11 +42,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test"))
 from reference_furuta import simulate_reference  # noqa: E402
 
 from mb_estimation.io.config import apply_overrides, load_config  # noqa: E402
-from mb_estimation.pipeline import calibrate_recordings, prediction_checks  # noqa: E402
+from mb_estimation.pipeline import (  # noqa: E402
+    calibrate_recordings,
+    config_rig,
+    prediction_checks,
+    prediction_mismatch,
+)
 from mb_estimation.rigs import get_rig  # noqa: E402
 from mb_estimation.scenarios import multisine_torque  # noqa: E402
 from mb_estimation.signals import Recording  # noqa: E402
-from mb_estimation.simulation import simulate_recording  # noqa: E402
+from mb_estimation.simulation import rigid_prediction_check, simulate_recording  # noqa: E402
 
 FREE = ("J_Azz", "J_Byy", "b1", "b2")
 TABLE_1 = {"J_Azz": 0.01, "J_Byy": 0.01, "b1": 1e-4, "b2": 1e-4}  # the §4.7 initial values
@@ -264,11 +271,37 @@ def part_cost(args) -> None:
               f"{second.solve_s:.1f} (wall {wall:.1f}) |", flush=True)
 
 
+def part_judge(args) -> None:
+    """Whether a 0.5 s prediction could decide when to refit through the simulator.
+
+    The consistent (rigid) fit predicted through its own model (the rigid limit, the
+    variational step forward) and through the config's SPOOK simulator, each as a ratio to the
+    fit's angle noise.
+    """
+    print(f"Data: {args.data}; the consistent fit's 0.5 s prediction over its angle noise\n")
+    print("| scenario | l2 [m] | rigid model | config's simulator | J_Byy | b1 |")
+    print("|---|---|---|---|---|---|")
+    for scenario in args.scenarios.split(","):
+        for l2 in _floats(args.l2):
+            config = fit_config(args.data, l2)
+            calibration = calibrate_recordings(config, [recording(args.data, scenario, l2)])
+            result = calibration.result
+            rigid = [rigid_prediction_check(config_rig(config), result.parameters, grid, states)
+                     for grid, states in zip(calibration.grids, result.recordings, strict=True)]
+            ratios = [prediction_mismatch(calibration.grids, result, checks).ratio for checks in
+                      (rigid, prediction_checks(config, calibration.grids, result))]
+            truth = truth_config(l2).parameters
+            errors = [f"{float(np.ravel(result.parameters[n])[0]) / float(truth[n]) - 1:+.2%}"
+                      for n in ("J_Byy", "b1")]
+            print(f"| {scenario} | {l2} | {ratios[0]:.2f}× | {ratios[1]:.2f}× | "
+                  f"{errors[0]} | {errors[1]} |", flush=True)
+
+
 def main() -> None:
     """Run the part named on the command line."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("part", choices=("recovery", "compliance", "figure6", "monte-carlo",
-                                         "cost"))
+                                         "cost", "judge"))
     parser.add_argument("--data", choices=("paper", "rigid"), default="paper")
     parser.add_argument("--l2", default="0.92,0.092", help="pendulum lengths [m]")
     parser.add_argument("--scenarios", default="release,multisine")
@@ -283,7 +316,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=10)
     args = parser.parse_args()
     {"recovery": part_recovery, "compliance": part_compliance, "figure6": part_figure6,
-     "monte-carlo": part_monte_carlo, "cost": part_cost}[args.part](args)
+     "monte-carlo": part_monte_carlo, "cost": part_cost, "judge": part_judge}[args.part](args)
 
 
 if __name__ == "__main__":

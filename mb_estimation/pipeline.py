@@ -319,7 +319,7 @@ def prediction_advice(config: Config, grids: Sequence[GridData], result: Estimat
         return None
     return (f"{mismatch}: the rigid-hinge model does not follow this data. If the config's "
             "hinges (compliance, damping) are the rig's own, --simulation-refinement fits "
-            "through them (minutes per recording); otherwise look for unmodelled effects "
+            "through them (about twice this fit's time); otherwise look for unmodelled effects "
             "(friction, the input model) — or a motion too sensitive to predict that far.")
 
 

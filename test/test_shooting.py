@@ -12,7 +12,12 @@ import dataclasses
 import numpy as np
 import pytest
 
-from mb_estimation.estimation.shooting import _bounded_step, amplification, segments_of
+from mb_estimation.estimation.shooting import (
+    _bounded_step,
+    _NormalEquations,
+    amplification,
+    segments_of,
+)
 from mb_estimation.io.config import apply_overrides, load_config
 from mb_estimation.io.results import parameters_document
 from mb_estimation.pipeline import calibrate_recordings, config_rig
@@ -31,6 +36,39 @@ def test_bounded_step_pins_a_parameter_at_the_bound_it_would_cross():
     inside = _bounded_step(schur, rhs, values, scale, np.array([-9.0, -9.0]),
                            np.array([9.0, 9.0]))
     np.testing.assert_allclose(schur @ inside, rhs)
+
+
+def test_segment_eliminated_step_is_the_least_squares_step_and_predicts_its_cost():
+    # A linear residual r(x, v) = r0 + A_s x_s + B_s v over 3 segments (4 states each) and 2
+    # shared values: the undamped step reaches the least-squares solution of the whole stacked
+    # system, and the cost it predicts is the cost there.
+    rng = np.random.default_rng(3)
+    jac_state, jac_values = rng.normal(size=(3, 20, 4)), rng.normal(size=(3, 20, 2))
+    residual = rng.normal(size=(3, 20))
+    starts, values, scale = np.zeros((3, 4)), np.zeros(2), np.array([2.0, 0.5])
+    normal = _NormalEquations.of(jac_state, jac_values * scale)
+    (new_starts, new_values), predicted = normal.step(0.0, residual, starts, values, scale,
+                                                      np.full(2, -np.inf), np.full(2, np.inf))
+    stacked = np.zeros((60, 14))
+    for segment in range(3):
+        rows = slice(20 * segment, 20 * segment + 20)
+        stacked[rows, 4 * segment:4 * segment + 4] = jac_state[segment]
+        stacked[rows, 12:] = jac_values[segment]
+    solution = np.linalg.lstsq(stacked, -residual.reshape(-1), rcond=None)[0]
+    np.testing.assert_allclose(new_starts.reshape(-1), solution[:12], atol=1e-10)
+    np.testing.assert_allclose(new_values, solution[12:], atol=1e-10)
+    actual = residual.reshape(-1) + stacked @ np.concatenate([new_starts.reshape(-1),
+                                                              new_values])
+    assert predicted == pytest.approx(float(actual @ actual), rel=1e-10)
+    # damped: a shorter step that still descends, and the values' information matrix is the
+    # Schur complement of the states
+    (_, damped_values), damped_cost = normal.step(1.0, residual, starts, values, scale,
+                                                  np.full(2, -np.inf), np.full(2, np.inf))
+    assert np.linalg.norm(damped_values) < np.linalg.norm(new_values)
+    assert predicted < damped_cost < float(np.sum(residual ** 2))
+    covariance = np.linalg.inv(stacked.T @ stacked)[12:, 12:]
+    np.testing.assert_allclose(np.linalg.inv(normal.parameter_information()),
+                               covariance / np.outer(scale, scale), rtol=1e-9)
 
 
 def test_amplification_grows_linearly_when_neutral_and_exponentially_when_unstable():

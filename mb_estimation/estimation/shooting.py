@@ -20,9 +20,13 @@ identification tools do):
   free parameters together, the segments eliminated per block (Schur complement), the box on
   the parameters kept by fixing a parameter at the bound it would cross.
 
-Started from the consistent fit (its parameters and joint motion), it converges in a few
-iterations. Its standard deviations come from the same normal equations, scaled by the
-residual variance. Scalar free parameters only (not the tilt quaternion).
+Each linearisation (a simulation carrying ``2·n_joints + p`` tangents) costs about eight plain
+simulations, so a linearisation serves several steps: after a step the next one is taken from
+the same Jacobian with the new residual (a chord step) while the linear model still predicts
+the gain, and the damping follows the gain ratio (Nielsen's rule). Started from the consistent
+fit (its parameters and joint motion), it converges in a few linearisations. Its standard
+deviations come from the same normal equations, scaled by the residual variance. Scalar free
+parameters only (not the tilt quaternion).
 """
 
 from __future__ import annotations
@@ -64,6 +68,9 @@ class ShootingSettings:
     # Stop when an iteration lowers χ² (the cost over the residual variance) by less than this:
     # what is left to gain moves the parameters by a small fraction of their std.
     chi_square_tolerance: float = 0.01
+    # ... and on a length that only leads to a longer one, by less than this (the parameters
+    # within about one std of that length's optimum; the longer fit goes on from there).
+    continuation_chi_square_tolerance: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -89,8 +96,9 @@ class ShootingResult:
 
     ``cost`` is the mean squared angle error per scored sample [rad²]; ``covariance`` is over
     ``names`` in order; ``segment_s`` the segment length of this fit, ``tried`` every length
-    fitted on the way (``iterations`` and the times are their sums); ``amplification`` the
-    largest growth of a start-state change along a segment (:func:`amplification`).
+    fitted on the way (``iterations``, ``linearizations`` and the times are their sums);
+    ``amplification`` the largest growth of a start-state change along a segment
+    (:func:`amplification`).
     """
 
     names: tuple[str, ...]
@@ -100,6 +108,7 @@ class ShootingResult:
     cost: float
     initial_cost: float
     iterations: int
+    linearizations: int  # Jacobian evaluations (the cost: each simulates 2n + p tangents)
     converged: bool
     segments: int
     segment_s: float
@@ -223,6 +232,71 @@ def _bounded_step(schur, rhs, values, scale, lower, upper):
     return step
 
 
+@dataclass(frozen=True)
+class _NormalEquations:
+    """Gauss–Newton normal equations of one linearisation, the segments' states apart.
+
+    ``jac_state [S, R, n]`` (each segment's residuals in its own start state) and ``jac_values
+    [S, R, p]`` (in the scaled free values); the products are formed once and serve every
+    damping and every residual taken with this Jacobian.
+    """
+
+    jac_state: np.ndarray
+    jac_values: np.ndarray
+    h_ss: np.ndarray  # [S, n, n]
+    h_sv: np.ndarray  # [S, n, p]
+    h_vv: np.ndarray  # [p, p]
+
+    @classmethod
+    def of(cls, jac_state: np.ndarray, jac_values: np.ndarray) -> _NormalEquations:
+        return cls(jac_state, jac_values, np.einsum("sri,srj->sij", jac_state, jac_state),
+                   np.einsum("sri,srj->sij", jac_state, jac_values),
+                   np.einsum("sri,srj->ij", jac_values, jac_values))
+
+    def step(self, damping: float, residual, starts, values, scale, lower, upper):
+        """The damped step's new ``(starts, values)`` and the cost the linear model predicts.
+
+        The segments eliminated (Schur complement); Marquardt's damping ``damping · diag``;
+        the parameters kept in their box.
+        """
+        g_s = np.einsum("sri,sr->si", self.jac_state, residual)
+        g_v = np.einsum("sri,sr->i", self.jac_values, residual)
+        damped = self.h_ss + damping * (np.einsum("sii->si", self.h_ss)[:, :, None]
+                                        * np.eye(self.h_ss.shape[-1]))
+        inverse = np.linalg.inv(damped)
+        schur = (self.h_vv + damping * np.diag(self.parameter_curvature)
+                 - np.einsum("sji,sjk,skl->il", self.h_sv, inverse, self.h_sv))
+        rhs = -g_v + np.einsum("sji,sjk,sk->i", self.h_sv, inverse, g_s)
+        step = _bounded_step(schur, rhs, values, scale, lower, upper)
+        state_step = -np.einsum("sij,sj->si", inverse, g_s + self.h_sv @ step)
+        model = (residual + np.einsum("sri,si->sr", self.jac_state, state_step)
+                 + np.einsum("sri,i->sr", self.jac_values, step))
+        return ((starts + state_step, np.clip(values + step * scale, lower, upper)),
+                float(np.sum(model ** 2)))
+
+    @functools.cached_property
+    def parameter_curvature(self) -> np.ndarray:
+        """Each parameter's curvature with the segment states free to follow (floored).
+
+        The diagonal of :meth:`parameter_information`: what Marquardt's damping scales. The
+        diagonal of ``JᵀJ`` would damp a parameter that the states partly mimic far too much.
+        """
+        diagonal = np.diag(self.parameter_information())
+        return np.maximum(diagonal, 1e-12 * np.max(np.diag(self.h_vv), initial=0.0))
+
+    def parameter_information(self) -> np.ndarray:
+        """``JᵀJ`` of the (scaled) values with the segment states eliminated, undamped."""
+        return self.h_vv - np.einsum("sji,sjk,skl->il", self.h_sv, np.linalg.pinv(self.h_ss),
+                                     self.h_sv)
+
+
+def _cost_at(residual_at, starts, values):
+    """``(residual, cost)`` at a trial point: one simulation of every segment."""
+    residual = residual_at(starts, values)
+    return residual, float(np.sum(residual ** 2))
+
+
+MAX_CHORD_STEPS = 8  # per linearisation (a linearisation costs about 8 simulations)
 _EXECUTABLES: dict = {}  # (static structure, argument shapes) → compiled (linearize, residuals)
 
 
@@ -253,7 +327,9 @@ def refine_by_simulation(rig: Rig, parameters: dict, names: Sequence[str], lower
     Segments as long as the simulator follows the data: first ``settings.segment_s``, then
     twice as long, and so on up to ``longest_segment_s``, each fit started from the last
     accepted one, accepted while it converges with a cost per sample at most
-    ``lengthening_cost_ratio`` times the last one's. Each segment restarts the motion from
+    ``lengthening_cost_ratio`` times the last one's; a length with a longer one after it is
+    converged loosely (``continuation_chi_square_tolerance``), the one kept strictly. Each
+    segment restarts the motion from
     free joint states, so short segments lose what only a long stretch of free motion shows
     (measured on issue 14's 0.92 m release: with 1 s segments the pendulum's damping b2 has a
     std of 36 %, with 2.5 s 10 %, with 5 s 5 %); a closed-loop recording near an unstable
@@ -266,30 +342,59 @@ def refine_by_simulation(rig: Rig, parameters: dict, names: Sequence[str], lower
             raise ValueError(f"the simulation refinement fits scalar parameters only, not "
                              f"{name}")
     shortest = min(grid.num_steps - 1 for grid in grids) * float(grids[0].dt)
-    result, fitted_starts = _shoot(rig, parameters, names, lower, upper, grids, joint_motion,
-                                   simulation_dt, settings, progress)
-    tried, iterations = [settings.segment_s], result.iterations
-    solve_s, compile_s = result.solve_time_s, result.compile_time_s
-    segment_s = 2.0 * settings.segment_s
-    while segment_s <= settings.longest_segment_s and segment_s + settings.lead_s <= shortest:
-        start = {**parameters, **{name: np.asarray(value) for name, value in
-                                  result.values.items()}}
+    lengths = [settings.segment_s]
+    while (2.0 * lengths[-1] <= settings.longest_segment_s
+           and 2.0 * lengths[-1] + settings.lead_s <= shortest):
+        lengths.append(2.0 * lengths[-1])
+    result, fitted_starts, totals = None, None, _Effort()
+    for length in lengths:
+        # A stage with a longer one after it only leads there: converged loosely.
+        stage = dataclasses.replace(settings, segment_s=length, chi_square_tolerance=(
+            settings.chi_square_tolerance if length == lengths[-1]
+            else settings.continuation_chi_square_tolerance))
+        start = parameters if result is None else {
+            **parameters, **{name: np.asarray(value) for name, value in result.values.items()}}
         # A longer segment starts where every other shorter one did: from its fitted state.
-        longer, longer_starts = _shoot(rig, start, names, lower, upper, grids, joint_motion,
-                                       simulation_dt,
-                                       dataclasses.replace(settings, segment_s=segment_s),
-                                       progress, fitted_starts, settings.max_amplification)
-        tried.append(segment_s)
-        iterations += longer.iterations
-        solve_s, compile_s = solve_s + longer.solve_time_s, compile_s + longer.compile_time_s
-        if not (longer.converged
-                and longer.cost <= settings.lengthening_cost_ratio * result.cost
-                and longer.amplification <= settings.max_amplification):
+        attempt, attempt_starts = _shoot(
+            rig, start, names, lower, upper, grids, joint_motion, simulation_dt, stage,
+            progress, fitted_starts, np.inf if result is None else settings.max_amplification,
+            statistics=length == lengths[-1])
+        totals = totals.plus(attempt)
+        if result is not None and not (
+                attempt.converged
+                and attempt.cost <= settings.lengthening_cost_ratio * result.cost
+                and attempt.amplification <= settings.max_amplification):
             break
-        result, fitted_starts = longer, longer_starts
-        segment_s *= 2.0
-    return dataclasses.replace(result, tried=tuple(tried), iterations=iterations,
-                               solve_time_s=solve_s, compile_time_s=compile_s)
+        result, fitted_starts, polished = attempt, attempt_starts, length == lengths[-1]
+    if not polished:  # the last accepted length converged loosely: finish it
+        start = {**parameters,
+                 **{name: np.asarray(value) for name, value in result.values.items()}}
+        result, _ = _shoot(rig, start, names, lower, upper, grids, joint_motion, simulation_dt,
+                           dataclasses.replace(settings, segment_s=result.segment_s), progress,
+                           fitted_starts)
+        totals = totals.plus(result)
+    return dataclasses.replace(result, **totals.as_fields())
+
+
+@dataclass(frozen=True)
+class _Effort:
+    """The solver's effort summed over the segment lengths tried."""
+
+    tried: tuple[float, ...] = ()
+    iterations: int = 0
+    linearizations: int = 0
+    solve_time_s: float = 0.0
+    compile_time_s: float = 0.0
+
+    def plus(self, fit: ShootingResult) -> _Effort:
+        tried = self.tried if fit.segment_s in self.tried else (*self.tried, fit.segment_s)
+        return _Effort(tried, self.iterations + fit.iterations,
+                       self.linearizations + fit.linearizations,
+                       self.solve_time_s + fit.solve_time_s,
+                       self.compile_time_s + fit.compile_time_s)
+
+    def as_fields(self) -> dict:
+        return dataclasses.asdict(self)
 
 
 def _frictionless(rig: Rig, parameters: dict, names: tuple[str, ...]) -> tuple[bool, ...]:
@@ -302,13 +407,17 @@ def _frictionless(rig: Rig, parameters: dict, names: tuple[str, ...]) -> tuple[b
 def _shoot(rig: Rig, parameters: dict, names: tuple[str, ...], lower: dict, upper: dict,
            grids: Sequence, joint_motion: Sequence, simulation_dt: float,
            settings: ShootingSettings, progress, fitted_starts: dict | None = None,
-           max_amplification: float = np.inf) -> tuple[ShootingResult, dict]:
+           max_amplification: float = np.inf, statistics: bool = True
+           ) -> tuple[ShootingResult, dict]:
     """One multiple-shooting fit with segments of ``settings.segment_s``.
 
     A segment starts from ``fitted_starts[(recording, begin)]`` where an earlier fit has one,
     else from ``joint_motion``. Returns the result and this fit's segment start states, keyed
     the same way. Where the segments amplify start-state changes by more than
     ``max_amplification`` at the start, gives up at once (not converged, no iteration).
+    Without ``statistics`` (a fit that only leads to a longer one) convergence may be read
+    from a chord step and the covariance from the last linearisation rather than the last
+    iterate.
     """
     segments = segments_of(grids, settings.segment_s, settings.lead_s)
     substeps = max(1, int(round(segments.dt / simulation_dt)))
@@ -333,10 +442,10 @@ def _shoot(rig: Rig, parameters: dict, names: tuple[str, ...], lower: dict, uppe
     compile_time = time.perf_counter() - started
     started = time.perf_counter()
 
-    def cost_of(states, free_values):
-        return float(np.sum(np.asarray(residuals(fixed, states, free_values, *data)) ** 2))
+    def residual_at(states, free_values):
+        return np.asarray(residuals(fixed, states, free_values, *data))
 
-    damping, iterations, converged = 1e-3, 0, False
+    damping, iterations, linearizations, converged = 1e-3, 0, 1, False
     residual, jac_state, jac_values = (np.asarray(a) for a in linearize(
         fixed, starts, values, *data))
     cost = initial_cost = float(np.sum(residual ** 2))
@@ -347,55 +456,63 @@ def _shoot(rig: Rig, parameters: dict, names: tuple[str, ...], lower: dict, uppe
     # bound keeps a well-scaled column.
     column_norms = np.sqrt(np.einsum("sri,sri->i", jac_values, jac_values))
     scale = np.where(column_norms > 0, 1.0 / np.where(column_norms > 0, column_norms, 1.0), 1.0)
-    for _ in range(allowed):
-        scaled = jac_values * scale
-        h_ss = np.einsum("sri,srj->sij", jac_state, jac_state)
-        h_sv = np.einsum("sri,srj->sij", jac_state, scaled)
-        h_vv = np.einsum("sri,srj->ij", scaled, scaled)
-        g_s = np.einsum("sri,sr->si", jac_state, residual)
-        g_v = np.einsum("sri,sr->i", scaled, residual)
-        accepted = False
-        while damping < 1e10:
-            damped = h_ss + damping * (np.einsum("sii->si", h_ss)[:, :, None]
-                                       * np.eye(h_ss.shape[-1]))
-            inverse = np.linalg.inv(damped)
-            schur = (h_vv + damping * np.diag(np.diag(h_vv))
-                     - np.einsum("sji,sjk,skl->il", h_sv, inverse, h_sv))
-            rhs = -g_v + np.einsum("sji,sjk,sk->i", h_sv, inverse, g_s)
-            step = _bounded_step(schur, rhs, values, scale, low, high)
-            state_step = -np.einsum("sij,sj->si", inverse, g_s + h_sv @ step)
-            trial_values = np.clip(values + step * scale, low, high)
-            trial_cost = cost_of(starts + state_step, trial_values)
-            if trial_cost < cost:
-                accepted = True
-                break
-            damping *= 4.0
-        if not accepted:
-            converged = True  # no descent left at any damping: a minimum
-            break
-        starts, values, previous, cost = starts + state_step, trial_values, cost, trial_cost
-        damping = max(damping / 3.0, 1e-12)
+    tolerance = settings.chi_square_tolerance / dof  # a decrease of χ² relative to the cost
+
+    def accept(step, trial):
+        nonlocal starts, values, residual, cost, iterations
+        (starts, values), (residual, cost) = step, trial
         iterations += 1
         if progress is not None:
             progress(iterations, cost / scored, dict(zip(names, values.tolist(), strict=True)))
+
+    normal, chords = _NormalEquations.of(jac_state, jac_values * scale), 0
+    while iterations < allowed:
+        step, model_cost = normal.step(damping, residual, starts, values, scale, low, high)
+        trial = _cost_at(residual_at, *step)
+        gained, predicted = cost - trial[1], cost - model_cost
+        if gained > 0.0 and chords == 0 and gained <= tolerance * cost:
+            converged = True  # what is left to gain is far below the parameters' std: stay here
+            break
+        if gained > 0.0:
+            accept(step, trial)
+            ratio = gained / predicted if predicted > 0.0 else 0.0
+            damping = max(damping * max(1.0 / 3.0, 1.0 - (2.0 * ratio - 1.0) ** 3), 1e-12)
+            chords += 1
+            if ratio >= 0.25 and gained <= tolerance * cost:
+                if not statistics:  # leads to a longer fit: the linear model's word suffices
+                    converged = True
+                    break
+                # else confirmed (or not) by a step from a fresh linearisation, below
+            elif ratio >= 0.25 and chords < MAX_CHORD_STEPS:
+                # Chord steps: the next step from the same Jacobian and the new residual (one
+                # simulation, a fraction of a linearisation) while the linear model still
+                # predicts the gain well.
+                continue
+        elif chords == 0:
+            damping *= 4.0
+            if damping < 1e10:
+                continue
+            converged = True  # no descent left at any damping: a minimum
+            break
         residual, jac_state, jac_values = (np.asarray(a) for a in linearize(
             fixed, starts, values, *data))
-        if previous - cost <= settings.chi_square_tolerance * cost / dof:
-            converged = True
-            break
+        normal, chords = _NormalEquations.of(jac_state, jac_values * scale), 0
+        linearizations += 1
+    if chords > 0 and statistics:  # the covariance at the last iterate, not an earlier one
+        residual, jac_state, jac_values = (np.asarray(a) for a in linearize(
+            fixed, starts, values, *data))
+        normal = _NormalEquations.of(jac_state, jac_values * scale)
+        linearizations += 1
 
     # Linearised covariance (Gauss–Newton, undamped), scaled by the residual variance.
-    scaled = jac_values * scale
-    h_ss = np.einsum("sri,srj->sij", jac_state, jac_state)
-    h_sv = np.einsum("sri,srj->sij", jac_state, scaled)
-    schur = (np.einsum("sri,srj->ij", scaled, scaled)
-             - np.einsum("sji,sjk,skl->il", h_sv, np.linalg.pinv(h_ss), h_sv))
-    covariance = np.linalg.pinv(schur) * (cost / dof) * np.outer(scale, scale)
+    information = normal.parameter_information()
+    covariance = np.linalg.pinv(information) * (cost / dof) * np.outer(scale, scale)
     std = np.sqrt(np.maximum(np.diag(covariance), 0.0))
     return ShootingResult(
         names=names, values=dict(zip(names, values.tolist(), strict=True)),
         std=dict(zip(names, std.tolist(), strict=True)), covariance=covariance, cost=cost / scored,
-        initial_cost=initial_cost / scored, iterations=iterations, converged=converged,
+        initial_cost=initial_cost / scored, iterations=iterations,
+        linearizations=linearizations, converged=converged,
         segments=int(starts.shape[0]), segment_s=settings.segment_s,
         solve_time_s=time.perf_counter() - started, compile_time_s=compile_time,
         tried=(settings.segment_s,), amplification=amplification(jac_state, joints)

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mb_estimation.multibody import small_solve
 from mb_estimation.multibody.constraints import hinge_holonomic, spook_gamma
 from mb_estimation.multibody.state import BodyStates
 from mb_estimation.multibody.system import (
@@ -263,3 +264,32 @@ def variational_residuals(system: Multibody, state: JointStates, next_state: Joi
     half = 0.5 * joint_impulses(system, bodies, next_bodies, inputs, mid_rates, h)
     return jnp.concatenate([weights @ (state.momenta + d1 + half),
                             weights @ (next_state.momenta - d2 - half)])
+
+
+# Newton iterations of the forward variational step: from the explicit guess θ + h θ̇ the error
+# falls quadratically; three reach round-off at the steps the predictions use (≤ 1 ms).
+NEWTON_ITERATIONS = 3
+
+
+def variational_step(system: Multibody, state: JointStates, inputs, h,
+                     newton_iterations: int = NEWTON_ITERATIONS) -> JointStates:
+    """The rigid tree's next joint state: the step of :func:`variational_residuals` forward.
+
+    Solves ``r_a = 0``, ``r_b = 0`` for ``(θ_{k+1}, p_{k+1})`` by Newton's method from
+    ``(θ_k + h θ̇_k, p_k)``, the input held over the step. Second-order accurate, like the
+    residuals it solves: the forward simulator of the model the consistent path fits.
+    """
+    joints = state.angles.shape[-1]
+    unweighted = jnp.eye(joints)
+
+    def residual(unknowns):
+        following = JointStates(unknowns[:joints], unknowns[joints:])
+        return variational_residuals(system, state, following, inputs, h, unweighted)
+
+    def newton(_, unknowns):
+        return unknowns - small_solve.solve_small(jax.jacfwd(residual)(unknowns),
+                                                  residual(unknowns))
+
+    guess = jnp.concatenate([state.angles + h * joint_rates(system, state), state.momenta])
+    solution = jax.lax.fori_loop(0, newton_iterations, newton, guess)
+    return JointStates(solution[:joints], solution[joints:])
