@@ -199,7 +199,9 @@ def _build_parser() -> argparse.ArgumentParser:
         "steps 2h then h; each value's change between them is printed and written). Validates "
         "the fit by predicting 0.5 s ahead from the estimated states and by an open-loop "
         "replay, and writes parameters.yaml, ros_parameters.yaml, states.csv and report.html "
-        "(figures in figures/) into --output.")
+        "(figures in figures/) into --output. Exit status 0 when the fit converged or reached "
+        "its iteration limit, 1 when it stopped without progress (files written all the "
+        "same), 2 for an error in the input.")
     _add_recordings_argument(calibrate)
     _add_config_options(calibrate)
     _add_method_options(calibrate)
@@ -523,7 +525,9 @@ def _calibrate(args) -> int:
     _check_bags(args.bags)
     config = _load_config(args)
     result = _run_calibration(config, args.bags, args, Path(args.output))
-    return 0 if result.converged or result.status == "max_iterations" else 1
+    from mb_estimation.estimation.result import FitStatus
+
+    return 0 if result.converged or result.status == FitStatus.MAX_ITERATIONS else 1
 
 
 def _crossval(args) -> int:

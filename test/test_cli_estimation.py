@@ -100,6 +100,38 @@ def test_calibrate_missing_bag_is_one_line(tmp_path, capsys):
     assert "no such recording" in error and len(error.splitlines()) == 1
 
 
+def test_calibrate_exit_status_says_how_the_fit_stopped(tmp_path, monkeypatch, capsys):
+    """0: converged or at the iteration limit; 1: no step lowers the cost (files still written).
+
+    The fit is the paper's on a 0.6 s bag (the shapes of the test above: nothing new to
+    compile); its stop is then rewritten to each status the solver can return.
+    """
+    import dataclasses
+
+    from mb_estimation import pipeline
+    from mb_estimation.estimation import FitStatus
+
+    bag = tmp_path / "bag"
+    assert main(["simulate", "swingup", "--config", "furuta_synthetic", "--output", str(bag),
+                 "--duration", "0.6", "--dt", "1e-3"]) == 0
+    real = pipeline.calibrate_recordings
+    for status, expected in ((FitStatus.GRADIENT, 0), (FitStatus.MAX_ITERATIONS, 0),
+                             (FitStatus.NO_PROGRESS, 1)):
+        def stopped(*args, status=status, **kwargs):
+            calibration = real(*args, **kwargs)
+            return dataclasses.replace(calibration, result=dataclasses.replace(
+                calibration.result, status=status, converged=status.converged))
+
+        monkeypatch.setattr(pipeline, "calibrate_recordings", stopped)
+        out = tmp_path / status
+        assert main(["calibrate", str(bag), "--config", "furuta_synthetic", "--free", "J_Azz",
+                     "--set", "J_Azz=0.005", "--compliance", "1e-4", "--max-iterations", "3",
+                     "--estimator", "paper", "--output", str(out), "--quiet"]) == expected
+        assert yaml.safe_load((out / "parameters.yaml").read_text())["fit"]["status"] == status
+        assert f"{status}" == status.value
+    capsys.readouterr()
+
+
 def test_simulate_overwrite_replaces_its_own_output(tmp_path):
     bag = tmp_path / "bag"
     arguments = ["simulate", "release", "--config", "furuta_synthetic", "--output", str(bag),

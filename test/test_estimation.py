@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import numpy as np
@@ -9,7 +10,11 @@ import pytest
 from finite_differences import assert_parameter_columns
 
 from mb_estimation.estimation import EstimationProblem, SolverSettings, estimate
-from mb_estimation.estimation.covariance import parameter_covariance
+from mb_estimation.estimation.covariance import (
+    gravity_frame,
+    parameter_covariance,
+    parameter_std,
+)
 from mb_estimation.estimation.linear_algebra import (
     eliminate_states,
     normal_equations,
@@ -29,7 +34,7 @@ from mb_estimation.estimation.residuals import (
     linearize,
     recording_residuals,
 )
-from mb_estimation.estimation.solver import states_from_angles
+from mb_estimation.estimation.solver import bucket_length, excited_by_data, states_from_angles
 from mb_estimation.io.config import apply_overrides, load_config
 from mb_estimation.multibody import state_boxplus
 from mb_estimation.numerics import jax
@@ -139,6 +144,38 @@ def test_covariance_reduces_to_inverse_information_and_flags_blind_directions():
 
 
 # --- preprocessing ------------------------------------------------------------------------------
+
+def test_tilt_std_is_reported_for_the_two_directions_gravity_can_lean():
+    """A rotation of the tilt about gravity is invisible; the two leaning directions are not.
+
+    Information from residuals that see one scalar and the tilt's rotation vector except its
+    component along a gravity leaning 10° off -y: in world components every tilt entry mixes
+    with the invisible direction (all three undetermined), in the gravity frame only the
+    middle one is, and the other two get the std of the information projected onto them.
+    """
+    rng = np.random.default_rng(5)
+    tilt_z, tilt_x = np.radians(10.0), np.radians(4.0)
+    down = np.array([np.sin(tilt_z), -np.cos(tilt_z) * np.cos(tilt_x),
+                     np.cos(tilt_z) * np.sin(tilt_x)])
+    jacobian = 100.0 * rng.standard_normal((40, 4))  # std about 2e-3 rad
+    jacobian[:, 1:] -= np.outer(jacobian[:, 1:] @ down, down)  # blind along gravity
+    information = jacobian.T @ jacobian
+    free = FreeParameters.of(get_rig("furuta").spec, ("J_Azz", "tilt"))
+    assert np.all(np.isinf(np.diag(parameter_covariance(information, information))[1:]))
+
+    frame = gravity_frame(9.82 * down)
+    np.testing.assert_allclose(frame.T @ frame, np.eye(3), atol=1e-12)
+    np.testing.assert_allclose(frame[:, 1], down, atol=1e-12)
+    assert frame[0, 0] > 0.9 and frame[2, 2] > 0.9  # near x and z
+    std = parameter_std(information, information, free, 9.82 * down)
+    observable = np.zeros((4, 3))
+    observable[0, 0], observable[1:, 1], observable[1:, 2] = 1.0, frame[:, 0], frame[:, 2]
+    expected = np.sqrt(np.diag(np.linalg.inv(observable.T @ information @ observable)))
+    np.testing.assert_allclose(std["J_Azz"], expected[:1], rtol=1e-8)
+    assert np.isinf(std["tilt"][1])
+    np.testing.assert_allclose(std["tilt"][[0, 2]], expected[1:], rtol=1e-8)
+    assert excited_by_data("quaternion", std["tilt"], None, None)
+
 
 def test_held_input_means_integrate_the_zero_order_hold_exactly():
     change_times = np.array([0.0, 0.013, 0.021, 0.05])
@@ -250,6 +287,40 @@ def test_estimate_recovers_the_truth_from_self_consistent_data(furuta_case):
     assert result.recordings[0].joint_angles.shape == grid.measured_angles.shape
     assert result.cost == pytest.approx(result.observation_mse + result.impulse_mse)
     assert result.message
+
+
+def _first_steps(grid, count: int):
+    """The first ``count`` grid points of ``grid`` (a shorter recording)."""
+    return dataclasses.replace(
+        grid, time_s=grid.time_s[:count], measured_angles=grid.measured_angles[:count],
+        filtered_angles=grid.filtered_angles[:count], inputs=grid.inputs[:count - 1],
+        observed=grid.observed[:count])
+
+
+def test_one_compilation_serves_other_lengths_and_recording_counts(furuta_case):
+    """Recordings of other lengths in the same bucket, and two at once, compile nothing new.
+
+    The model's blocks go in chunks of a fixed size, the whole-recording algebra (normal
+    equations, block elimination, state maps) on the length padded to its bucket.
+    """
+    truth, rig, grid = furuta_case
+    free = ("J_Azz", "b1")
+    start = apply_overrides(truth, free=list(free), set_values={"J_Azz": 0.004, "b1": 8e-4})
+
+    def solve(*grids):
+        problem = EstimationProblem(rig, start.parameters, free,
+                                    {n: start.free[n].lower for n in free},
+                                    {n: start.free[n].upper for n in free}, grids)
+        return estimate(problem, SolverSettings(max_iterations=3))
+
+    assert bucket_length(100) == bucket_length(120) == bucket_length(151) == 256
+    assert [bucket_length(n) for n in (257, 385, 1001, 10_001)] == [320, 448, 1024, 10_240]
+    first = solve(_first_steps(grid, 120))
+    assert first.iterations >= 1
+    for grids in ((_first_steps(grid, 100),), (_first_steps(grid, 151), _first_steps(grid, 137))):
+        again = solve(*grids)
+        assert again.compile_time_s == 0.0, [g.num_steps for g in grids]
+        assert [r.joint_angles.shape[0] for r in again.recordings] == [g.num_steps for g in grids]
 
 
 def test_estimate_with_drift_corrected_rows_recovers_the_truth():

@@ -13,9 +13,15 @@ from mb_estimation.estimation.consistent import (
     kappa_per_step,
     refinement_steps,
 )
-from mb_estimation.estimation.result import EstimationResult, IterationRecord, RecordingEstimate
+from mb_estimation.estimation.result import (
+    EstimationResult,
+    FitStatus,
+    IterationRecord,
+    RecordingEstimate,
+)
 from mb_estimation.estimation.solver import EstimationProblem, SolverSettings, estimate
 
-__all__ = ["KAPPA_REFERENCE_STEP", "EstimationProblem", "EstimationResult", "IterationRecord",
+__all__ = ["KAPPA_REFERENCE_STEP", "EstimationProblem", "EstimationResult", "FitStatus",
+           "IterationRecord",
            "RecordingEstimate", "RefinementLevel", "SolverSettings", "estimate",
            "estimate_consistently", "kappa_per_step", "refinement_steps"]

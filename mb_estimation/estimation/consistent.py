@@ -39,7 +39,7 @@ import numpy as np
 
 from mb_estimation import lie
 from mb_estimation.estimation.formulations import joint_motion_on
-from mb_estimation.estimation.result import EstimationResult, IterationRecord
+from mb_estimation.estimation.result import EstimationResult, FitStatus, IterationRecord
 from mb_estimation.estimation.shooting import ShootingSettings, refine_by_simulation
 from mb_estimation.estimation.solver import (
     EstimationProblem,
@@ -68,7 +68,7 @@ class RefinementLevel:
     std: dict[str, np.ndarray]
     cost: float
     iterations: int
-    status: str
+    status: FitStatus
     solve_time_s: float
     compile_time_s: float
     formulation: str = "joint"
@@ -196,7 +196,7 @@ def refined_through_simulator(result: EstimationResult, problem: EstimationProbl
         dt=simulation.simulation_dt, kappa=float("nan"),
         parameters={name: parameters[name] for name in refined.names}, std=std,
         cost=refined.cost, iterations=refined.iterations,
-        status="converged" if refined.converged else "max_iterations",
+        status=FitStatus.CONVERGED if refined.converged else FitStatus.MAX_ITERATIONS,
         solve_time_s=refined.solve_time_s, compile_time_s=refined.compile_time_s,
         formulation="simulation", segment_s=refined.segment_s, segments_tried=refined.tried)
     return dataclasses.replace(

@@ -82,3 +82,44 @@ def parameter_covariance(information: np.ndarray, middle: np.ndarray) -> np.ndar
     covariance[undetermined, :] = np.where(np.eye(size, dtype=bool)[undetermined], np.inf, 0.0)
     covariance[:, undetermined] = covariance[undetermined, :].T
     return covariance
+
+
+def gravity_frame(gravity) -> np.ndarray:
+    """``[3, 3]`` orthonormal columns: a horizontal axis, the gravity direction, another one.
+
+    For gravity near ``-y`` (every rig here) these are about ``x``, ``-y`` and ``z``: a tilt's
+    tangent in this frame keeps the layout of its world components, with the rotation about
+    gravity — which moves nothing and so is never observed — alone in the middle.
+    """
+    down = np.asarray(gravity, dtype=float) / np.linalg.norm(gravity)
+    reference = np.eye(3)[0 if abs(down[0]) < 0.9 else 2]  # x, unless gravity lies along it
+    first = reference - (reference @ down) * down
+    first /= np.linalg.norm(first)
+    return np.column_stack([first, down, np.cross(down, first)])
+
+
+def parameter_std(information: np.ndarray, middle: np.ndarray, free, gravity) -> dict:
+    """Standard deviations per free parameter, a tilt's in :func:`gravity_frame`.
+
+    A rotation of ``tilt`` about gravity is not observable; in world components it mixes into
+    all three, and (3.31) would leave every one undetermined (``inf``). Expressed in the
+    gravity frame, the unobservable direction is the middle component alone (``inf``), and the
+    two horizontal ones — how far gravity leans, about each axis [rad] — keep their std.
+    ``free`` is the :class:`~mb_estimation.estimation.parameters.FreeParameters`.
+    """
+    rotation = np.eye(len(information))
+    about_gravity = []
+    for name, kind in zip(free.names, free.kinds, strict=True):
+        if kind == "quaternion":
+            part = free.slices[name]
+            rotation[part, part] = gravity_frame(gravity)
+            about_gravity.append(part.start + 1)
+    information = rotation.T @ information @ rotation
+    middle = rotation.T @ middle @ rotation
+    # Zero by construction (gravity does not move): round-off must not pose as information.
+    for matrix in (information, middle):
+        matrix[about_gravity, :] = 0.0
+        matrix[:, about_gravity] = 0.0
+    covariance = parameter_covariance(information, middle)
+    deviations = np.sqrt(np.diag(covariance))
+    return {name: deviations[free.slices[name]] for name in free.names}

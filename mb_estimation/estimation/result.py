@@ -2,9 +2,27 @@
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 
 import numpy as np
+
+
+class FitStatus(str, enum.Enum):
+    """How a solve stopped; compares equal to (and prints as) its lower-case name."""
+
+    GRADIENT = "gradient"  # converged: the projected gradient below its tolerance
+    STEP = "step"  # converged: the step below its tolerance
+    CONVERGED = "converged"  # converged by a solver's own rule (the simulation refinement)
+    NO_PROGRESS = "no_progress"  # no damping gives a decrease
+    MAX_ITERATIONS = "max_iterations"  # the iteration limit, before any tolerance
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def converged(self) -> bool:
+        return self in (FitStatus.GRADIENT, FitStatus.STEP, FitStatus.CONVERGED)
 
 
 @dataclass(frozen=True)
@@ -61,15 +79,18 @@ class EstimationResult:
     Attributes:
         parameters: every model parameter as used (fixed and estimated), by name.
         free: the estimated parameters' names, in order.
-        std: standard deviation per free parameter (3 tangent values for a quaternion) in the
-            parameter's unit; ``inf`` where the data does not determine it.
+        std: standard deviation per free parameter in the parameter's unit; ``inf`` where
+            the data does not determine it. A quaternion (``tilt``) has three [rad], in
+            :func:`~mb_estimation.estimation.covariance.gravity_frame`: about a horizontal
+            axis, about gravity (``inf``: unobservable) and about the other horizontal axis.
         excited: per free parameter, whether the data determines it (see ``estimate``).
-        covariance: ``[p, p]`` linearised covariance of ``δχ`` (tangent order of ``free``).
+        covariance: ``[p, p]`` linearised covariance of ``δχ`` (tangent order of ``free``; a
+            quaternion's entries are its world-frame rotation vector).
         recordings: the estimated states per recording.
         cost: final mean squared error per time step, ``observation_mse + impulse_mse``.
         iterations: accepted LM iterations (summed over the levels of the consistent path).
         converged: True when a tolerance was met.
-        status: ``gradient``, ``step``, ``no_progress`` or ``max_iterations``.
+        status: how it stopped (:class:`FitStatus`).
         message: one human-readable line.
         history: one :class:`IterationRecord` per accepted iterate, starting with the guess.
         compile_time_s / solve_time_s: compilation (first use of a problem shape) and the rest.
@@ -89,7 +110,7 @@ class EstimationResult:
     impulse_mse: float
     iterations: int
     converged: bool
-    status: str
+    status: FitStatus
     message: str
     history: tuple[IterationRecord, ...] = field(repr=False)
     compile_time_s: float = 0.0

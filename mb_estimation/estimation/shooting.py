@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mb_estimation.estimation.compiled import Compiler
 from mb_estimation.multibody import (
     frictionless_hinges,
     joint_angles,
@@ -160,10 +161,14 @@ def _segment_residuals(rig: Rig, names: tuple[str, ...], h: float, substeps: int
     return (error * weights[:, None]).reshape(-1)
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1, 2, 3, 4))
-def _linearize(rig, names, h, substeps, frictionless, fixed, joint_states, free_values, measured,
-               weights, inputs):
-    """Residuals and their Jacobians in each segment's state and in the free values."""
+def _linearize(static, fixed, joint_states, free_values, measured, weights, inputs):
+    """Residuals and their Jacobians in each segment's state and in the free values.
+
+    ``static = (rig, names, h, substeps, frictionless)`` as :func:`_segment_residuals` takes
+    them.
+    """
+    rig, names, h, substeps, frictionless = static
+
     def one(segment):
         joint_state, y, w, u = segment
 
@@ -181,9 +186,10 @@ def _linearize(rig, names, h, substeps, frictionless, fixed, joint_states, free_
     return jax.vmap(one)((joint_states, measured, weights, inputs))
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1, 2, 3, 4))
-def _residuals(rig, names, h, substeps, frictionless, fixed, joint_states, free_values, measured,
-               weights, inputs):
+def _residuals(static, fixed, joint_states, free_values, measured, weights, inputs):
+    """The residuals of :func:`_linearize` alone (one plain simulation of each segment)."""
+    rig, names, h, substeps, frictionless = static
+
     def one(segment):
         joint_state, y, w, u = segment
         return _segment_residuals(rig, names, h, substeps, frictionless, fixed, joint_state,
@@ -297,20 +303,6 @@ def _cost_at(residual_at, starts, values):
 
 
 MAX_CHORD_STEPS = 8  # per linearisation (a linearisation costs about 8 simulations)
-_EXECUTABLES: dict = {}  # (static structure, argument shapes) → compiled (linearize, residuals)
-
-
-def _compiled(static, fixed, starts, values, data):
-    """The compiled linearisation and residuals for this structure and these shapes (cached)."""
-    arguments = (fixed, starts, values, *data)
-    leaves, tree = jax.tree_util.tree_flatten(arguments)
-    key = (static, tree, tuple(np.shape(leaf) for leaf in leaves))
-    if key not in _EXECUTABLES:
-        _EXECUTABLES[key] = (_linearize.lower(*static, *arguments).compile(),
-                             _residuals.lower(*static, *arguments).compile())
-    return _EXECUTABLES[key]
-
-
 def refine_by_simulation(rig: Rig, parameters: dict, names: Sequence[str], lower: dict,
                          upper: dict, grids: Sequence, joint_motion: Sequence,
                          simulation_dt: float, settings: ShootingSettings = ShootingSettings(),
@@ -437,13 +429,13 @@ def _shoot(rig: Rig, parameters: dict, names: tuple[str, ...], lower: dict, uppe
     scored = float(np.sum(segments.weights) * segments.measured.shape[-1])
     dof = max(scored - starts.size - values.size, 1.0)
 
-    started = time.perf_counter()
-    linearize, residuals = _compiled(static, fixed, starts, values, data)
-    compile_time = time.perf_counter() - started
-    started = time.perf_counter()
+    started, compiler = time.perf_counter(), Compiler()
+
+    def linearize(*arguments):
+        return compiler(_linearize, static, *arguments)
 
     def residual_at(states, free_values):
-        return np.asarray(residuals(fixed, states, free_values, *data))
+        return np.asarray(compiler(_residuals, static, fixed, states, free_values, *data))
 
     damping, iterations, linearizations, converged = 1e-3, 0, 1, False
     residual, jac_state, jac_values = (np.asarray(a) for a in linearize(
@@ -514,6 +506,7 @@ def _shoot(rig: Rig, parameters: dict, names: tuple[str, ...], lower: dict, uppe
         initial_cost=initial_cost / scored, iterations=iterations,
         linearizations=linearizations, converged=converged,
         segments=int(starts.shape[0]), segment_s=settings.segment_s,
-        solve_time_s=time.perf_counter() - started, compile_time_s=compile_time,
+        solve_time_s=time.perf_counter() - started - compiler.seconds,
+        compile_time_s=compiler.seconds,
         tried=(settings.segment_s,), amplification=amplification(jac_state, joints)
     ), dict(zip(keys, starts, strict=True))

@@ -5,25 +5,30 @@ their box, recordings on the grid) and returns one
 :class:`~mb_estimation.estimation.result.EstimationResult`. With no free parameters it is the
 state-only estimation used for cross-validation (§4.5).
 
-Per iteration: residual and Jacobian blocks per recording (compiled, linear in the steps), then
-for each trial damping α the block-tridiagonal elimination, the exact box QP in χ, the state
+Per iteration: residual and Jacobian blocks per recording (compiled once for a chunk of
+:data:`CHUNK_TRANSITIONS` steps, run chunk by chunk), the whole-recording algebra on the
+recording zero-padded to its length bucket (:func:`bucket_length`: compiled once per bucket,
+so other lengths and other numbers of recordings reuse it), then for each trial damping α the
+block-tridiagonal elimination, the exact box QP in χ, the state
 back-substitution and the cost at ``(x ⊞ δx, χ ⊞ δχ)``. The gain ratio ρ compares the cost
 reduction with the reduction the linear model predicts, ``‖r‖² - ‖r + Jδ‖²``, which stays exact
 when the box cuts the step. Compiled functions are cached by problem shape and shared by all
-solves in the process; compilation time is reported separately.
+solves in the process (:mod:`~mb_estimation.estimation.compiled`); compilation time is
+reported separately.
 """
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from mb_estimation.estimation.compiled import Compiler
 from mb_estimation.estimation.covariance import (
     parameter_covariance,
+    parameter_std,
     projected_blocks,
     residual_covariances,
 )
@@ -46,13 +51,17 @@ from mb_estimation.estimation.residuals import (
     Linearization,
     ModelStructure,
     StepData,
-    assemble_linearization,
     first_jacobians,
     initial_block,
     transition_jacobians,
     transition_residuals,
 )
-from mb_estimation.estimation.result import EstimationResult, IterationRecord, RecordingEstimate
+from mb_estimation.estimation.result import (
+    EstimationResult,
+    FitStatus,
+    IterationRecord,
+    RecordingEstimate,
+)
 from mb_estimation.multibody import BodyStates
 from mb_estimation.multibody.joint_space import JointStates
 from mb_estimation.numerics import jax
@@ -71,9 +80,65 @@ INITIAL_DAMPING = 1e-9
 DAMPING_FLOOR = 1e-12
 COVARIANCE_REGULARIZATION = 1e-12
 # The model's residuals and Jacobian blocks are evaluated in chunks of this many transitions
-# (the last one padded), so one compiled program serves every recording length; only the cheap
-# linear algebra over whole recordings is compiled per length.
+# (the last one padded), so one compiled program serves every recording length; the cheap
+# linear algebra over whole recordings is compiled per length bucket (bucket_length).
 CHUNK_TRANSITIONS = 256
+
+
+def bucket_length(num_steps: int) -> int:
+    """The length a recording of ``num_steps`` is padded to for the whole-recording algebra.
+
+    ``256 · 2^k`` times 1, 1.25, 1.5 or 1.75 (four sizes per doubling, at most a fifth of it
+    padding): the normal equations, block elimination and state maps compile once per bucket,
+    and every recording length in it reuses them. Their cost grows with the padding (measured
+    in RESULTS.md, issue 16).
+    """
+    size = CHUNK_TRANSITIONS
+    while True:
+        for quarters in (4, 5, 6, 7):
+            if size * quarters // 4 >= num_steps:
+                return size * quarters // 4
+        size *= 2
+
+
+def _padded(tree, length: int, mode: str):
+    """Every leaf padded along its first axis to ``length``, on the host, then on the device.
+
+    ``mode``: ``zeros`` (residual and Jacobian blocks: padded steps add nothing to any sum,
+    and their states decouple), ``edge`` (states: the last one repeated) or ``linear`` (angles
+    extrapolated along the last difference, so that a central difference at the last real
+    sample is the one-sided difference it would be without padding). Host arrays and one
+    transfer: device-side padding would compile a small program for every length.
+    """
+    def pad(leaf):
+        leaf = np.asarray(leaf)
+        extra = length - leaf.shape[0]
+        if mode == "zeros":
+            tail = np.zeros((extra, *leaf.shape[1:]), leaf.dtype)
+        elif mode == "edge":
+            tail = np.repeat(leaf[-1:], extra, axis=0)
+        else:  # linear
+            ramp = np.arange(1, extra + 1).reshape((-1,) + (1,) * (leaf.ndim - 1))
+            tail = leaf[-1] + ramp * (leaf[-1] - leaf[-2])
+        return jax.device_put(np.concatenate([leaf, tail]))
+
+    return jax.tree_util.tree_map(pad, tree)
+
+
+def _cut(tree, length: int):
+    """Every leaf's first ``length`` entries, as host arrays."""
+    return jax.tree_util.tree_map(lambda leaf: np.asarray(leaf)[:length], tree)
+
+
+def _on_bucket(compiler, function, static, length: int, *args):
+    """``function`` over a recording's steps, run on its bucket and cut back to ``length``.
+
+    ``args`` are ``(value, padding mode or None)``: per-step arrays are padded, others (None)
+    passed as they are.
+    """
+    size = bucket_length(length)
+    padded = [value if mode is None else _padded(value, size, mode) for value, mode in args]
+    return _cut(compiler(function, static, *padded), length)
 
 
 @dataclass(frozen=True)
@@ -112,31 +177,6 @@ class EstimationProblem:
     @property
     def dt(self) -> float:
         return self.recordings[0].dt
-
-
-class _Compiler:
-    """Compiled executables keyed by function, static structure and argument shapes.
-
-    Shared across solves (tests, the online node's windows, benchmark repeats); each new
-    compilation adds its time to ``seconds``.
-    """
-
-    _executables: dict = {}
-
-    def __init__(self):
-        self.seconds = 0.0
-
-    def __call__(self, function, static, *args):
-        leaves, tree = jax.tree_util.tree_flatten(args)
-        key = (function, static, tree, tuple((np.shape(x), jnp.result_type(x)) for x in leaves))
-        executable = self._executables.get(key)
-        if executable is None:
-            started = time.perf_counter()
-            bound = function if static is None else functools.partial(function, static)
-            executable = jax.jit(bound).lower(*args).compile()
-            self.seconds += time.perf_counter() - started
-            self._executables[key] = executable
-        return executable(*args)
 
 
 def states_from_angles(structure: ModelStructure, fixed, free_values, filtered_angles, dt):
@@ -180,7 +220,7 @@ def _transition_chunks(states, data: StepData, size: int):
 
 
 def _first_state(states):
-    return jax.tree_util.tree_map(lambda a: a[0], states)
+    return jax.tree_util.tree_map(lambda a: np.asarray(a)[0], states)
 
 
 def _in_chunks(compiler, first_function, transition_function, structure, fixed, free_values,
@@ -188,32 +228,46 @@ def _in_chunks(compiler, first_function, transition_function, structure, fixed, 
     """Block 0 by ``first_function`` and the transitions by ``transition_function``.
 
     The transitions go chunk by chunk; their outputs (a tuple or one array) are concatenated
-    and cut to the recording's length.
+    and cut to the recording's length on the host (no program per length).
     """
     first = compiler(first_function, structure, fixed, free_values, _first_state(states),
                      data.measured_angles[0], data.observed[0], data.dt, data.sqrt_kappa)
     chunks, count = _transition_chunks(states, data, CHUNK_TRANSITIONS)
     parts = [compiler(transition_function, structure, fixed, free_values, *chunk, data.dt,
                       data.sqrt_kappa) for chunk in chunks]
-    transitions = jax.tree_util.tree_map(lambda *pieces: jnp.concatenate(pieces)[:count], *parts)
-    return first, transitions
+    transitions = jax.tree_util.tree_map(
+        lambda *pieces: np.concatenate([np.asarray(piece) for piece in pieces])[:count], *parts)
+    return jax.tree_util.tree_map(np.asarray, first), transitions
 
 
 def _linearization(compiler, structure, fixed, free_values, states, data: StepData):
-    """:class:`Linearization` of one recording, its transitions evaluated chunk by chunk."""
-    return assemble_linearization(*_in_chunks(compiler, first_jacobians, transition_jacobians,
-                                              structure, fixed, free_values, states, data))
+    """:class:`Linearization` of one recording, chunk by chunk, zero-padded to its bucket."""
+    (value0, current0, parameters0), (value, previous, current, parameters) = _in_chunks(
+        compiler, first_jacobians, transition_jacobians, structure, fixed, free_values, states,
+        data)
+    size = bucket_length(value.shape[0] + 1)
+
+    def blocks(first, rest):  # block 0, the transitions', then zeros up to the bucket
+        return _padded(np.concatenate([first[None], rest]), size, "zeros")
+
+    return Linearization(residuals=blocks(value0, value),
+                         previous=blocks(np.zeros_like(current0), previous),
+                         current=blocks(current0, current),
+                         parameters=blocks(parameters0, parameters))
 
 
 def _residuals(compiler, structure, fixed, free_values, states, data: StepData):
     """All residual blocks ``[n, m]`` of one recording, chunk by chunk."""
     first, transitions = _in_chunks(compiler, initial_block, transition_residuals, structure,
                                     fixed, free_values, states, data)
-    return jnp.concatenate([first[None], transitions])
+    return np.concatenate([first[None], transitions])
 
 
 def _trial_states(structure, states, lin: Linearization, elimination, parameter_step):
-    """Trial states of one recording and the sums the gain ratio needs (model cost, ‖δx‖²)."""
+    """Trial states of one recording and the sums the gain ratio needs (model cost, ‖δx‖²).
+
+    On the padded length of ``lin`` (``states`` padded likewise; the padded steps do not move).
+    """
     step = state_step(elimination, parameter_step)
     moved = structure.formulation.boxplus(states, step)
     model = lin.residuals + linearized_change(lin, step, parameter_step)
@@ -269,7 +323,7 @@ def estimate(problem: EstimationProblem, settings: SolverSettings = SolverSettin
     if len(dts) != 1:
         raise ValueError(f"all recordings must share one grid step, got {sorted(dts)}")
     started = time.perf_counter()
-    compiler = _Compiler()
+    compiler = Compiler()
     rig = problem.rig
     free = FreeParameters.of(rig.spec, problem.free)
     structure = ModelStructure(rig, free, formulation_named(problem.formulation))
@@ -278,16 +332,18 @@ def estimate(problem: EstimationProblem, settings: SolverSettings = SolverSettin
     free_values = {k: values[k] for k in free.names}
     initial_free = {k: np.asarray(v) for k, v in free_values.items()}
     datas = [
-        StepData(jnp.asarray(r.measured_angles), jnp.asarray(r.inputs), jnp.asarray(r.observed),
+        StepData(np.asarray(r.measured_angles), np.asarray(r.inputs), np.asarray(r.observed),
                  jnp.asarray(r.dt), jnp.asarray(np.sqrt(settings.kappa)))
         for r in problem.recordings
     ]
     if initial_states is None:
-        states = [compiler(states_from_angles, structure, fixed, free_values,
-                           jnp.asarray(r.filtered_angles), jnp.asarray(r.dt))
+        states = [_on_bucket(compiler, states_from_angles, structure, r.num_steps,
+                             (fixed, None), (free_values, None), (r.filtered_angles, "linear"),
+                             (jnp.asarray(r.dt), None))
                   if r.initial_rates is None else
-                  compiler(states_from_angles_and_rates, structure, fixed, free_values,
-                           jnp.asarray(r.filtered_angles), jnp.asarray(r.initial_rates))
+                  _on_bucket(compiler, states_from_angles_and_rates, structure, r.num_steps,
+                             (fixed, None), (free_values, None), (r.filtered_angles, "linear"),
+                             (r.initial_rates, "edge"))
                   for r in problem.recordings]
     else:
         states = list(initial_states)
@@ -329,7 +385,8 @@ def estimate(problem: EstimationProblem, settings: SolverSettings = SolverSettin
             progress(entry)
 
     lins, normals = linearize_all(free_values, states)
-    residuals = [np.asarray(lin.residuals) for lin in lins]
+    residuals = [np.asarray(lin.residuals)[:r.num_steps]
+                 for lin, r in zip(lins, problem.recordings, strict=True)]
     num_impulse_rows = residuals[0].shape[1] - datas[0].measured_angles.shape[1]
     cost = sum(float(np.sum(r**2)) for r in residuals)
     state_scales, parameter_scale = damping_scales(normals)
@@ -337,11 +394,11 @@ def estimate(problem: EstimationProblem, settings: SolverSettings = SolverSettin
     history: list[IterationRecord] = []
     gradient = gradient_norm(normals, free_values)
     record(0, residuals, damping, gradient, float("nan"))
-    status = "max_iterations"
+    status = FitStatus.MAX_ITERATIONS
     iteration = 0
     while iteration < settings.max_iterations:
         if gradient <= settings.gradient_tolerance:
-            status = "gradient"
+            status = FitStatus.GRADIENT
             break
         # independent of the damping: summed once per linearisation
         parameter_matrix = sum(np.asarray(n.parameter_matrix) for n in normals)
@@ -364,8 +421,12 @@ def estimate(problem: EstimationProblem, settings: SolverSettings = SolverSettin
                 delta = jnp.asarray(parameter_step)
                 trial_values = clip_to_box(free, parameters_boxplus(free, free_values, delta),
                                            problem.lower, problem.upper)
-                trials = [compiler(_trial_states, structure, x, lin, e, delta)
-                          for x, lin, e in zip(states, lins, eliminations, strict=False)]
+                trials = []
+                for grid, x, lin, e in zip(problem.recordings, states, lins, eliminations,
+                                           strict=True):
+                    moved, model, size = compiler(_trial_states, structure, _padded(
+                        x, lin.residuals.shape[0], "edge"), lin, e, delta)
+                    trials.append((_cut(moved, grid.num_steps), model, size))
                 trial_residuals = [
                     np.asarray(_residuals(compiler, structure, fixed, trial_values, t[0], d))
                     for t, d in zip(trials, datas, strict=False)]
@@ -383,7 +444,7 @@ def estimate(problem: EstimationProblem, settings: SolverSettings = SolverSettin
             if damping >= MAX_DAMPING:
                 break
         if not accepted:
-            status = "no_progress"
+            status = FitStatus.NO_PROGRESS
             break
         iteration += 1
         free_values = trial_values
@@ -391,34 +452,36 @@ def estimate(problem: EstimationProblem, settings: SolverSettings = SolverSettin
         cost = trial_cost
         lins, normals = linearize_all(free_values, states)
         state_scales, parameter_scale = damping_scales(normals)
-        residuals = [np.asarray(lin.residuals) for lin in lins]
+        residuals = [np.asarray(lin.residuals)[:r.num_steps]
+                     for lin, r in zip(lins, problem.recordings, strict=True)]
         damping *= max(1.0 / 3.0, 1.0 - (2.0 * ratio - 1.0) ** 3)
         gradient = gradient_norm(normals, free_values)
         record(iteration, residuals, damping, gradient, step_norm)
         if step_norm <= settings.step_tolerance:
-            status = "step"
+            status = FitStatus.STEP
             break
     else:
         if gradient <= settings.gradient_tolerance:
-            status = "gradient"
+            status = FitStatus.GRADIENT
 
     impulse_cov, observation_cov = residual_covariances(
         residuals, num_impulse_rows, [np.asarray(r.observed) for r in problem.recordings])
     blocks = [compiler(_covariance_blocks, num_impulse_rows, lin, n, scale,
                        jnp.asarray(impulse_cov), jnp.asarray(observation_cov))
               for lin, n, scale in zip(lins, normals, state_scales, strict=False)]
-    covariance = parameter_covariance(sum(np.asarray(b.information) for b in blocks),
-                                      sum(np.asarray(b.middle) for b in blocks))
-    std, excited = {}, {}
-    for name, kind in zip(free.names, free.kinds, strict=False):
-        part = free.slices[name]
-        std[name] = np.sqrt(np.diag(covariance)[part])
-        excited[name] = excited_by_data(kind, std[name], np.asarray(free_values[name]),
-                                        initial_free[name])
+    information = sum(np.asarray(b.information) for b in blocks)
+    middle = sum(np.asarray(b.middle) for b in blocks)
+    covariance = parameter_covariance(information, middle)
+    std = parameter_std(information, middle, free,
+                        np.asarray(structure.system(fixed, free_values).gravity))
+    excited = {name: excited_by_data(kind, std[name], np.asarray(free_values[name]),
+                                     initial_free[name])
+               for name, kind in zip(free.names, free.kinds, strict=True)}
 
     estimates = []
     for grid, x, r in zip(problem.recordings, states, residuals, strict=False):
-        angles, rates, bodies = compiler(_shadow, structure, fixed, free_values, x)
+        angles, rates, bodies = _on_bucket(compiler, _shadow, structure, grid.num_steps,
+                                           (fixed, None), (free_values, None), (x, "edge"))
         angles = np.asarray(angles)
         # continue the measured (multi-turn) angles rather than wrap to (-π, π]
         angles = grid.measured_angles + np.arctan2(np.sin(angles - grid.measured_angles),
@@ -432,14 +495,14 @@ def estimate(problem: EstimationProblem, settings: SolverSettings = SolverSettin
             angular_velocity=np.asarray(bodies.angular_velocity),
             observation_mse=observation / grid.num_steps, impulse_mse=impulse / grid.num_steps))
 
-    converged = status in ("gradient", "step")
+    converged = status.converged
     final = history[-1]
     descriptions = {
-        "gradient": "converged: gradient norm below tolerance",
-        "step": "converged: step below tolerance",
-        "no_progress": "stopped: no damping gives a decrease (a local minimum to working "
+        FitStatus.GRADIENT: "converged: gradient norm below tolerance",
+        FitStatus.STEP: "converged: step below tolerance",
+        FitStatus.NO_PROGRESS: "stopped: no damping gives a decrease (a local minimum to working "
                        "precision, or a poorly scaled problem)",
-        "max_iterations": f"stopped at the iteration limit ({settings.max_iterations}) "
+        FitStatus.MAX_ITERATIONS: f"stopped at the iteration limit ({settings.max_iterations}) "
                           "before a tolerance was met",
     }
     message = (f"{descriptions[status]}; {iteration} iterations, cost {final.cost:.4g} "

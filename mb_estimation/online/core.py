@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mb_estimation.estimation import EstimationResult
+from mb_estimation.estimation import EstimationResult, FitStatus
 from mb_estimation.io.bags import first_line
 from mb_estimation.io.config import Config, apply_overrides, recorded_joint_states
 from mb_estimation.online.buffers import PublicationOrder, SampleRing
@@ -44,7 +44,7 @@ from mb_estimation.signals import Recording, prepare_recording
 NS = 1_000_000_000
 # A stamp this much older than the newest one is a jump back in time (reset), not a late sample.
 JUMP_BACK_NS = NS
-ACCEPTED_STATUSES = ("gradient", "step")
+ACCEPTED_STATUSES = (FitStatus.GRADIENT, FitStatus.STEP)
 
 
 def _ignore(*_args) -> None:
@@ -508,7 +508,7 @@ class EstimatorCore:
             self._last["last_window_s"] = outcome.elapsed_s
             if result is not None:
                 self._last.update(last_iterations=result.iterations, last_cost=result.cost,
-                                  last_status=result.status)
+                                  last_status=str(result.status))
             if not outcome.accepted:
                 self._last["last_error"] = f"window {window.index}: {outcome.reason}"
         if outcome.accepted:

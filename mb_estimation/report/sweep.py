@@ -39,7 +39,7 @@ def sweep_rows(points: Sequence) -> list[dict]:
             row[name] = _scalar(result.parameters[name])
             row[f"{name}_std"] = float(np.linalg.norm(np.ravel(result.std[name])))
         row.update(observation_mse=result.observation_mse, impulse_mse=result.impulse_mse,
-                   cost=result.cost, status=result.status, iterations=result.iterations,
+                   cost=result.cost, status=str(result.status), iterations=result.iterations,
                    solve_time_s=round(result.solve_time_s, 3))
         rows.append(row)
     return rows

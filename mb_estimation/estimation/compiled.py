@@ -1,0 +1,56 @@
+"""One bounded cache of compiled programs, shared by every solve in the process.
+
+A program is compiled once per key — the function, its static structure (rig, free set,
+formulation, step counts: hashable) and the shapes and dtypes of its arguments — and kept
+while it is among the :data:`MAX_PROGRAMS` most recently used. The whole-recording algebra is
+compiled per length bucket (:func:`~mb_estimation.estimation.solver.bucket_length`) and the
+model per chunk, so a session of calibrations, a sweep or the node's windows reuse a few
+programs; the bound keeps a long-running process from holding every program it ever built.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections import OrderedDict
+
+import numpy as np
+
+from mb_estimation.numerics import jax
+
+jnp = jax.numpy
+
+MAX_PROGRAMS = 256
+
+_PROGRAMS: OrderedDict = OrderedDict()
+
+
+def program_key(function, static, args) -> tuple:
+    """The cache key: function, static structure, argument tree, shapes and dtypes."""
+    leaves, tree = jax.tree_util.tree_flatten(args)
+    return (function, static, tree, tuple((np.shape(x), jnp.result_type(x)) for x in leaves))
+
+
+class Compiler:
+    """Runs ``function(static, *args)`` compiled (cached); ``seconds`` counts its compiling.
+
+    One per solve, so that the solve can report its compilation apart from its work.
+    """
+
+    def __init__(self):
+        self.seconds = 0.0
+
+    def __call__(self, function, static, *args):
+        key = program_key(function, static, args)
+        executable = _PROGRAMS.get(key)
+        if executable is None:
+            started = time.perf_counter()
+            bound = function if static is None else functools.partial(function, static)
+            executable = jax.jit(bound).lower(*args).compile()
+            self.seconds += time.perf_counter() - started
+            _PROGRAMS[key] = executable
+            while len(_PROGRAMS) > MAX_PROGRAMS:
+                _PROGRAMS.popitem(last=False)
+        else:
+            _PROGRAMS.move_to_end(key)
+        return executable(*args)
