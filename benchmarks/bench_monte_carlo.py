@@ -25,7 +25,9 @@ import time
 
 import numpy as np
 
+from mb_estimation import lie
 from mb_estimation.estimation import SolverSettings, estimate
+from mb_estimation.estimation.covariance import gravity_frame
 from mb_estimation.io.config import apply_overrides, builtin_config_path, load_config
 from mb_estimation.pipeline import estimation_problem, starting_from
 from mb_estimation.rigs import get_rig
@@ -56,6 +58,22 @@ def noise_free_recording(truth, data: str):
     sim = simulate_recording(get_rig("furuta"), truth.parameters, "swingup",
                              duration_s=DURATION_S, dt=step, rate_hz=rate)
     return sim.time_s, sim.measured_angles, sim.inputs
+
+
+def _tilt_row(name: str, truth, runs, seeds: int) -> dict:
+    """The tilt's error about the two horizontal axes of the gravity frame, against its std."""
+    target = np.asarray(truth.parameters[name], dtype=float)
+    frame = gravity_frame(np.asarray(lie.quat_rotate(target, np.array([0.0, -1.0, 0.0]))))
+    errors = np.array([frame.T @ np.asarray(lie.boxminus(np.asarray(r.parameters[name]), target))
+                       for r in runs])[:, [0, 2]]  # [rad], about the horizontal axes
+    stds = np.array([np.asarray(r.std[name])[[0, 2]] for r in runs])
+    spread, mean_std = np.std(errors, axis=0, ddof=1), np.mean(stds, axis=0)
+    excited = sum(bool(r.excited[name]) for r in runs)
+    print(f"{name} about the horizontal axes [rad]: mean error {np.mean(errors, axis=0)}, "
+          f"spread {spread}, mean std {mean_std}, std/spread {mean_std / spread}; excited "
+          f"{excited}/{seeds} (the std about gravity is inf: unobservable)")
+    return {"mean_error_rad": np.mean(errors, axis=0).tolist(), "spread": spread.tolist(),
+            "mean_std": mean_std.tolist(), "excited_runs": excited}
 
 
 def main() -> None:
@@ -89,6 +107,7 @@ def main() -> None:
           f"{'std/spread':>10s} {'(mean-truth)/spread':>20s} excited")
     for name in names:
         if fit.rig_spec.parameter(name).kind == "quaternion":
+            report["parameters"][name] = _tilt_row(name, truth, runs, args.seeds)
             continue
         values = np.array([float(np.ravel(r.parameters[name])[0]) for r in runs])
         stds = np.array([float(r.std[name][0]) for r in runs])
