@@ -40,6 +40,8 @@ from typing import Any
 import numpy as np
 import yaml
 
+from mb_estimation.stamps import sec_nanosec, stamp_to_ns
+
 __all__ = [
     "BagError",
     "BagSummary",
@@ -377,13 +379,13 @@ def _write(
     n, j = pos.shape
 
     def joint_msg(k: int) -> bytes | memoryview:
-        t = int(t_joint[k])
+        sec, nanosec = sec_nanosec(int(t_joint[k]))
         effort = empty
         if effort_volt:
             effort = np.zeros(j)
             effort[0] = volt[k]
         msg = JointState(
-            header=Header(stamp=Time(sec=t // _NS, nanosec=t % _NS), frame_id=""),
+            header=Header(stamp=Time(sec=sec, nanosec=nanosec), frame_id=""),
             name=names,
             position=np.ascontiguousarray(pos[k]),
             velocity=empty if vel is None else np.ascontiguousarray(vel[k]),
@@ -634,7 +636,7 @@ def read_joint_states(path: str | Path, topic: str) -> dict[str, Any]:
             )
     j = len(names)
     stamps = np.array(
-        [m.header.stamp.sec * _NS + m.header.stamp.nanosec for _, m in msgs], dtype=np.int64
+        [stamp_to_ns(m.header.stamp) for _, m in msgs], dtype=np.int64
     )
     return {
         "time_ns": stamps,

@@ -15,7 +15,7 @@ from typing import Any
 
 from mb_estimation.io.bags import first_line
 from mb_estimation.online.core import EstimatorCore
-from mb_estimation.online.messages import stamp_to_ns
+from mb_estimation.stamps import stamp_to_ns
 
 JOINT_STATE_TYPE = "sensor_msgs/msg/JointState"
 

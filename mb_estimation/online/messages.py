@@ -15,15 +15,6 @@ from mb_estimation.online.fusion import ParameterEstimate, quat_boxminus
 
 DIAGNOSTIC_OK, DIAGNOSTIC_WARN, DIAGNOSTIC_ERROR = 0, 1, 2
 IDENTITY = np.array([1.0, 0.0, 0.0, 0.0])
-NS_PER_S = 1_000_000_000
-
-
-def stamp_to_ns(stamp) -> int:
-    """Nanoseconds since the epoch of a ``builtin_interfaces/Time`` (exact integer).
-
-    Any object with ``sec`` and ``nanosec`` (rclpy's message, Cyclone's IDL struct).
-    """
-    return int(stamp.sec) * NS_PER_S + int(stamp.nanosec)
 
 
 def parameter_matrix(estimate: ParameterEstimate) -> tuple[tuple[str, ...], np.ndarray]:

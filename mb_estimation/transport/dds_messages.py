@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from cyclonedds.idl import IdlStruct
 from cyclonedds.idl import types as t
 
+from mb_estimation.stamps import sec_nanosec, stamp_to_ns
+
 __all__ = [
     "DDS_TYPES",
     "ROS_TOPIC_PREFIX",
@@ -57,7 +59,6 @@ __all__ = [
 #: ``"rq"``/``"rr"`` are service requests/replies).
 ROS_TOPIC_PREFIX = "rt"
 
-_NS_PER_S = 1_000_000_000
 
 #: A fully qualified ROS 2 topic name without its leading "/": tokens joined by single "/".
 _ROS_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)*")
@@ -198,11 +199,6 @@ def ros_topic_name(name: str) -> str:
     return f"{ROS_TOPIC_PREFIX}/{relative}"
 
 
-def stamp_to_ns(stamp: Time) -> int:
-    """Nanoseconds since the epoch of a ``builtin_interfaces/Time`` (exact integer)."""
-    return int(stamp.sec) * _NS_PER_S + int(stamp.nanosec)
-
-
 def ns_to_stamp(ns: int) -> Time:
     """``builtin_interfaces/Time`` of an integer number of nanoseconds (``nanosec`` in [0, 1e9)).
 
@@ -210,10 +206,7 @@ def ns_to_stamp(ns: int) -> Time:
     a float is accepted and rounded to the nearest nanosecond.  Raises :class:`OverflowError`
     when ``sec`` does not fit in an int32.
     """
-    ns = round(ns)
-    sec, nanosec = divmod(ns, _NS_PER_S)
-    if not -(2**31) <= sec < 2**31:
-        raise OverflowError(f"time {ns} ns does not fit builtin_interfaces/Time (int32 seconds)")
+    sec, nanosec = sec_nanosec(ns)
     return Time(sec=sec, nanosec=nanosec)
 
 

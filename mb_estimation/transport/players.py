@@ -41,6 +41,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from mb_estimation.stamps import NS_PER_S, stamp_to_ns
+
 if TYPE_CHECKING:
     from mb_estimation.io.config import Config
     from mb_estimation.transport.dds_bus import DdsBus, Publisher
@@ -82,7 +84,6 @@ DEFAULT_CHUNK_S = 10.0
 #: Longest single sleep of :func:`play` (so that ``stop`` is noticed within this time) [s].
 MAX_SLEEP_S = 0.1
 
-_NS = 1_000_000_000
 _EMPTY = np.empty(0, dtype=np.float64)
 _EMPTY.flags.writeable = False
 
@@ -403,7 +404,7 @@ def _bag_pass(path: Path, topics: set[str]) -> Iterator[TimedMessage]:
 
 def _from_bag_message(topic: str, kind: str, log_time: int, msg: Any) -> TimedMessage:
     if kind == JOINT_STATE:
-        stamp = int(msg.header.stamp.sec) * _NS + int(msg.header.stamp.nanosec)
+        stamp = stamp_to_ns(msg.header.stamp)
         payload = JointStatePayload(
             tuple(msg.name),
             np.asarray(msg.position, dtype=np.float64),
@@ -497,7 +498,7 @@ def play(
             stats.rewinds += 1
         previous = t
         if paced:
-            due = start + stream_ns / _NS / rate
+            due = start + stream_ns / NS_PER_S / rate
             now = clock()
             while now < due:
                 if stop is not None and stop.is_set():
@@ -516,7 +517,7 @@ def play(
     if stats.messages:
         stats.wall_s = clock() - start
         stats.mean_lateness_s = lateness_sum / stats.messages
-    stats.stream_s = stream_ns / _NS
+    stats.stream_s = stream_ns / NS_PER_S
     stats.by_topic = dict(by_topic)
     return stats
 

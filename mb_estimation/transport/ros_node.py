@@ -141,6 +141,7 @@ from mb_estimation.online.messages import (
     multiarray_layout,
     parameter_matrix,
 )
+from mb_estimation.stamps import sec_nanosec
 from mb_estimation.transport import players
 from mb_estimation.transport.players import PlayStats, TimedMessage, play
 from mb_estimation.transport.ros_common import (
@@ -165,7 +166,6 @@ SHADOW_DEPTH = 2000
 #: a window's solve holds the interpreter for a fraction of a second, and a sensor-data queue
 #: of 5 would drop joint states meanwhile (both inputs are kept equally deep).
 INPUT_QUEUE_S = 1.0
-_NS = 1_000_000_000
 _ESTIMATE_PREFIXES = ("estimate.", "estimate_std.")
 VOLTAGE_CLASSES = {"std_msgs/msg/Float64": Float64,
                    "std_msgs/msg/Float64MultiArray": Float64MultiArray}
@@ -177,8 +177,8 @@ VOLTAGE_CLASSES = {"std_msgs/msg/Float64": Float64,
 
 
 def _stamp(nanoseconds: int) -> Time:
-    nanoseconds = int(nanoseconds)
-    return Time(sec=nanoseconds // _NS, nanosec=nanoseconds % _NS)
+    sec, nanosec = sec_nanosec(int(nanoseconds))
+    return Time(sec=sec, nanosec=nanosec)
 
 
 def _read_only(description: str) -> ParameterDescriptor:
