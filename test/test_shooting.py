@@ -67,7 +67,7 @@ def test_segment_eliminated_step_is_the_least_squares_step_and_predicts_its_cost
     assert np.linalg.norm(damped_values) < np.linalg.norm(new_values)
     assert predicted < damped_cost < float(np.sum(residual ** 2))
     covariance = np.linalg.inv(stacked.T @ stacked)[12:, 12:]
-    np.testing.assert_allclose(np.linalg.inv(normal.parameter_information()),
+    np.testing.assert_allclose(np.linalg.inv(normal.parameter_information),
                                covariance / np.outer(scale, scale), rtol=1e-9)
 
 

@@ -287,9 +287,10 @@ class _NormalEquations:
         The diagonal of :meth:`parameter_information`: what Marquardt's damping scales. The
         diagonal of ``JᵀJ`` would damp a parameter that the states partly mimic far too much.
         """
-        diagonal = np.diag(self.parameter_information())
+        diagonal = np.diag(self.parameter_information)
         return np.maximum(diagonal, 1e-12 * np.max(np.diag(self.h_vv), initial=0.0))
 
+    @functools.cached_property
     def parameter_information(self) -> np.ndarray:
         """``JᵀJ`` of the (scaled) values with the segment states eliminated, undamped."""
         return self.h_vv - np.einsum("sji,sjk,skl->il", self.h_sv, np.linalg.pinv(self.h_ss),
@@ -344,8 +345,7 @@ def refine_by_simulation(rig: Rig, parameters: dict, names: Sequence[str], lower
         stage = dataclasses.replace(settings, segment_s=length, chi_square_tolerance=(
             settings.chi_square_tolerance if length == lengths[-1]
             else settings.continuation_chi_square_tolerance))
-        start = parameters if result is None else {
-            **parameters, **{name: np.asarray(value) for name, value in result.values.items()}}
+        start = parameters if result is None else _values_of(result, parameters)
         # A longer segment starts where every other shorter one did: from its fitted state.
         attempt, attempt_starts = _shoot(
             rig, start, names, lower, upper, grids, joint_motion, simulation_dt, stage,
@@ -359,13 +359,17 @@ def refine_by_simulation(rig: Rig, parameters: dict, names: Sequence[str], lower
             break
         result, fitted_starts, polished = attempt, attempt_starts, length == lengths[-1]
     if not polished:  # the last accepted length converged loosely: finish it
-        start = {**parameters,
-                 **{name: np.asarray(value) for name, value in result.values.items()}}
-        result, _ = _shoot(rig, start, names, lower, upper, grids, joint_motion, simulation_dt,
+        result, _ = _shoot(rig, _values_of(result, parameters), names, lower, upper, grids,
+                           joint_motion, simulation_dt,
                            dataclasses.replace(settings, segment_s=result.segment_s), progress,
                            fitted_starts)
         totals = totals.plus(result)
-    return dataclasses.replace(result, **totals.as_fields())
+    return dataclasses.replace(result, **dataclasses.asdict(totals))
+
+
+def _values_of(fit: ShootingResult, parameters: dict) -> dict:
+    """``parameters`` with ``fit``'s values of the parameters it fitted."""
+    return {**parameters, **{name: np.asarray(value) for name, value in fit.values.items()}}
 
 
 @dataclass(frozen=True)
@@ -384,9 +388,6 @@ class _Effort:
                        self.linearizations + fit.linearizations,
                        self.solve_time_s + fit.solve_time_s,
                        self.compile_time_s + fit.compile_time_s)
-
-    def as_fields(self) -> dict:
-        return dataclasses.asdict(self)
 
 
 def _frictionless(rig: Rig, parameters: dict, names: tuple[str, ...]) -> tuple[bool, ...]:
@@ -497,7 +498,7 @@ def _shoot(rig: Rig, parameters: dict, names: tuple[str, ...], lower: dict, uppe
         linearizations += 1
 
     # Linearised covariance (Gauss–Newton, undamped), scaled by the residual variance.
-    information = normal.parameter_information()
+    information = normal.parameter_information
     covariance = np.linalg.pinv(information) * (cost / dof) * np.outer(scale, scale)
     std = np.sqrt(np.maximum(np.diag(covariance), 0.0))
     return ShootingResult(
