@@ -181,7 +181,8 @@ def part_recovery(args) -> None:
                 shooting = [level for level in outcome.levels
                             if level.formulation == "simulation"]
                 segments = (f" (segments {shooting[-1].segment_s:g} s of "
-                            f"{', '.join(f'{s:g}' for s in shooting[-1].segments_tried)})"
+                            f"{', '.join(f'{s:g}' for s in shooting[-1].segments_tried)}, "
+                            f"cost/noise² {shooting[-1].cost / NOISE_RAD ** 2:.4f})"
                             if shooting else "")
                 print(f"| {scenario} | {l2} | {estimator}{segments} | {outcome.iterations} "
                       f"({outcome.status}) | {cells} | {'yes' if ok else 'no'} | "

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from mb_estimation.errors import first_line
 from mb_estimation.stamps import sec_nanosec, stamp_to_ns
 
 __all__ = [
@@ -423,12 +424,6 @@ def _write(
 # --------------------------------------------------------------------------------------------
 # reading
 # --------------------------------------------------------------------------------------------
-
-
-def first_line(exc: BaseException) -> str:
-    """The first line of an exception's message, or its type's name."""
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _check_bag_path(path: str | Path) -> Path:

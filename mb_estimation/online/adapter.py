@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from mb_estimation.io.bags import first_line
+from mb_estimation.errors import first_line
 from mb_estimation.online.core import EstimatorCore
 from mb_estimation.stamps import stamp_to_ns
 

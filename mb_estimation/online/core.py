@@ -33,8 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
+from mb_estimation.errors import first_line
 from mb_estimation.estimation import EstimationResult, FitStatus
-from mb_estimation.io.bags import first_line
 from mb_estimation.io.config import Config, apply_overrides, recorded_joint_states
 from mb_estimation.online.buffers import PublicationOrder, SampleRing
 from mb_estimation.online.fusion import ParameterEstimate, fuse, load_estimate, save_estimate

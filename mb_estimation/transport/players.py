@@ -383,7 +383,8 @@ def _bag_stream(path: Path, topics: set[str], loop: bool) -> Iterator[TimedMessa
 
 
 def _bag_pass(path: Path, topics: set[str]) -> Iterator[TimedMessage]:
-    from mb_estimation.io.bags import BagError, OpenBag, first_line
+    from mb_estimation.errors import first_line
+    from mb_estimation.io.bags import BagError, OpenBag
 
     with OpenBag(path) as reader:
         conns = [conn for conn in reader.connections
