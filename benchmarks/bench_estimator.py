@@ -26,10 +26,12 @@ assembled from our per-step blocks), timed after a warm-up of its jitted functio
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import json
 import os
 import platform
+import resource
 import sys
 import time
 
@@ -58,6 +60,7 @@ from mb_estimation.estimation.residuals import (  # noqa: E402
     recording_residuals,
 )
 from mb_estimation.estimation.solver import states_from_angles  # noqa: E402
+from mb_estimation.io.config import apply_overrides  # noqa: E402
 from mb_estimation.multibody import state_boxplus  # noqa: E402
 from mb_estimation.numerics import jax  # noqa: E402
 from mb_estimation.pipeline import estimation_problem  # noqa: E402
@@ -181,8 +184,13 @@ def _sparsity(num_steps: int, num_rows: int, state_size: int, parameter_size: in
     return np.concatenate([first, rest]).astype(np.int64), indptr.astype(np.int64)
 
 
-def time_scipy(problem: EstimationProblem, max_nfev: int, x_scale: str) -> dict:
-    """Solve ``problem`` with ``least_squares`` (trf) on the tangent offsets; warm-up untimed."""
+def time_scipy(problem: EstimationProblem, max_nfev: int, x_scale: str,
+               tolerance: float = 1e-8) -> dict:
+    """Solve ``problem`` with ``least_squares`` (trf) on the tangent offsets; warm-up untimed.
+
+    ``tolerance``: scipy's ``ftol``, ``xtol`` and ``gtol`` (its default 1e-8). The result's
+    ``scipy_trace`` is the cost of every residual evaluation, in order.
+    """
     rig = problem.rig
     grid = problem.recordings[0]
     free = FreeParameters.of(rig.spec, problem.free)
@@ -206,11 +214,13 @@ def time_scipy(problem: EstimationProblem, max_nfev: int, x_scale: str) -> dict:
     shape = (num_steps * num_rows, size)
 
     in_callbacks = [0.0]  # seconds spent in fun and jac (our model), the rest is scipy's
+    trace = []  # the cost of every residual evaluation
 
     def fun(z):
         started = time.perf_counter()
         out = np.asarray(residual_fn(fixed, base_free, base_states, data, jnp.asarray(z)))
         in_callbacks[0] += time.perf_counter() - started
+        trace.append(float(np.sum(out ** 2)) / num_steps)
         return out
 
     def jac(z):
@@ -233,10 +243,11 @@ def time_scipy(problem: EstimationProblem, max_nfev: int, x_scale: str) -> dict:
     jac(z0)
     warmup_s = time.perf_counter() - started
     in_callbacks[0] = 0.0
+    trace.clear()
     started = time.perf_counter()
     result = least_squares(fun, z0, jac=jac, bounds=(lower, upper), method="trf",
                            x_scale="jac" if x_scale == "jac" else float(x_scale),
-                           max_nfev=max_nfev)
+                           max_nfev=max_nfev, ftol=tolerance, xtol=tolerance, gtol=tolerance)
     total_s = time.perf_counter() - started
     _, estimated = _point(structure, base_free, base_states, jnp.asarray(result.x))
     return {
@@ -256,6 +267,78 @@ def time_scipy(problem: EstimationProblem, max_nfev: int, x_scale: str) -> dict:
         "scipy_residuals": shape[0],
         "scipy_nonzeros": len(indices),
         "scipy_parameters": {k: np.asarray(v).tolist() for k, v in estimated.items()},
+        "scipy_trace": list(trace),
+    }
+
+
+# --- DM4 of issue 16: both solvers to the same cost on a problem scipy solves --------------
+
+RELEASE_FREE = {"J_Azz": 0.01, "J_Byy": 0.01, "b1": 1e-4, "b2": 1e-4}  # §4.7's start (Table 1)
+TIGHT = SolverSettings(kappa=SETTINGS.kappa, max_iterations=200, gradient_tolerance=1e-10,
+                       step_tolerance=1e-12)
+
+
+def release_problem(duration_s: float = 10.0) -> EstimationProblem:
+    """The §4.7 release inside the model class: four parameters, every other value true.
+
+    Simulated by the model itself (SPOOK at the fit's step h = 0.01 and compliance 1e-4, one
+    sample per step, noise 1e-3 rad), so the fit's minimum is the data's noise, not a model
+    error: a problem both solvers can finish. J_Azz, J_Byy, b1, b2 start from Table 1.
+    """
+    truth, _ = configs("model")
+    simulated = simulate_recording(get_rig("furuta"), truth.parameters, "release",
+                                   duration_s=duration_s, dt=GRID_STEP, rate_hz=1.0 / GRID_STEP,
+                                   noise_rad=NOISE_RAD, seed=SEED)
+    recording = Recording(f"release {duration_s:g} s", simulated.time_s,
+                          simulated.measured_angles, simulated.time_s, simulated.inputs)
+    fit = apply_overrides(truth, free=tuple(RELEASE_FREE), set_values=RELEASE_FREE)
+    grid = prepare_recording(recording, GRID_STEP, fit.method.filter_cutoff_hz)
+    return estimation_problem(fit, (grid,))
+
+
+def _timed(run):
+    started = time.perf_counter()
+    out = run()
+    return out, time.perf_counter() - started
+
+
+def equal_cost_comparison(x_scale: str = "jac", relative: float = 1e-6) -> dict:
+    """Ours and scipy's trf, each timed to the same cost: the better final cost × (1 + relative).
+
+    Both first run to tight tolerances (ours: ``TIGHT``; scipy: ftol = xtol = gtol = 1e-15,
+    2 000 evaluations at most); the target is the lower final cost times ``1 + relative``. Each
+    is then timed again, stopped where its first run reached the target: ours after the first
+    iteration whose cost is at most the target, scipy after the residual evaluation that was.
+    A solver that never reached the target is reported with its final cost and ``null`` time.
+    """
+    problem = release_problem()
+    estimate(problem, TIGHT)  # compile
+    ours = estimate(problem, TIGHT)
+    reference = time_scipy(problem, 2000, x_scale, tolerance=1e-15)
+    target = min(ours.cost, reference["scipy_cost"]) * (1.0 + relative)
+    reached = [k for k, record in enumerate(ours.history) if record.cost <= target]
+    ours_s = ours_cost = None
+    if reached:
+        settings = dataclasses.replace(TIGHT, max_iterations=max(reached[0], 1))
+        stopped, ours_s = _timed(lambda: estimate(problem, settings))
+        ours_cost = stopped.cost
+    evaluations = [n for n, cost in enumerate(reference["scipy_trace"], 1) if cost <= target]
+    scipy_s = scipy_cost = None
+    if evaluations:
+        stopped = time_scipy(problem, evaluations[0], x_scale, tolerance=1e-15)
+        scipy_s, scipy_cost = stopped["scipy_total_s"], stopped["scipy_cost"]
+    return {
+        "problem": "10 s release at h = 0.01 inside the model class, J_Azz J_Byy b1 b2 free",
+        "target_cost": target, "relative": relative,
+        "ours_final_cost": ours.cost, "ours_iterations_to_target": reached[0] if reached else None,
+        "ours_s": ours_s, "ours_cost": ours_cost,
+        "scipy_final_cost": reference["scipy_cost"], "scipy_final_nfev": reference["scipy_nfev"],
+        "scipy_evaluations_to_target": evaluations[0] if evaluations else None,
+        "scipy_s": scipy_s, "scipy_cost": scipy_cost,
+        "ratio": scipy_s / ours_s if ours_s and scipy_s else None,
+        "parameters": {name: {"ours": float(np.ravel(ours.parameters[name])[0]),
+                              "scipy": float(np.ravel(reference["scipy_parameters"][name])[0])}
+                       for name in RELEASE_FREE},
     }
 
 
@@ -319,12 +402,19 @@ def main() -> None:
 
     print(f"scipy.optimize.least_squares (trf, x_scale={args.scipy_x_scale}, sparse jac, lsmr):")
     scipy_result = time_scipy(problem, args.scipy_max_nfev, args.scipy_x_scale)
+    del scipy_result["scipy_trace"]
     for key, value in scipy_result.items():
         if key != "scipy_parameters":
             _show(key, value)
     if scipy_result["scipy_hit_max_nfev"]:
         print(f"{'':>28}  scipy stopped at the cap max_nfev = {args.scipy_max_nfev}")
     result.update(scipy_result)
+
+    print("to the same cost (Done-means 4 of issue 16; equal_cost_comparison):")
+    result["equal_cost"] = equal_cost_comparison(args.scipy_x_scale)
+    for key, value in result["equal_cost"].items():
+        if key != "parameters":
+            _show(key, value)
 
     print(f"{'parameter':>10} {'truth':>11} {'initial':>11} {'ours':>11} {'scipy':>11}")
     table = {}
@@ -342,8 +432,8 @@ def main() -> None:
 
     print("scaling (our solve, second call):")
     print(f"{'duration [s]':>14} {'steps':>7} {'total [s]':>10} {'iterations':>10} "
-          f"{'per iteration [s]':>18} {'compile [s]':>12}")
-    scaling, per_iteration, iterations = {}, {}, {}
+          f"{'per iteration [s]':>18} {'compile [s]':>12} {'peak RSS [MB]':>14}")
+    scaling, per_iteration, iterations, peak_rss = {}, {}, {}, {}
     for seconds in durations:
         if seconds == duration:
             scaled, wall, compile_s, steps = ours, total_s, first.compile_time_s, num_steps
@@ -355,10 +445,13 @@ def main() -> None:
         scaling[steps] = wall
         iterations[steps] = scaled.iterations
         per_iteration[steps] = wall / max(scaled.iterations, 1)
+        # The process's peak resident memory so far (Linux: KiB): the longest point runs last.
+        peak_rss[steps] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
         print(f"{seconds:14g} {steps:7d} {wall:10.3g} {scaled.iterations:10d} "
-              f"{per_iteration[steps]:18.3g} {compile_s:12.3g}")
+              f"{per_iteration[steps]:18.3g} {compile_s:12.3g} {peak_rss[steps]:14.0f}")
     result.update(scaling=scaling, scaling_per_iteration_s=per_iteration,
-                  scaling_iterations=iterations, machine=machine_info())
+                  scaling_iterations=iterations, scaling_peak_rss_mb=peak_rss,
+                  machine=machine_info())
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(result, handle, indent=2)
