@@ -60,8 +60,10 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from mb_estimation.estimation.parameters import tangent_slices
 from mb_estimation.io.config import QUATERNION_TOLERANCE  # |tilt| − 1 allowed, as in configs
 from mb_estimation.pseudo_inverse import LOADING_THRESHOLD, scaled_pseudo_inverse
+from mb_estimation.rigs.parameters import tangent_size
 
 __all__ = [
     "FORMAT",
@@ -163,7 +165,7 @@ class ParameterEstimate:
                                  f"(quaternion), got {np.shape(self.values[name])}")
             value.flags.writeable = False
             values[name] = value
-        size = sum(3 if len(v) == 4 else 1 for v in values.values())
+        size = sum(tangent_size(_kind(value)) for value in values.values())
         covariance = np.array(self.covariance, dtype=np.float64)
         if covariance.shape != (size, size):
             raise ValueError(f"covariance must have shape ({size}, {size}) for {list(names)}, "
@@ -180,17 +182,12 @@ class ParameterEstimate:
     @property
     def kinds(self) -> tuple[str, ...]:
         """``"scalar"`` or ``"quaternion"`` per name."""
-        return tuple("quaternion" if len(self.values[n]) == 4 else "scalar" for n in self.names)
+        return tuple(_kind(self.values[name]) for name in self.names)
 
     @property
     def slices(self) -> dict[str, slice]:
         """Each parameter's rows of the covariance (1 for a scalar, 3 for a quaternion)."""
-        out, start = {}, 0
-        for name, kind in zip(self.names, self.kinds, strict=True):
-            size = 3 if kind == "quaternion" else 1
-            out[name] = slice(start, start + size)
-            start += size
-        return out
+        return tangent_slices(self.names, self.kinds)
 
     @property
     def std(self) -> dict[str, np.ndarray]:
@@ -205,6 +202,11 @@ class ParameterEstimate:
     def information(self) -> np.ndarray:
         """Information matrix ``[p, p]`` (:func:`information_from_covariance`)."""
         return information_from_covariance(self.covariance)
+
+
+def _kind(value: np.ndarray) -> str:
+    """``"quaternion"`` for a value of 4 numbers, else ``"scalar"``."""
+    return "quaternion" if len(value) == 4 else "scalar"
 
 
 def _check_numbers(estimate: ParameterEstimate, role: str) -> None:

@@ -36,7 +36,16 @@ class ParameterSpec:
     @property
     def tangent_size(self) -> int:
         """Number of degrees of freedom (1 or 3)."""
-        return 3 if self.kind == "quaternion" else 1
+        return tangent_size(self.kind)
+
+
+def tangent_size(kind: str) -> int:
+    """Degrees of freedom of a parameter of ``kind``: 1 for a scalar, 3 for a quaternion.
+
+    A quaternion's tangent is the world-frame rotation vector ψ [rad] of ``e ⊞ ψ = exp(ψ) ⋆ e``
+    (:mod:`mb_estimation.lie`).
+    """
+    return 3 if kind == "quaternion" else 1
 
 
 @dataclass(frozen=True)
