@@ -63,7 +63,7 @@ from mb_estimation import lie
 from mb_estimation.estimation.parameters import tangent_slices
 from mb_estimation.io.config import QUATERNION_TOLERANCE  # |tilt| − 1 allowed, as in configs
 from mb_estimation.numerics import jax
-from mb_estimation.pseudo_inverse import LOADING_THRESHOLD, scaled_pseudo_inverse
+from mb_estimation.pseudo_inverse import LOADING_THRESHOLD, mark_undetermined, scaled_pseudo_inverse
 from mb_estimation.rigs.parameters import tangent_size
 
 __all__ = [
@@ -257,9 +257,7 @@ def covariance_from_information(information: np.ndarray) -> np.ndarray:
     diagonal and 0 elsewhere, the estimator's convention.
     """
     covariance, determined = _pseudo_inverse(information)
-    covariance[~determined, :] = 0.0
-    covariance[:, ~determined] = 0.0
-    covariance[~determined, ~determined] = np.inf
+    mark_undetermined(covariance, ~determined)
     return 0.5 * (covariance + covariance.T)
 
 
