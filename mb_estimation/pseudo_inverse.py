@@ -30,3 +30,16 @@ def scaled_pseudo_inverse(matrix: np.ndarray, scale: np.ndarray):
     inverse = (vectors[:, keep] / eigenvalues[keep]) @ vectors[:, keep].T / outer
     loading = (vectors[:, ~keep] ** 2).sum(axis=1)
     return inverse, eigenvalues, loading
+
+
+def mark_undetermined(covariance: np.ndarray, undetermined: np.ndarray) -> np.ndarray:
+    """Mark entries the data does not determine, in place: ``inf`` variance, 0 elsewhere.
+
+    The estimator's convention for an undetermined tangent entry (boolean mask ``undetermined``
+    ``[p]``): ``inf`` on its diagonal and zeros elsewhere in its row and column of the
+    covariance ``[p, p]``. Returns ``covariance``.
+    """
+    covariance[undetermined, :] = 0.0
+    covariance[:, undetermined] = 0.0
+    covariance[undetermined, undetermined] = np.inf
+    return covariance

@@ -256,6 +256,41 @@ def test_numpy_quaternion_operations_match_lie():
             assert angle_between(quat_boxplus(e, shorter), other) < 1e-12
 
 
+def _reference_boxplus(e, psi):
+    """The fusion's own numpy formulas before they became mb_estimation.lie's (issue 17)."""
+    theta = float(np.linalg.norm(psi))
+    sinc_half = 0.5 if theta == 0.0 else math.sin(0.5 * theta) / theta
+    q = _reference_multiply(np.concatenate([[math.cos(0.5 * theta)], sinc_half * psi]), e)
+    return q / np.linalg.norm(q)
+
+
+def _reference_boxminus(a, b):
+    e = _reference_multiply(a, b * np.array([1.0, -1.0, -1.0, -1.0]))
+    e = -e if e[0] < 0.0 else e
+    n = float(np.linalg.norm(e[1:]))
+    return np.zeros(3) if n == 0.0 else 2.0 * math.atan2(n, float(e[0])) / n * e[1:]
+
+
+def _reference_multiply(a, b):
+    (aw, ax, ay, az), (bw, bx, by, bz) = a, b
+    return np.array([aw * bw - ax * bx - ay * by - az * bz, aw * bx + ax * bw + ay * bz - az * by,
+                     aw * by - ax * bz + ay * bw + az * bx, aw * bz + ax * by - ay * bx + az * bw])
+
+
+def test_quaternion_operations_match_the_former_numpy_formulas():
+    rng = np.random.default_rng(17)
+    for scale in (0.0, 1e-12, 1e-6, 1e-3, 0.01, 0.5, 3.0, 3.14159, 6.0):
+        for _ in range(20):
+            e = rng.standard_normal(4)
+            e /= np.linalg.norm(e)  # both signs of w
+            psi = scale * rng.standard_normal(3)
+            np.testing.assert_allclose(quat_boxplus(e, psi), _reference_boxplus(e, psi),
+                                       rtol=0.0, atol=1e-14)
+            other = _reference_boxplus(e, psi)
+            np.testing.assert_allclose(quat_boxminus(other, e), _reference_boxminus(other, e),
+                                       rtol=0.0, atol=1e-14)
+
+
 def tilt_estimate(tilt, variances, scalar=0.0, windows=1):
     covariance = np.diag([1.0, *variances])
     return ParameterEstimate(("m", "tilt"), {"m": np.array([scalar]), "tilt": tilt},

@@ -26,7 +26,7 @@ import numpy as np
 from mb_estimation.estimation.linear_algebra import Elimination, backward_solve
 from mb_estimation.estimation.residuals import Linearization
 from mb_estimation.numerics import jax
-from mb_estimation.pseudo_inverse import LOADING_THRESHOLD, scaled_pseudo_inverse
+from mb_estimation.pseudo_inverse import LOADING_THRESHOLD, mark_undetermined, scaled_pseudo_inverse
 
 jnp = jax.numpy
 
@@ -78,10 +78,7 @@ def parameter_covariance(information: np.ndarray, middle: np.ndarray) -> np.ndar
     safe = np.where(determined, scale, 1.0)
     inverse, _, loading = scaled_pseudo_inverse(information, safe)
     covariance = inverse @ middle @ inverse
-    undetermined = ~determined | (loading > LOADING_THRESHOLD)
-    covariance[undetermined, :] = np.where(np.eye(size, dtype=bool)[undetermined], np.inf, 0.0)
-    covariance[:, undetermined] = covariance[undetermined, :].T
-    return covariance
+    return mark_undetermined(covariance, ~determined | (loading > LOADING_THRESHOLD))
 
 
 def gravity_frame(gravity) -> np.ndarray:

@@ -14,7 +14,7 @@ import numpy as np
 
 from mb_estimation import lie
 from mb_estimation.numerics import jax
-from mb_estimation.rigs.parameters import RigSpec
+from mb_estimation.rigs.parameters import RigSpec, tangent_size
 
 jnp = jax.numpy
 
@@ -34,7 +34,7 @@ class FreeParameters:
     @property
     def sizes(self) -> tuple[int, ...]:
         """Tangent dimension per parameter (1, or 3 for a quaternion)."""
-        return tuple(3 if kind == "quaternion" else 1 for kind in self.kinds)
+        return tuple(tangent_size(kind) for kind in self.kinds)
 
     @property
     def size(self) -> int:
@@ -43,11 +43,8 @@ class FreeParameters:
 
     @property
     def slices(self) -> dict[str, slice]:
-        out, start = {}, 0
-        for name, size in zip(self.names, self.sizes, strict=False):
-            out[name] = slice(start, start + size)
-            start += size
-        return out
+        """Each parameter's entries of ``δχ`` (:func:`tangent_slices`)."""
+        return tangent_slices(self.names, self.kinds)
 
     @property
     def tangent_labels(self) -> tuple[str, ...]:
@@ -56,6 +53,20 @@ class FreeParameters:
         for name, kind in zip(self.names, self.kinds, strict=False):
             labels += [f"{name}_r{axis}" for axis in "xyz"] if kind == "quaternion" else [name]
         return tuple(labels)
+
+
+def tangent_slices(names, kinds) -> dict[str, slice]:
+    """Each parameter's slice of a tangent vector ``δχ`` stacked in the order of ``names``.
+
+    One entry per ``"scalar"``, three per ``"quaternion"`` (its rotation vector ψ [rad]); the
+    layout of the estimator's ``δχ`` and of the covariances of the estimates built from it.
+    """
+    out, start = {}, 0
+    for name, kind in zip(names, kinds, strict=True):
+        size = tangent_size(kind)
+        out[name] = slice(start, start + size)
+        start += size
+    return out
 
 
 def parameters_boxplus(free: FreeParameters, values: Mapping[str, jax.Array], delta):

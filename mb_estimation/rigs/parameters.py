@@ -36,7 +36,16 @@ class ParameterSpec:
     @property
     def tangent_size(self) -> int:
         """Number of degrees of freedom (1 or 3)."""
-        return 3 if self.kind == "quaternion" else 1
+        return tangent_size(self.kind)
+
+
+def tangent_size(kind: str) -> int:
+    """Degrees of freedom of a parameter of ``kind``: 1 for a scalar, 3 for a quaternion.
+
+    A quaternion's tangent is the world-frame rotation vector ψ [rad] of ``e ⊞ ψ = exp(ψ) ⋆ e``
+    (:mod:`mb_estimation.lie`).
+    """
+    return 3 if kind == "quaternion" else 1
 
 
 @dataclass(frozen=True)
@@ -63,16 +72,20 @@ _INERTIA = "kg m^2"
 _TINY = 1e-12  # strictly positive lower bound for quantities the model divides by
 
 
-def _hinge_specs(index: str) -> tuple[ParameterSpec, ...]:
-    suffix = index
+def _hinge_specs(suffix: str, hinge: str) -> tuple[ParameterSpec, ...]:
+    """Compliances and damping of one hinge: names end in ``suffix``, descriptions say ``hinge``."""
     return (
-        ParameterSpec(f"eps_lin{suffix}", "m/N", f"translational compliance of hinge {index}",
+        ParameterSpec(f"eps_lin{suffix}", "m/N", f"translational compliance of {hinge}",
                       lower=_TINY),
-        ParameterSpec(f"eps_rot{suffix}", "rad/(N m)", f"rotational compliance of hinge {index}",
+        ParameterSpec(f"eps_rot{suffix}", "rad/(N m)", f"rotational compliance of {hinge}",
                       lower=_TINY),
-        ParameterSpec(f"tau{suffix}", "s",
-                      f"constraint damping (relaxation time) of hinge {index}"),
+        ParameterSpec(f"tau{suffix}", "s", f"constraint damping (relaxation time) of {hinge}"),
     )
+
+
+# Both rigs' gravity may be tilted (paper §4.3).
+_TILT = ParameterSpec("tilt", "quaternion", "rotation applied to nominal gravity (0, -9.82, 0)",
+                      kind="quaternion")
 
 
 FURUTA = RigSpec(
@@ -97,10 +110,9 @@ FURUTA = RigSpec(
         ParameterSpec("mu2", "1", "dry friction coefficient of hinge 2"),
         ParameterSpec("r1", "m", "internal friction distance of hinge 1"),
         ParameterSpec("r2", "m", "internal friction distance of hinge 2"),
-        ParameterSpec("tilt", "quaternion", "rotation applied to nominal gravity (0, -9.82, 0)",
-                      kind="quaternion"),
-        *_hinge_specs("1"),
-        *_hinge_specs("2"),
+        _TILT,
+        *_hinge_specs("1", "hinge 1"),
+        *_hinge_specs("2", "hinge 2"),
     ),
     joints=("arm", "pendulum"),
     inputs=("voltage",),
@@ -122,11 +134,8 @@ PENDULUM = RigSpec(
         ParameterSpec("r_mu_k", "m", "Stribeck kinetic part (friction: stribeck), paper (4.1)"),
         ParameterSpec("r_mu_delta", "m", "Stribeck static minus kinetic part, paper (4.1)"),
         ParameterSpec("zeta", "s^2/rad^2", "Stribeck transition rate, paper (4.1)"),
-        ParameterSpec("tilt", "quaternion", "rotation applied to nominal gravity (0, -9.82, 0)",
-                      kind="quaternion"),
-        ParameterSpec("eps_lin", "m/N", "translational compliance of the hinge", lower=_TINY),
-        ParameterSpec("eps_rot", "rad/(N m)", "rotational compliance of the hinge", lower=_TINY),
-        ParameterSpec("tau", "s", "constraint damping (relaxation time) of the hinge"),
+        _TILT,
+        *_hinge_specs("", "the hinge"),
     ),
     joints=("pendulum",),
     inputs=(),
