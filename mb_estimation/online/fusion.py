@@ -60,7 +60,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from mb_estimation.io.config import QUATERNION_TOLERANCE  # |tilt| − 1 allowed, as in configs
+from mb_estimation.config import QUATERNION_TOLERANCE  # |tilt| − 1 allowed, as in configs
 from mb_estimation.pseudo_inverse import LOADING_THRESHOLD, scaled_pseudo_inverse
 
 __all__ = [
