@@ -600,6 +600,13 @@ def test_joint_sign_not_plus_minus_one(tmp_path, sign):
     assert load_error(tmp_path, data).startswith("recording.joints.arm.sign: must be 1 or -1")
 
 
+def test_joint_mapping_null_entries_take_their_defaults():
+    data = furuta()
+    data["recording"]["joints"] = {"arm": None, "pendulum": {"name": "joint1", "sign": None}}
+    joints = parse_config(data).recording.joints
+    assert joints == {"arm": JointMapping("arm"), "pendulum": JointMapping("joint1")}
+
+
 def test_joint_mapping_forms():
     data = furuta()
     data["recording"]["joints"] = {"arm": "joint0",
@@ -720,7 +727,8 @@ def test_field_tables_cover_their_sections_in_order():
     tables = {MethodSettings: sections.METHOD_FIELDS,
               SimulationSettings: sections.SIMULATION_FIELDS,
               NodeSettings: sections.NODE_FIELDS,
-              RecordingSettings: sections.recording_fields(FURUTA)}
+              RecordingSettings: sections.recording_fields(FURUTA),
+              JointMapping: sections.JOINT_FIELDS}
     for settings, table in tables.items():
         assert tuple(table) == tuple(f.name for f in dataclasses.fields(settings)), settings
 

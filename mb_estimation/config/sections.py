@@ -1,9 +1,10 @@
 """The settings sections ``method``, ``simulation``, ``node`` and ``recording``: a field table each.
 
 A field table maps every key of a section (in the dataclass's order) to its check
-(:mod:`mb_estimation.config.checks`); :func:`~mb_estimation.config.checks.read_section` reads a
-section by it, and a section's rules that span fields follow the table (the node's buffer must
-hold a window and a stride; a JointState voltage needs its joint).
+(:mod:`mb_estimation.config.checks`); the entries of ``recording.joints`` have one too
+(:data:`JOINT_FIELDS`). :func:`~mb_estimation.config.checks.read_section` reads a section by its
+table, and a section's rules that span fields follow it (the node's buffer must hold a window
+and a stride; a JointState voltage needs its joint).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from mb_estimation.config.checks import (
     Check,
     at_least,
     boolean,
-    check_keys,
     describe,
     fail,
     fraction,
@@ -115,18 +115,22 @@ def normalise_message_type(value: str) -> str:
     return "/".join(parts)
 
 
+def _sign(value: Any, source: str, key: str) -> int:
+    """1 or -1."""
+    if not is_number(value) or float(value) not in (1.0, -1.0):
+        fail(source, key, f"must be 1 or -1, got {describe(value)}")
+    return int(value)
+
+
+JOINT_FIELDS: dict[str, Check] = {"name": string, "offset": number, "sign": _sign}
+
+
 def _joint(raw: Any, joint: str, source: str, key: str) -> JointMapping:
-    """One rig joint's mapping: a recorded name, or ``{name, offset, sign}``."""
+    """One rig joint's mapping: a recorded name, or ``{name, offset, sign}`` (JOINT_FIELDS)."""
     if isinstance(raw, str):
         return JointMapping(string(raw, source, key))
     raw = mapping(raw, source, key, "a mapping {name: ..., offset: ..., sign: ...} or a name")
-    check_keys(raw, ("name", "offset", "sign"), source, key)
-    name = joint if raw.get("name") is None else string(raw["name"], source, f"{key}.name")
-    offset = 0.0 if raw.get("offset") is None else number(raw["offset"], source, f"{key}.offset")
-    sign = raw.get("sign", 1)
-    if not is_number(sign) or float(sign) not in (1.0, -1.0):
-        fail(source, f"{key}.sign", f"must be 1 or -1, got {describe(sign)}")
-    return JointMapping(name=name, offset=offset, sign=int(sign))
+    return JointMapping(**read_section(raw, source, key, JOINT_FIELDS, JointMapping(joint)))
 
 
 def _joints(rig: RigSpec) -> Check:
