@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test"))
 
 from reference_furuta import simulate_reference  # noqa: E402
 
-from mb_estimation.io.config import apply_overrides, load_config  # noqa: E402
+from mb_estimation.config import apply_overrides, load_config  # noqa: E402
 from mb_estimation.pipeline import (  # noqa: E402
     calibrate_recordings,
     config_rig,

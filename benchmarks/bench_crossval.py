@@ -24,7 +24,7 @@ import numpy as np
 from bench_monte_carlo import configs  # truth and fit configs, the "model" data
 
 from mb_estimation import pipeline
-from mb_estimation.io.config import apply_overrides
+from mb_estimation.config import apply_overrides
 from mb_estimation.rigs import get_rig
 from mb_estimation.signals import Recording
 from mb_estimation.simulation import simulate_recording

@@ -14,7 +14,7 @@ import argparse
 import numpy as np
 
 from mb_estimation import multibody as mb
-from mb_estimation.io.config import builtin_config_path, load_config
+from mb_estimation.config import builtin_config_path, load_config
 from mb_estimation.multibody.constraints import holonomic_constraints
 from mb_estimation.multibody.stepper import spook_step
 from mb_estimation.numerics import jax

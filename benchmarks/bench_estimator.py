@@ -47,6 +47,7 @@ from scipy.optimize import least_squares  # noqa: E402
 from scipy.sparse import csr_matrix  # noqa: E402
 
 from mb_estimation import lie  # noqa: E402
+from mb_estimation.config import apply_overrides  # noqa: E402
 from mb_estimation.estimation import EstimationProblem, SolverSettings, estimate  # noqa: E402
 from mb_estimation.estimation.parameters import (  # noqa: E402
     FreeParameters,
@@ -60,7 +61,6 @@ from mb_estimation.estimation.residuals import (  # noqa: E402
     recording_residuals,
 )
 from mb_estimation.estimation.solver import states_from_angles  # noqa: E402
-from mb_estimation.io.config import apply_overrides  # noqa: E402
 from mb_estimation.multibody import state_boxplus  # noqa: E402
 from mb_estimation.numerics import jax  # noqa: E402
 from mb_estimation.pipeline import estimation_problem  # noqa: E402

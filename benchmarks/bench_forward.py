@@ -22,7 +22,7 @@ os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false "
 import numpy as np  # noqa: E402
 
 from mb_estimation import multibody as mb  # noqa: E402
-from mb_estimation.io.config import builtin_config_path, load_config  # noqa: E402
+from mb_estimation.config import builtin_config_path, load_config  # noqa: E402
 from mb_estimation.numerics import jax  # noqa: E402
 from mb_estimation.rigs import get_rig, parameter_arrays  # noqa: E402
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import argparse
 
+from mb_estimation.config import apply_overrides, load_config
 from mb_estimation.estimation import EstimationProblem, SolverSettings, estimate
 from mb_estimation.estimation.solver import bucket_length
-from mb_estimation.io.config import apply_overrides, load_config
 from mb_estimation.rigs import get_rig
 from mb_estimation.signals import Recording, prepare_recording
 from mb_estimation.simulation import simulate_recording

@@ -57,7 +57,7 @@ for _variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import numpy as np  # noqa: E402
 
-from mb_estimation.io.config import apply_overrides, load_config  # noqa: E402
+from mb_estimation.config import apply_overrides, load_config  # noqa: E402
 from mb_estimation.numerics import jax  # noqa: E402
 from mb_estimation.online.core import (  # noqa: E402
     EstimatorCore,

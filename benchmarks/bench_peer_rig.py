@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from mb_estimation import pipeline
-from mb_estimation.io.config import apply_overrides, load_config
+from mb_estimation.config import apply_overrides, load_config
 from mb_estimation.io.recordings import read_recording
 
 REPO = Path(__file__).resolve().parents[1]

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test"))
 from reference_compliant_furuta import simulate_compliant  # noqa: E402
 from reference_furuta import energy_reference, simulate_reference  # noqa: E402
 
-from mb_estimation.io.config import builtin_config_path, load_config  # noqa: E402
+from mb_estimation.config import builtin_config_path, load_config  # noqa: E402
 from mb_estimation.multibody import energy  # noqa: E402
 from mb_estimation.multibody.constraints import (  # noqa: E402
     constraint_curvature,

@@ -25,8 +25,8 @@ import json
 
 import numpy as np
 
+from mb_estimation.config import apply_overrides, builtin_config_path, load_config
 from mb_estimation.estimation import SolverSettings, estimate
-from mb_estimation.io.config import apply_overrides, builtin_config_path, load_config
 from mb_estimation.pipeline import estimation_problem
 from mb_estimation.rigs import get_rig
 from mb_estimation.signals import Recording, prepare_recording

@@ -24,7 +24,7 @@ from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
-from mb_estimation.io.config import load_config
+from mb_estimation.config import load_config
 from mb_estimation.online.messages import read_parameter_matrix
 from mb_estimation.scenarios import furuta_balance_gain
 

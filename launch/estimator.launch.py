@@ -36,14 +36,6 @@ from mb_estimation.transport.ros_common import NODE_SETTINGS, config_topics
 PACKAGE = "mb_estimation"
 
 
-def _config_file(config: str) -> str:
-    """The file of ``config``: a path, or a built-in name in the package's share/config."""
-    if os.path.isfile(config):
-        return config
-    name = config if config.endswith((".yaml", ".yml")) else f"{config}.yaml"
-    return os.path.join(get_package_share_directory(PACKAGE), "config", name)
-
-
 def _node_settings(context) -> dict:
     """The node settings given as launch arguments (the empty ones keep the config's)."""
     return {name: ParameterValue(LaunchConfiguration(name), value_type=setting.type)
@@ -52,8 +44,8 @@ def _node_settings(context) -> dict:
 
 
 def _estimator(context):
-    joint_topic, voltage_topic = config_topics(
-        _config_file(LaunchConfiguration("config").perform(context)))
+    # the config (a path or a built-in name) found as the node finds it
+    joint_topic, voltage_topic = config_topics(LaunchConfiguration("config").perform(context))
     remappings = [(joint_topic, LaunchConfiguration("joint_states_topic"))]
     if voltage_topic is not None:
         remappings.append((voltage_topic, LaunchConfiguration("voltage_topic")))

@@ -44,7 +44,8 @@ def _add_free_option(parser: argparse.ArgumentParser) -> None:
                         help="replace the config's free parameters, e.g. J_Azz,J_Byy,b1,b2")
 
 
-# io.config.REFINEMENT_MODES, spelled out: `--help` does not import the config (and JAX)
+# mb_estimation.config.REFINEMENT_MODES, spelled out: `--help` imports nothing of the package
+# (test_config.py checks that both agree)
 REFINEMENT_MODES = ("auto", "on", "off")
 
 ESTIMATOR_HELP = (
@@ -99,13 +100,19 @@ def _number_list(text: str) -> tuple[float, ...]:
     return values
 
 
+#: The option behind each of apply_overrides' arguments: messages name it before the config key.
+OVERRIDE_FLAGS = {"free": "--free", "set_values": "--set", "compliance": "--compliance",
+                  "dt": "--dt", "kappa": "--kappa", "max_iterations": "--max-iterations",
+                  "estimator": "--estimator", "simulation_refinement": "--simulation-refinement"}
+
+
 def _load_config(args, *, dt_is_estimation_step: bool = True):
     """The config of --config with the command line's overrides.
 
     ``--dt`` is the estimation step (method.dt) except for simulate and rig-sim, where it is the
     simulation step and leaves the config's method alone.
     """
-    from mb_estimation.io.config import (
+    from mb_estimation.config import (
         apply_overrides,
         load_config,
         parse_assignments,
@@ -124,7 +131,8 @@ def _load_config(args, *, dt_is_estimation_step: bool = True):
                            kappa=getattr(args, "kappa", None), free=free,
                            max_iterations=getattr(args, "max_iterations", None),
                            estimator=getattr(args, "estimator", None),
-                           simulation_refinement=getattr(args, "simulation_refinement", None))
+                           simulation_refinement=getattr(args, "simulation_refinement", None),
+                           sources=OVERRIDE_FLAGS)
 
 
 def _fitted_values(path, config) -> dict:
@@ -728,7 +736,7 @@ DEMO_RATE_HZ = 500.0  # the demo's sample rate [Hz]
 
 def _demo(args) -> int:
     from mb_estimation import pipeline
-    from mb_estimation.io.config import load_config
+    from mb_estimation.config import load_config
 
     output = Path(args.output)
     bag = output / "swingup_bag"
@@ -757,8 +765,8 @@ def _simulate(args) -> int:
     import yaml
 
     from mb_estimation.io.bags import write_rig_bag
-    from mb_estimation.io.config import recorded_joint_states
     from mb_estimation.pipeline import config_rig
+    from mb_estimation.signals import recorded_joint_states
     from mb_estimation.simulation import simulate_recording
 
     config = _load_config(args, dt_is_estimation_step=False)
@@ -824,8 +832,8 @@ def main(argv: list[str] | None = None) -> int:
     from mb_estimation.numerics import enable_compilation_cache
 
     enable_compilation_cache()
+    from mb_estimation.config import ConfigError
     from mb_estimation.io.bags import BagError
-    from mb_estimation.io.config import ConfigError
 
     try:
         return args.handler(args)

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from mb_estimation.config import Config, apply_overrides
 from mb_estimation.estimation import (
     EstimationProblem,
     EstimationResult,
@@ -25,7 +26,6 @@ from mb_estimation.estimation import (
 )
 from mb_estimation.estimation.consistent import SimulationRefinement, refined_through_simulator
 from mb_estimation.estimation.shooting import ShootingSettings
-from mb_estimation.io.config import Config, apply_overrides
 from mb_estimation.multibody import BodyStates
 from mb_estimation.rigs import Rig, get_rig
 from mb_estimation.rigs.parameters import DRY_FRICTION_PARAMETERS

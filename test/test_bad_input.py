@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 
 from mb_estimation.cli import main
+from mb_estimation.config import load_config
 from mb_estimation.io.bags import write_rig_bag
-from mb_estimation.io.config import load_config
 from mb_estimation.io.recordings import read_recording
 
 REPO = Path(__file__).resolve().parents[1]

@@ -157,8 +157,8 @@ def test_compilation_cache_dir_follows_the_environment(monkeypatch, tmp_path):
 
 
 def test_drift_correction_in_the_config_reaches_simulate_and_the_estimator(tmp_path, repo_root):
+    from mb_estimation.config import load_config
     from mb_estimation.io.bags import read_joint_states
-    from mb_estimation.io.config import load_config
     from mb_estimation.pipeline import estimation_problem
     from mb_estimation.rigs import parameter_arrays
 

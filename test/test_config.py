@@ -1,20 +1,27 @@
-"""Tests of mb_estimation.io.config: loading, validation messages and command-line overrides."""
+"""Tests of mb_estimation.config: loading, validation messages and overrides."""
 
 import copy
 import dataclasses
 import math
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mb_estimation.io.config import (
+from mb_estimation.config import (
     Bounds,
     Config,
     ConfigError,
     JointMapping,
+    MethodSettings,
+    NodeSettings,
+    RecordingSettings,
+    SimulationSettings,
     apply_overrides,
     builtin_config_names,
     builtin_config_path,
@@ -22,6 +29,7 @@ from mb_estimation.io.config import (
     parse_assignments,
     parse_config,
     parse_free_list,
+    resolve_config,
 )
 from mb_estimation.rigs.parameters import (
     COMPLIANCE_PARAMETERS,
@@ -140,6 +148,45 @@ def test_load_builtin_by_bare_name(tmp_path, monkeypatch):
 def test_unknown_builtin():
     with pytest.raises(ConfigError, match=r"no such built-in configuration .*furuta"):
         builtin_config_path("furutaa")
+
+
+def test_resolve_config_takes_a_path_or_a_bare_builtin_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert resolve_config("furuta") == builtin_config_path("furuta")
+    own = write(tmp_path, furuta(), name="furuta")  # an existing file wins over the name
+    assert resolve_config("furuta") == own.relative_to(tmp_path)
+    for missing in ("furuta.yaml", "nowhere/furuta", "furutaa"):
+        with pytest.raises(ConfigError, match=rf"^{re.escape(missing)}: file not found "
+                                              r"\(built-in configurations, usable by name: "):
+            resolve_config(missing)
+
+
+def test_the_old_module_path_re_exports_the_package():
+    """mb_estimation.io.config is a shim for old scripts; nothing else in the repository uses it."""
+    import mb_estimation.config as package
+    import mb_estimation.io.config as shim
+    from mb_estimation.signals import recorded_joint_states
+
+    assert all(getattr(shim, name) is getattr(package, name) for name in package.__all__)
+    assert shim.recorded_joint_states is recorded_joint_states
+    root = Path(__file__).resolve().parents[1]
+    old = "mb_estimation" + ".io.config"
+    users = [str(path.relative_to(root)) for folder in ("mb_estimation", "launch", "test",
+                                                        "benchmarks", "examples")
+             for path in (root / folder).rglob("*.py")
+             if old in path.read_text(encoding="utf-8")
+             and path not in (root / "mb_estimation" / "io" / "config.py", Path(__file__))]
+    assert not users
+
+
+def test_schema_and_resolver_import_without_the_rigs():
+    """The launch files read defaults and find configs without importing JAX."""
+    code = ("import sys; from mb_estimation.config import RecordingSettings, resolve_config; "
+            "resolve_config('furuta'); print('mb_estimation.rigs' in sys.modules, "
+            "'jax' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=True)
+    assert done.stdout.split() == ["False", "False"]
 
 
 def test_config_is_frozen():
@@ -553,6 +600,13 @@ def test_joint_sign_not_plus_minus_one(tmp_path, sign):
     assert load_error(tmp_path, data).startswith("recording.joints.arm.sign: must be 1 or -1")
 
 
+def test_joint_mapping_null_entries_take_their_defaults():
+    data = furuta()
+    data["recording"]["joints"] = {"arm": None, "pendulum": {"name": "joint1", "sign": None}}
+    joints = parse_config(data).recording.joints
+    assert joints == {"arm": JointMapping("arm"), "pendulum": JointMapping("joint1")}
+
+
 def test_joint_mapping_forms():
     data = furuta()
     data["recording"]["joints"] = {"arm": "joint0",
@@ -620,6 +674,65 @@ def test_parse_config_source_default():
         parse_config(data)
 
 
+@pytest.mark.parametrize(("section", "key", "value", "expected"), [
+    (None, "drift_correction", "yes", "drift_correction: expected true or false, got 'yes'"),
+    ("node", "warm_up", "yes", "node.warm_up: expected true or false, got 'yes'"),
+    ("node", "warm_up", [1], "node.warm_up: expected true or false, got a list of 1 item"),
+    ("recording", "use_driver_velocities", 1,
+     "recording.use_driver_velocities: expected true or false, got 1"),
+])
+def test_one_boolean_check_one_message(tmp_path, section, key, value, expected):
+    data = furuta()
+    (data.setdefault(section, {}) if section else data)[key] = value
+    assert load_error(tmp_path, data) == expected
+
+
+@pytest.mark.parametrize(("section", "key", "value", "expected"), [
+    ("node", "name", 5, "node.name: expected a non-empty string, got 5"),
+    ("node", "state_file", "", "node.state_file: expected a non-empty string, got ''"),
+    ("recording", "voltage_topic", ["/u"],
+     "recording.voltage_topic: expected a non-empty string, got a list of 1 item"),
+    ("recording", "joints", {"arm": {"sign": 2}, "pendulum": "pendulum"},
+     "recording.joints.arm.sign: must be 1 or -1, got 2"),
+])
+def test_wrong_types_are_described_alike(tmp_path, section, key, value, expected):
+    """Integers read as given (``got 5``, not ``got 5.0``); every check describes alike."""
+    data = furuta()
+    data.setdefault(section, {})[key] = value
+    assert load_error(tmp_path, data) == expected
+
+
+def test_node_strings_are_kept_verbatim_and_recording_topics_stripped():
+    data = furuta()
+    data["node"] = {"state_file": " state.yaml"}
+    data["recording"]["voltage_topic"] = " /u "
+    config = parse_config(data)
+    assert config.node.state_file == " state.yaml" and config.recording.voltage_topic == "/u"
+
+
+def test_a_null_settings_key_takes_its_default():
+    data = furuta()
+    data["method"] = {"kappa": None}
+    data["recording"]["use_driver_velocities"] = None
+    data["node"] = {"warm_up": None, "state_file": None}
+    config = parse_config(data)
+    assert config.method.kappa == 100.0 and config.recording.use_driver_velocities is False
+    assert config.node.warm_up is True and config.node.state_file is None
+
+
+def test_field_tables_cover_their_sections_in_order():
+    """Each settings section's field table has the dataclass's keys (messages list them)."""
+    from mb_estimation.config import sections
+
+    tables = {MethodSettings: sections.METHOD_FIELDS,
+              SimulationSettings: sections.SIMULATION_FIELDS,
+              NodeSettings: sections.NODE_FIELDS,
+              RecordingSettings: sections.recording_fields(FURUTA),
+              JointMapping: sections.JOINT_FIELDS}
+    for settings, table in tables.items():
+        assert tuple(table) == tuple(f.name for f in dataclasses.fields(settings)), settings
+
+
 # --------------------------------------------------------------------------------------------
 # Command-line overrides
 
@@ -648,8 +761,8 @@ def test_override_free_empty(furuta_config):
 
 
 def test_override_free_unknown(furuta_config):
-    with pytest.raises(ConfigError, match=r"^--free: J_Azy: not a parameter of rig furuta; "
-                                          r"did you mean 'J_Azz'\?"):
+    with pytest.raises(ConfigError, match=r"^override: free\.J_Azy: not a parameter of rig "
+                                          r"furuta; did you mean 'J_Azz'\?"):
         apply_overrides(furuta_config, free=["J_Azy"])
 
 
@@ -663,16 +776,18 @@ def test_override_set_values(furuta_config):
 
 
 def test_override_set_outside_bounds(furuta_config):
-    with pytest.raises(ConfigError, match=r"^--set: J_Azz: initial value 0.9 .* outside the "
-                                          r"bounds \[0.001, 0.5\]"):
+    with pytest.raises(ConfigError, match=r"^override: parameters\.J_Azz: initial value 0.9 "
+                                          r"\(set by override; .* outside the bounds "
+                                          r"\[0.001, 0.5\]"):
         apply_overrides(furuta_config, set_values={"J_Azz": 0.9})
 
 
 @pytest.mark.parametrize(("values", "pattern"), [
-    ({"J_Azx": 0.1}, r"^--set: J_Azx: not a parameter of rig furuta; did you mean 'J_Azz'\?"),
-    ({"m_A": -1.0}, r"^--set: m_A: must be positive"),
-    ({"K": "abc"}, r"^--set: K: expected a number, got 'abc'"),
-    ({"tilt": (1.0, 1.0, 0.0, 0.0)}, r"^--set: tilt: not a unit quaternion"),
+    ({"J_Azx": 0.1}, r"^override: parameters\.J_Azx: not a parameter of rig furuta; "
+                     r"did you mean 'J_Azz'\?"),
+    ({"m_A": -1.0}, r"^override: parameters\.m_A: must be positive"),
+    ({"K": "abc"}, r"^override: parameters\.K: expected a number, got 'abc'"),
+    ({"tilt": (1.0, 1.0, 0.0, 0.0)}, r"^override: parameters\.tilt: not a unit quaternion"),
 ])
 def test_override_set_invalid(furuta_config, values, pattern):
     with pytest.raises(ConfigError, match=pattern):
@@ -689,7 +804,7 @@ def test_override_compliance(furuta_config):
 
 @pytest.mark.parametrize("value", [0.0, -1e-4])
 def test_override_compliance_non_positive(furuta_config, value):
-    with pytest.raises(ConfigError, match=r"^--compliance: must be positive"):
+    with pytest.raises(ConfigError, match=r"^override: parameters\.eps_lin1: must be positive"):
         apply_overrides(furuta_config, compliance=value)
 
 
@@ -701,9 +816,11 @@ def test_override_method(furuta_config):
 
 
 @pytest.mark.parametrize(("kwargs", "pattern"), [
-    ({"dt": 0.0}, r"^--dt: must be positive, got 0.0"),
-    ({"kappa": -1.0}, r"^--kappa: must be positive, got -1.0"),
-    ({"max_iterations": -1}, r"^--max-iterations: must be an integer >= 0"),
+    ({"dt": 0.0}, r"^override: method\.dt: must be positive, got 0.0"),
+    ({"kappa": -1.0}, r"^override: method\.kappa: must be positive, got -1.0"),
+    ({"max_iterations": -1}, r"^override: method\.max_iterations: must be an integer >= 0"),
+    ({"estimator": "pape"}, r"^override: method\.estimator: unknown estimator 'pape'; "
+                            r"did you mean 'paper'\?"),
 ])
 def test_override_method_invalid(furuta_config, kwargs, pattern):
     with pytest.raises(ConfigError, match=pattern):
@@ -712,13 +829,52 @@ def test_override_method_invalid(furuta_config, kwargs, pattern):
 
 def test_override_friction_parameter_on_pendulum():
     config = load_config(builtin_config_path("pendulum"))
-    with pytest.raises(ConfigError, match=r"^--free: zeta: zeta is not used by the 'dry'"):
+    with pytest.raises(ConfigError, match=r"^override: free\.zeta: zeta is not used by the "
+                                          r"'dry'"):
         apply_overrides(config, free=["J_P", "zeta"])
     assert apply_overrides(config, compliance=1e-5).parameters["eps_rot"] == 1e-5
 
 
 def test_overrides_without_arguments_return_equal_config(furuta_config):
     assert apply_overrides(furuta_config) == furuta_config
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"set_values": {"m_A": -1.0}},
+     "--set: parameters.m_A: must be positive (m_A: mass of arm A [kg]), got -1.0"),
+    ({"set_values": {"J_Azz": 0.9}},
+     "--set: parameters.J_Azz: initial value 0.9 (set by --set; bounds of free parameter J_Azz) "
+     "is outside the bounds [0.001, 0.5]"),
+    ({"free": ["J_Q"]}, "--free: free.J_Q: not a parameter of rig furuta"),
+    ({"compliance": 0.0}, "--compliance: parameters.eps_lin1: must be positive, got 0.0"),
+    ({"dt": 0.0}, "--dt: method.dt: must be positive, got 0.0"),
+    ({"kappa": -1.0}, "--kappa: method.kappa: must be positive, got -1.0"),
+    ({"max_iterations": -1},
+     "--max-iterations: method.max_iterations: must be an integer >= 0, got -1"),
+    ({"estimator": "pape"}, "--estimator: method.estimator: unknown estimator 'pape'"),
+    ({"simulation_refinement": "always"},
+     "--simulation-refinement: method.simulation_refinement: unknown refinement mode 'always'"),
+])
+def test_override_messages_name_the_caller_and_the_config_key(furuta_config, kwargs, message):
+    """The command line names its option, then the config key.
+
+    (The sweep and the node core call apply_overrides too: the key, not a flag, is what the
+    function itself names.)
+    """
+    from mb_estimation.cli import OVERRIDE_FLAGS
+
+    with pytest.raises(ConfigError) as info:
+        apply_overrides(furuta_config, sources=OVERRIDE_FLAGS, **kwargs)
+    assert str(info.value).startswith(message), str(info.value)
+
+
+def test_cli_override_error_names_option_and_config_key(capsys):
+    from mb_estimation.cli import main
+
+    assert main(["simulate", "release", "--config", "furuta", "--compliance", "0",
+                 "--output", "unused"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "mb-estimation: error: --compliance: parameters.eps_lin1: must be positive, got 0.0")
 
 
 # --------------------------------------------------------------------------------------------
@@ -799,12 +955,13 @@ def test_simulation_refinement_default_and_errors(tmp_path):
     assert load_error(tmp_path, data) == (
         "method.simulation_refinement: unknown refinement mode 'sometimes' "
         "(choose one of auto, on, off)")
-    with pytest.raises(ConfigError, match=r"^--simulation-refinement: unknown refinement mode"):
+    with pytest.raises(ConfigError, match=r"^override: method\.simulation_refinement: unknown "
+                                          r"refinement mode 'always'"):
         apply_overrides(parse_config(furuta()), simulation_refinement="always")
 
 
 def test_command_line_spells_the_refinement_modes_as_the_config():
     from mb_estimation import cli
-    from mb_estimation.io.config import REFINEMENT_MODES
+    from mb_estimation.config import REFINEMENT_MODES
 
     assert cli.REFINEMENT_MODES == REFINEMENT_MODES

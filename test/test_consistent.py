@@ -19,6 +19,7 @@ import pytest
 from finite_differences import assert_parameter_columns
 from reference_furuta import mass_matrix, simulate_reference
 
+from mb_estimation.config import apply_overrides, load_config
 from mb_estimation.estimation import estimate_consistently, kappa_per_step, refinement_steps
 from mb_estimation.estimation.consistent import step_dependence
 from mb_estimation.estimation.formulations import JointCoordinates, joint_motion_on
@@ -29,7 +30,6 @@ from mb_estimation.estimation.residuals import (
     linearize,
     recording_residuals,
 )
-from mb_estimation.io.config import apply_overrides, load_config
 from mb_estimation.multibody import states_from_joints
 from mb_estimation.multibody.joint_space import (
     JointStates,

@@ -51,7 +51,7 @@ def config_path(tmp_path_factory):
 
 def _messages(config_path: str, seconds: float = 4.0, rate_hz: float = 100.0):
     """A rig's joint states and voltages at ``rate_hz``, stamped from now (no simulation)."""
-    from mb_estimation.io.config import load_config
+    from mb_estimation.config import load_config
     from mb_estimation.transport import players
 
     config = load_config(config_path)
@@ -74,7 +74,7 @@ def _messages(config_path: str, seconds: float = 4.0, rate_hz: float = 100.0):
 def test_the_node_and_its_inputs_talk_across_middlewares(node_transport, config_path,
                                                          listener):
     """The other middleware feeds the node; the node's outputs reach rclpy."""
-    from mb_estimation.io.config import load_config
+    from mb_estimation.config import load_config
     from mb_estimation.transport import players
     from mb_estimation.transport.dds_bus import DdsBus
     from mb_estimation.transport.ros_node import ros_sink

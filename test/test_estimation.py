@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from finite_differences import assert_parameter_columns
 
+from mb_estimation.config import apply_overrides, load_config
 from mb_estimation.estimation import EstimationProblem, SolverSettings, estimate
 from mb_estimation.estimation.covariance import (
     gravity_frame,
@@ -35,7 +36,6 @@ from mb_estimation.estimation.residuals import (
     recording_residuals,
 )
 from mb_estimation.estimation.solver import bucket_length, excited_by_data, states_from_angles
-from mb_estimation.io.config import apply_overrides, load_config
 from mb_estimation.multibody import state_boxplus
 from mb_estimation.numerics import jax
 from mb_estimation.rigs import get_rig, parameter_arrays

@@ -6,8 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mb_estimation.config import ConfigError, JointMapping, load_config, parse_config
 from mb_estimation.io.bags import BagError, write_rig_bag
-from mb_estimation.io.config import ConfigError, JointMapping, load_config, parse_config
 from mb_estimation.io.recordings import choose_stamps, read_recording
 from mb_estimation.signals import Recording, prepare_recording
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from mb_estimation import multibody as mb
-from mb_estimation.io.config import load_config
+from mb_estimation.config import load_config
 from mb_estimation.multibody.constraints import holonomic_constraints
 from mb_estimation.multibody.stepper import spook_step
 from mb_estimation.multibody.system import mass_matrix

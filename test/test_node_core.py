@@ -11,8 +11,8 @@ import time
 import numpy as np
 import pytest
 
+from mb_estimation.config import load_config
 from mb_estimation.estimation import EstimationResult, RecordingEstimate
-from mb_estimation.io.config import load_config
 from mb_estimation.online.core import EstimatorCore, NodeOutputs, with_node
 
 NS = 1_000_000_000

@@ -21,8 +21,8 @@ import uuid
 import numpy as np
 import pytest
 
+from mb_estimation.config import JointMapping, builtin_config_path, load_config
 from mb_estimation.io.bags import BagError, write_rig_bag
-from mb_estimation.io.config import JointMapping, builtin_config_path, load_config
 from mb_estimation.transport import players
 from mb_estimation.transport.players import (
     FLOAT64,

@@ -21,8 +21,8 @@ from reference_compliant_furuta import simulate_compliant
 from reference_furuta import energy_reference, simulate_reference
 
 from mb_estimation.cli import main
+from mb_estimation.config import load_config
 from mb_estimation.io.bags import read_float64, read_joint_states
-from mb_estimation.io.config import load_config
 from mb_estimation.multibody import energy, states_from_joints
 from mb_estimation.numerics import jax
 from mb_estimation.rigs import get_rig, parameter_arrays

@@ -315,7 +315,7 @@ def test_the_example_controller_redesigns_its_gain_from_the_fused_parameters(run
     """examples/lqr_controller.py, as a user would start it, follows ~/fused_parameters."""
     from examples_loader import EXAMPLES, load_example
 
-    from mb_estimation.io.config import load_config
+    from mb_estimation.config import load_config
 
     probe = running["probe"]
     env = dict(os.environ, ROS_DOMAIN_ID=str(DOMAIN))

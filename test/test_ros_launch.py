@@ -21,7 +21,7 @@ import pytest
 import yaml
 from configs import IN_MODEL_CLASS, TABLE_1, write_config
 
-from mb_estimation.io.config import ConfigError, load_config
+from mb_estimation.config import ConfigError, load_config
 from mb_estimation.io.results import read_parameters
 from mb_estimation.online.fusion import ParameterEstimate
 from mb_estimation.transport import ros_common
@@ -238,7 +238,7 @@ def test_the_node_module_says_it_needs_rclpy():
     assert done.stdout.split() == ["rclpy", "True"]
 
 
-def test_config_topics(tmp_path):
+def test_config_topics(tmp_path, monkeypatch):
     assert ros_common.config_topics(REPO / "config" / "furuta.yaml") == \
         ("/joint_states", "/control_voltage")
     assert ros_common.config_topics(tmp_path / "missing.yaml") == \
@@ -252,6 +252,16 @@ def test_config_topics(tmp_path):
     assert ros_common.config_topics(custom) == ("/js", None)
     custom.write_text("recording: [unclosed")
     assert ros_common.config_topics(custom) == ("/joint_states", "/control_voltage")
+    # a built-in name is found as the node finds it (mb_estimation.config.resolve_config)
+    from mb_estimation.config import builtin
+
+    share = tmp_path / "share"
+    share.mkdir()
+    (share / "rig.yaml").write_text(yaml.safe_dump({"recording": {"voltage_topic": "/rig/u"}}))
+    monkeypatch.setattr(builtin, "_config_dirs", lambda: [share])
+    monkeypatch.chdir(tmp_path)
+    assert ros_common.config_topics("rig") == ("/joint_states", "/rig/u")
+    assert ros_common.config_topics("no_such_config") == ("/joint_states", "/control_voltage")
 
 
 @pytest.fixture(scope="module")
@@ -266,10 +276,17 @@ def test_apply_node_overrides(furuta):
     assert list(changed.free) == ["J_Azz", "K"]
     assert changed.parameters["K"] == 0.2
     assert changed.parameters["eps_lin1"] == 1e-5
-    with pytest.raises(ConfigError):
+    with pytest.raises(ConfigError, match=r"^ROS parameter free: free\.no_such_parameter: not "
+                                          r"a parameter of rig furuta"):
         ros_common.apply_node_overrides(furuta, free="no_such_parameter")
-    with pytest.raises(ConfigError):
+    with pytest.raises(ConfigError, match=r"^ROS parameter set: K: expected a number"):
         ros_common.apply_node_overrides(furuta, set_text="K=abc")
+    with pytest.raises(ConfigError, match=r"^ROS parameter set: parameters\.m_A: must be "
+                                          r"positive"):
+        ros_common.apply_node_overrides(furuta, set_text="m_A=-1")
+    with pytest.raises(ConfigError, match=r"^ROS parameter compliance: parameters\.eps_lin1: "
+                                          r"must be positive"):
+        ros_common.apply_node_overrides(furuta, compliance=-1.0)
 
 
 def test_parse_push_mapping(furuta):

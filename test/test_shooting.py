@@ -12,13 +12,13 @@ import dataclasses
 import numpy as np
 import pytest
 
+from mb_estimation.config import apply_overrides, load_config
 from mb_estimation.estimation.shooting import (
     _bounded_step,
     _NormalEquations,
     amplification,
     segments_of,
 )
-from mb_estimation.io.config import apply_overrides, load_config
 from mb_estimation.io.results import parameters_document
 from mb_estimation.pipeline import calibrate_recordings, config_rig
 from mb_estimation.signals import Recording, prepare_recording

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from mb_estimation.config import Config, RecordingSettings
 from mb_estimation.io.bags import BagError, read_float64, read_joint_states
-from mb_estimation.io.config import Config, RecordingSettings
 from mb_estimation.io.plotjuggler import PlotJugglerCsv
 from mb_estimation.rigs.parameters import RIGS
 from mb_estimation.signals import Recording

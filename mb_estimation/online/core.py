@@ -33,13 +33,13 @@ from pathlib import Path
 
 import numpy as np
 
+from mb_estimation.config import Config, apply_overrides
 from mb_estimation.errors import first_line
 from mb_estimation.estimation import EstimationResult, FitStatus
-from mb_estimation.io.config import Config, apply_overrides, recorded_joint_states
 from mb_estimation.online.buffers import PublicationOrder, SampleRing
 from mb_estimation.online.fusion import ParameterEstimate, fuse, load_estimate, save_estimate
 from mb_estimation.online.kalman import JerkFilterSettings, JointStateFilter
-from mb_estimation.signals import Recording, prepare_recording
+from mb_estimation.signals import Recording, prepare_recording, recorded_joint_states
 
 NS = 1_000_000_000
 # A stamp this much older than the newest one is a jump back in time (reset), not a late sample.

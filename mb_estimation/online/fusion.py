@@ -60,8 +60,8 @@ import numpy as np
 import yaml
 
 from mb_estimation import lie
+from mb_estimation.config import QUATERNION_TOLERANCE  # |tilt| − 1 allowed, as in configs
 from mb_estimation.estimation.parameters import tangent_slices
-from mb_estimation.io.config import QUATERNION_TOLERANCE  # |tilt| − 1 allowed, as in configs
 from mb_estimation.numerics import jax
 from mb_estimation.pseudo_inverse import LOADING_THRESHOLD, mark_undetermined, scaled_pseudo_inverse
 from mb_estimation.rigs.parameters import tangent_size

@@ -1,6 +1,6 @@
 """Names, units and admissible ranges of every rig's model parameters.
 
-Pure Python: the config loader (``mb_estimation.io.config``) validates user input against these
+Pure Python: the config loader (``mb_estimation.config``) validates user input against these
 specs, the rigs build their multibody systems from values keyed by these names, and the estimator
 uses the bounds as the default box B of paper §3.1.
 """

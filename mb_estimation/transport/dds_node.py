@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import threading
 
-from mb_estimation.io.config import Config
+from mb_estimation.config import Config
 from mb_estimation.online.adapter import JOINT_STATE_TYPE, ShadowFanout, input_handlers
 from mb_estimation.online.core import EstimatorCore, NodeOutputs, estimate_window
 from mb_estimation.online.messages import (

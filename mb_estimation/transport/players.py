@@ -44,7 +44,7 @@ import numpy as np
 from mb_estimation.stamps import NS_PER_S, stamp_to_ns
 
 if TYPE_CHECKING:
-    from mb_estimation.io.config import Config
+    from mb_estimation.config import Config
     from mb_estimation.transport.dds_bus import DdsBus, Publisher
 
 __all__ = [
@@ -237,7 +237,7 @@ def rig_sim_messages(
 
 def _rig_sim_stream(config, scenario, *, rate, dt, chunk, total, start_ns, seed, names,
                     mappings, voltage_kind, effort_index) -> Iterator[TimedMessage]:
-    from mb_estimation.io.config import recorded_joint_states
+    from mb_estimation.signals import recorded_joint_states
     from mb_estimation.simulation import quantise
 
     settings = config.recording

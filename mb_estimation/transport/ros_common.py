@@ -14,14 +14,19 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+# pure Python (no rigs, no JAX): the launch files import this module
+from mb_estimation.config.builtin import resolve_config
+from mb_estimation.config.schema import ConfigError, NodeSettings, RecordingSettings
+from mb_estimation.message_types import JOINT_STATE
+
 if TYPE_CHECKING:
-    from mb_estimation.io.config import Config
+    from mb_estimation.config import Config
     from mb_estimation.online.fusion import ParameterEstimate
 
 #: Logged by the node once it listens (after the warm-up); bag_calibration.launch.py starts the
 #: bag when it sees it.
 READY_MARKER = "mb_estimation node ready"
-DEFAULT_NODE_NAME = "mb_estimator"
+DEFAULT_NODE_NAME = NodeSettings.name
 PLAYER_NODE_NAME = "mb_estimation_player"
 #: Longest wait for the windows already cut when the node stops with ``output_dir`` set [s].
 DRAIN_TIMEOUT_S = 120.0
@@ -83,9 +88,9 @@ def node_setting_defaults(config: Config) -> dict[str, Any]:
 def with_node_settings(config: Config, values: dict[str, Any]) -> Config:
     """``config`` with the :data:`NODE_SETTINGS` parameters ``values``, checked as the YAML is.
 
-    Raises :class:`~mb_estimation.io.config.ConfigError` naming the config key.
+    Raises :class:`~mb_estimation.config.ConfigError` naming the config key.
     """
-    from mb_estimation.io.config import with_section_values
+    from mb_estimation.config.overrides import with_section_values
 
     sections: dict[str, dict[str, Any]] = {}
     for parameter, value in values.items():
@@ -97,14 +102,24 @@ def with_node_settings(config: Config, values: dict[str, Any]) -> Config:
     return config
 
 
+#: The ROS parameters behind :func:`apply_node_overrides`' overrides, for messages.
+_OVERRIDE_SOURCES = {"free": "ROS parameter free", "set_values": "ROS parameter set",
+                     "compliance": "ROS parameter compliance"}
+
+
 def apply_node_overrides(config: Config, *, free: str = "", set_text: str = "",
                          compliance: float = 0.0) -> Config:
     """The node's ``free``/``set``/``compliance`` parameters applied to ``config``.
 
     Empty strings and a compliance of 0 leave the config as it is; the values are checked like
-    the command line's (:class:`~mb_estimation.io.config.ConfigError`).
+    the command line's (:class:`~mb_estimation.config.ConfigError`, naming the ROS parameter
+    and the config key).
     """
-    from mb_estimation.io.config import apply_overrides, parse_assignments, parse_free_list
+    from mb_estimation.config.overrides import (
+        apply_overrides,
+        parse_assignments,
+        parse_free_list,
+    )
 
     free = (free or "").strip()
     set_text = (set_text or "").strip()
@@ -112,9 +127,11 @@ def apply_node_overrides(config: Config, *, free: str = "", set_text: str = "",
         return config
     return apply_overrides(
         config,
-        free=parse_free_list(free) if free else None,
-        set_values=parse_assignments(set_text) if set_text else None,
-        compliance=float(compliance) if compliance else None)
+        free=parse_free_list(free, _OVERRIDE_SOURCES["free"]) if free else None,
+        set_values=parse_assignments(set_text, _OVERRIDE_SOURCES["set_values"])
+        if set_text else None,
+        compliance=float(compliance) if compliance else None,
+        sources=_OVERRIDE_SOURCES)
 
 
 def parse_push_mapping(text: str, free: Iterable[str]) -> dict[str, str]:
@@ -232,19 +249,21 @@ def write_fused(directory: str | Path, estimate: ParameterEstimate, config: Conf
     return directory
 
 
-def config_topics(path: str | Path) -> tuple[str, str | None]:
-    """Joint-state topic and voltage topic (None: in the joint states' effort) of a config file.
+def config_topics(config: str | Path) -> tuple[str, str | None]:
+    """Joint-state topic and voltage topic (None: in the joint states' effort) of a config.
 
-    For the launch files' remappings: a plain YAML read of ``recording`` (no validation, no
-    estimator import; the node validates the file); defaults where the file cannot be read or
-    does not say.
+    ``config`` is a path or a built-in name, found as the node finds it
+    (:func:`~mb_estimation.config.builtin.resolve_config`). For the launch files' remappings: a
+    plain YAML read of ``recording`` (no validation, no estimator import; the node validates the
+    file); the schema's defaults where the file cannot be found or read, or does not say.
     """
     import yaml
 
-    joint_topic, voltage_topic = "/joint_states", "/control_voltage"
+    joint_topic = RecordingSettings.joint_states_topic
+    voltage_topic = RecordingSettings.voltage_topic
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        data = yaml.safe_load(resolve_config(config).read_text(encoding="utf-8"))
+    except (ConfigError, OSError, UnicodeDecodeError, yaml.YAMLError):
         return joint_topic, voltage_topic
     recording = data.get("recording") if isinstance(data, dict) else None
     if not isinstance(recording, dict):
@@ -252,6 +271,6 @@ def config_topics(path: str | Path) -> tuple[str, str | None]:
     joint_topic = str(recording.get("joint_states_topic") or joint_topic)
     voltage_topic = str(recording.get("voltage_topic") or voltage_topic)
     voltage_type = str(recording.get("voltage_type") or "")
-    if voltage_type.replace("/msg/", "/") in ("sensor_msgs/JointState",):
+    if voltage_type.replace("/msg/", "/") == JOINT_STATE.replace("/msg/", "/"):
         return joint_topic, None
     return joint_topic, voltage_topic

@@ -125,8 +125,8 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64, Float64MultiArray, MultiArrayDimension
 from std_srvs.srv import Trigger
 
+from mb_estimation.config import Config, ConfigError, load_config
 from mb_estimation.errors import first_line
-from mb_estimation.io.config import Config, ConfigError, load_config
 from mb_estimation.numerics import enable_compilation_cache
 from mb_estimation.online.adapter import (
     JOINT_STATE_TYPE,

@@ -1,0 +1,295 @@
+"""The configuration's schema: frozen dataclasses, their defaults and the admissible choices.
+
+No YAML and no checks here (reading is :mod:`mb_estimation.config.load`, the checks are
+:mod:`mb_estimation.config.checks` and the section modules), and no import of the rigs at
+module level: the launch files and :mod:`mb_estimation.transport.ros_common` read the defaults
+without importing JAX.
+
+A configuration names the rig, gives a value to every model parameter, says which parameters are
+estimated ("free") and within which bounds, and holds the estimator, simulation, recording and
+node settings. Parameter names, units and admissible ranges come from
+:mod:`mb_estimation.rigs.parameters`. The file form (every value in SI units)::
+
+    rig: furuta                # furuta | pendulum
+    friction: dry              # pendulum only: viscous | dry | stribeck (default dry)
+    drift_correction: false    # true: SPOOK rows with the constraints' curvature (no drift with
+                               # damped stiff hinges, see multibody.constraints); false: (2.8)
+    parameters:                # EVERY parameter of the rig must be given
+      l1: 0.128
+      tilt: [1.0, 0.0, 0.0, 0.0]       # unit quaternion [w, x, y, z]
+      ...
+    free:                      # parameters to estimate; initial values = the values above
+      J_Azz: {lower: 1.0e-6, upper: 1.0}   # bounds optional, default: the parameter's range
+      J_Byy: {}                # (a plain list of names works too: free: [J_Azz, J_Byy])
+      tilt: {}                 # quaternions take no bounds (estimated in their tangent space)
+    method:                    # estimator settings (MethodSettings), all optional, e.g.
+      dt: 0.01                 # estimation time step h [s]
+      kappa: 100.0             # state error weight (Omega^-1 = kappa I)
+      filter_cutoff_hz: 10.0   # zero-phase Butterworth low-pass for initial states [Hz]
+      max_iterations: 60       # Levenberg-Marquardt iteration limit
+      gradient_tolerance: 1.0e-2 # stop when |g| <= this
+      step_tolerance: 1.0e-6   # stop when |delta| <= this
+    simulation:                # forward simulation defaults (SimulationSettings), all optional
+      dt: 1.0e-4               # simulation time step [s]
+      rate_hz: 1000.0          # sample rate of recorded joint states [Hz]
+      noise_rad: 0.0           # standard deviation of Gaussian angle noise [rad]
+      encoder_counts: null     # counts per revolution for quantisation, or null
+    recording:                 # how recordings map onto the rig (RecordingSettings), optional
+      joint_states_topic: /joint_states
+      joints:                  # one entry per rig joint: recorded = sign * model + offset
+        arm: {name: arm, offset: 0.0, sign: 1}          # (or just  arm: joint0)
+        pendulum: {name: pendulum, offset: 0.0, sign: 1}
+      voltage_topic: /control_voltage
+      voltage_type: std_msgs/msg/Float64   # | std_msgs/msg/Float64MultiArray
+                                           # | sensor_msgs/msg/JointState (its effort field)
+      voltage_index: 0         # index into Float64MultiArray data
+      voltage_joint: null      # JointState type: the joint whose effort holds the voltage
+      stamp_source: auto       # auto (header stamps when sane) | header | receive
+    node:                      # the online node (NodeSettings), all optional
+
+Rules: unknown keys are errors (with the closest valid name suggested); a settings key set to
+null takes its default; numbers must be finite numbers (not strings, not booleans); values must
+lie in the parameter's admissible range (no negative masses); a free parameter's bounds must
+satisfy lower < upper and contain its initial value; the ``tilt`` quaternion must have norm 1
+within :data:`QUATERNION_TOLERANCE` (it is then renormalised exactly). For the pendulum, only the
+parameters of the chosen friction model may be free (``r_mu`` for ``dry``; ``r_mu_k``,
+``r_mu_delta``, ``zeta`` for ``stribeck``), but every parameter must be given. YAML note:
+``1e-4`` (no dot) is read as a number, unlike plain PyYAML.
+
+Every problem raises one :class:`ConfigError` whose message names where the value came from (the
+file) and the config key, e.g. ``config/x.yaml: parameters.J_Azz: expected a number, got 'abc'``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from mb_estimation.message_types import FLOAT64, VOLTAGE_TYPES
+
+if TYPE_CHECKING:
+    from mb_estimation.rigs.parameters import RigSpec
+
+__all__ = [
+    "ESTIMATORS",
+    "QUATERNION_TOLERANCE",
+    "REFINEMENT_MODES",
+    "STAMP_SOURCES",
+    "TOP_LEVEL_KEYS",
+    "VOLTAGE_TYPES",
+    "Bounds",
+    "Config",
+    "ConfigError",
+    "JointMapping",
+    "MethodSettings",
+    "NodeSettings",
+    "RecordingSettings",
+    "SimulationSettings",
+]
+
+QUATERNION_TOLERANCE = 1e-6  # allowed deviation of |tilt| from 1
+STAMP_SOURCES = ("auto", "header", "receive")  # recording.stamp_source
+ESTIMATORS = ("consistent", "paper")  # method.estimator
+REFINEMENT_MODES = ("auto", "on", "off")  # method.simulation_refinement
+TOP_LEVEL_KEYS = ("rig", "friction", "drift_correction", "parameters", "free", "method",
+                  "simulation", "recording", "node")
+
+
+class ConfigError(ValueError):
+    """An invalid configuration (file or override); the message says where, which key and why."""
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """Box bounds ``lower <= value <= upper`` of a free parameter (paper §3.1, the box B).
+
+    Quaternion parameters carry ``Bounds(-inf, inf)``: they are not bounded.
+    """
+
+    lower: float
+    upper: float
+
+    def contains(self, value: float) -> bool:
+        """Whether ``value`` lies in the closed box."""
+        return self.lower <= value <= self.upper
+
+
+@dataclass(frozen=True)
+class MethodSettings:
+    """Estimator settings (paper §3, §4.4, §4.6; the consistent path, estimation/consistent.py).
+
+    ``estimator``: ``consistent`` (default: joint coordinates in the rigid limit, a second-order
+    step refined over ``refinement_levels`` steps down to ``refinement_dt``, κ per unit time) or
+    ``paper`` (the paper's single fit in maximal coordinates at step ``dt``).
+    ``simulation_refinement`` (consistent only): a final multiple-shooting fit through the
+    config's own simulator (its hinges, ``simulation.dt``), segments of
+    ``simulation_segment_s`` first, lengthened while the simulator follows the data
+    (estimation/shooting.py). ``off`` (default): never — a note says when the rigid-hinge
+    fit does not predict the recordings; ``auto``: only then (its 0.5 s prediction error
+    through the config's simulator over 5× the fit's angle noise), kept when the refit
+    predicts better; ``on``: always. YAML true/false mean on/off. Not ``auto`` by default:
+    the prediction runs the config's hinges, whose damping τ is often a method setting, and
+    those mispredict a rigid rig too (benchmarks/RESULTS.md, issue 14).
+    """
+
+    estimator: str = "consistent"  # consistent | paper
+    dt: float = 0.01  # the paper's single fit: its time step h [s]
+    refinement_dt: float | None = None  # consistent: finest step [s]; None: the sample period
+    refinement_levels: int = 2  # consistent: steps refinement_dt * 2^(levels-1) ... refinement_dt
+    simulation_refinement: str = "off"  # consistent: fit through the simulator? off|auto|on
+    simulation_segment_s: float = 1.0  # its first shooting segments [s] (then up to 4 s)
+    kappa: float = 100.0  # state error weight, Omega^-1 = kappa I (consistent: read at h = 0.01 s)
+    filter_cutoff_hz: float = 10.0  # Butterworth cutoff for the initial states [Hz]
+    max_iterations: int = 60  # Levenberg-Marquardt iteration limit
+    gradient_tolerance: float = 1e-2  # epsilon_g (the paper: 10)
+    step_tolerance: float = 1e-6  # epsilon_delta
+
+
+@dataclass(frozen=True)
+class NodeSettings:
+    """The online node (DESIGN §7): windows, acceptance, fusion, persistence, names."""
+
+    name: str = "mb_estimator"  # node name: topics ~/parameters etc. live under /<name>/
+    window_s: float = 5.0  # window length [s] (header stamps)
+    stride_s: float = 5.0  # time from one window's start to the next [s]
+    buffer_s: float = 30.0  # ring buffer length [s]: bounds memory
+    max_rate_hz: float = 2000.0  # highest expected joint-state rate [Hz] (sizes the buffers)
+    pending_windows: int = 1  # windows waiting for the worker; beyond, the oldest is dropped
+    forgetting: float = 0.9  # fusion: weight of the old information per accepted window, (0, 1]
+    max_cost: float = 1.0e-2  # a window whose final cost is above this is rejected
+    min_motion_rad: float = 0.05  # a window whose joints all move less than this is at rest
+    state_file: str | None = None  # fused estimate persisted here (atomic) and reloaded
+    warm_up: bool = True  # compile on a synthetic window at start-up
+    # rclpy node: push accepted fused values to this node's set_parameters service, mapped as
+    # "estimate_name:controller_param,..." (None: no push)
+    push_target_node: str | None = None
+    push_mapping: str | None = None
+
+
+@dataclass(frozen=True)
+class SimulationSettings:
+    """Forward-simulation defaults (synthetic recordings)."""
+
+    dt: float = 1e-4  # simulation time step [s]
+    rate_hz: float = 1000.0  # sample rate of the recorded joint states [Hz]
+    noise_rad: float = 0.0  # standard deviation of additive Gaussian angle noise [rad]
+    encoder_counts: int | None = None  # counts per revolution for quantisation; None: none
+
+
+@dataclass(frozen=True)
+class JointMapping:
+    """How one rig joint appears in recordings: ``recorded = sign * model + offset``."""
+
+    name: str  # joint name in the recorded sensor_msgs/JointState
+    offset: float = 0.0  # [rad]
+    sign: int = 1  # +1 or -1
+
+    def to_model(self, recorded):
+        """Model angle from a recorded angle (floats or arrays): ``sign * (recorded - offset)``."""
+        return self.sign * (recorded - self.offset)
+
+    def to_recorded(self, model):
+        """Recorded angle from a model angle (floats or arrays): ``sign * model + offset``."""
+        return self.sign * model + self.offset
+
+
+@dataclass(frozen=True)
+class RecordingSettings:
+    """Topics, message types and joint mapping of recordings (DESIGN.md section 5)."""
+
+    joint_states_topic: str = "/joint_states"
+    joints: dict[str, JointMapping] = field(default_factory=dict)  # rig joint -> mapping
+    voltage_topic: str = "/control_voltage"
+    voltage_type: str = FLOAT64  # one of VOLTAGE_TYPES
+    voltage_index: int = 0  # index into Float64MultiArray data
+    voltage_joint: str | None = None  # JointState voltage: joint whose effort holds it
+    stamp_source: str = "auto"  # auto | header | receive
+    # Input for recordings without a voltage topic: ((t [s], value), ...) held from each t on,
+    # t counted from the first joint-state sample; the voltage topic is then not read.
+    voltage_script: tuple[tuple[float, float], ...] | None = None
+    # The driver's joint velocities (low-passed) for the initial state velocities instead of
+    # differences of the filtered angles; off: velocities in the recording are ignored.
+    use_driver_velocities: bool = False
+
+    @classmethod
+    def for_rig(cls, rig: RigSpec) -> RecordingSettings:
+        """Default settings for ``rig``: every joint recorded under its own name, unchanged."""
+        return cls(joints={joint: JointMapping(joint) for joint in rig.joints})
+
+
+@dataclass(frozen=True)
+class Config:
+    """A validated configuration.
+
+    ``parameters`` holds every parameter of the rig in the rig's order (floats; ``tilt`` as a
+    unit quaternion tuple ``(w, x, y, z)``); ``free`` maps the estimated parameters (in the rig's
+    order) to their bounds; their values in ``parameters`` are the initial values. ``friction`` is
+    the pendulum's friction model and ``None`` for other rigs. ``drift_correction`` selects the
+    drift-corrected holonomic rows (:attr:`mb_estimation.multibody.Multibody.drift_correction`)
+    for simulation and estimation alike. ``source`` names where the configuration came from (a
+    path), for messages.
+    """
+
+    rig: str
+    friction: str | None
+    parameters: dict[str, float | tuple[float, float, float, float]]
+    free: dict[str, Bounds]
+    method: MethodSettings = field(default_factory=MethodSettings)
+    simulation: SimulationSettings = field(default_factory=SimulationSettings)
+    recording: RecordingSettings = field(default_factory=RecordingSettings)
+    node: NodeSettings = field(default_factory=NodeSettings)
+    drift_correction: bool = False
+    source: str = "<config>"
+
+    @property
+    def rig_spec(self) -> RigSpec:
+        """The rig's :class:`~mb_estimation.rigs.parameters.RigSpec`."""
+        # here, not at module level: importing the rigs package imports JAX (module docstring)
+        from mb_estimation.rigs.parameters import RIGS
+
+        return RIGS[self.rig]
+
+    @property
+    def free_names(self) -> tuple[str, ...]:
+        """Names of the free parameters, in the rig's order."""
+        return tuple(self.free)
+
+    @property
+    def fixed_parameters(self) -> dict[str, float | tuple[float, float, float, float]]:
+        """Values of the parameters that are not free."""
+        return {name: value for name, value in self.parameters.items() if name not in self.free}
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-data form in the file schema (``parse_config(c.to_dict())`` gives ``c`` back).
+
+        Only lists, dicts, strings, numbers and None: safe for ``yaml.safe_dump``.
+        """
+        spec = self.rig_spec
+        free: dict[str, Any] = {}
+        for name, bounds in self.free.items():
+            if spec.parameter(name).kind == "quaternion":
+                free[name] = {}
+            else:
+                free[name] = {"lower": bounds.lower, "upper": bounds.upper}
+        data: dict[str, Any] = {"rig": self.rig}
+        if self.friction is not None:
+            data["friction"] = self.friction
+        if self.drift_correction:
+            data["drift_correction"] = True
+        data["parameters"] = {
+            name: list(value) if isinstance(value, tuple) else value
+            for name, value in self.parameters.items()
+        }
+        data["free"] = free
+        data["method"] = dataclasses.asdict(self.method)
+        data["simulation"] = dataclasses.asdict(self.simulation)
+        recording = dataclasses.asdict(self.recording)
+        recording["joints"] = {
+            joint: dataclasses.asdict(mapping) for joint, mapping in self.recording.joints.items()
+        }
+        if self.recording.voltage_script is not None:
+            recording["voltage_script"] = [list(pair) for pair in self.recording.voltage_script]
+        data["recording"] = recording
+        data["node"] = dataclasses.asdict(self.node)
+        return data
