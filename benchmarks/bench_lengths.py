@@ -8,7 +8,7 @@ A 12 s swing-up of ``config/furuta_synthetic.yaml`` (every compliance 1e-4) simu
 1e-3 and sampled at 1 kHz with 1e-3 rad noise, cut to each length and fitted on the h = 0.01
 grid (J_Azz, J_Byy, b1, b2 free, 5 iterations at most), one length after the other in one
 process: the first compiles everything, a later one only what its length bucket
-(:func:`mb_estimation.estimation.solver.bucket_length`) has not compiled yet.
+(:func:`mb_estimation.estimation.recording_blocks.bucket_length`) has not compiled yet.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import argparse
 
 from mb_estimation.config import apply_overrides, load_config
 from mb_estimation.estimation import EstimationProblem, SolverSettings, estimate
-from mb_estimation.estimation.solver import bucket_length
+from mb_estimation.estimation.recording_blocks import bucket_length
 from mb_estimation.rigs import get_rig
 from mb_estimation.signals import Recording, prepare_recording
 from mb_estimation.simulation import simulate_recording

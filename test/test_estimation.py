@@ -28,6 +28,7 @@ from mb_estimation.estimation.parameters import (
     parameters_boxplus,
     tangent_bounds,
 )
+from mb_estimation.estimation.recording_blocks import bucket_length
 from mb_estimation.estimation.residuals import (
     Linearization,
     ModelStructure,
@@ -35,7 +36,7 @@ from mb_estimation.estimation.residuals import (
     linearize,
     recording_residuals,
 )
-from mb_estimation.estimation.solver import bucket_length, excited_by_data, states_from_angles
+from mb_estimation.estimation.solver import excited_by_data, states_from_angles
 from mb_estimation.multibody import state_boxplus
 from mb_estimation.numerics import jax
 from mb_estimation.rigs import get_rig, parameter_arrays

@@ -3,9 +3,10 @@
 A program is compiled once per key — the function, its static structure (rig, free set,
 formulation, step counts: hashable) and the shapes and dtypes of its arguments — and kept
 while it is among the :data:`MAX_PROGRAMS` most recently used. The whole-recording algebra is
-compiled per length bucket (:func:`~mb_estimation.estimation.solver.bucket_length`) and the
-model per chunk, so a session of calibrations, a sweep or the node's windows reuse a few
-programs; the bound keeps a long-running process from holding every program it ever built.
+compiled per length bucket
+(:func:`~mb_estimation.estimation.recording_blocks.bucket_length`) and the model per chunk,
+so a session of calibrations, a sweep or the node's windows reuse a few programs; the bound
+keeps a long-running process from holding every program it ever built.
 """
 
 from __future__ import annotations

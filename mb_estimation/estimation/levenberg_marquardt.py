@@ -1,0 +1,256 @@
+"""Levenberg–Marquardt on the block-structured normal equations (§3.4, Algorithm 1).
+
+The loop in the shape of optimistix's and jaxls's solvers: everything that stays fixed during a
+solve is one :class:`LevenbergMarquardt` (rig structure, fixed values, data, box, settings, the
+compiled-program cache), the iterate is one :class:`LMState` (a pytree), and
+
+* :func:`init` linearises at the start point,
+* :func:`step` takes one accepted iterate (raising the damping until the gain ratio is
+  positive) or marks the state :attr:`FitStatus.NO_PROGRESS`,
+* :func:`terminate` says whether and why to stop.
+
+Per trial damping α: the block-tridiagonal elimination, the exact box QP in χ, the state
+back-substitution and the cost at ``(x ⊞ δx, χ ⊞ δχ)``. The gain ratio ρ compares the cost
+reduction with the reduction the linear model predicts, ``‖r‖² - ‖r + Jδ‖²``, which stays exact
+when the box cuts the step. The host drives the loop; each recording's blocks run as compiled
+programs (:mod:`~mb_estimation.estimation.recording_blocks`). What a finished solve reports
+(covariance, excitation, shadow states) is computed apart, in
+:func:`~mb_estimation.estimation.solver.estimate`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mb_estimation.estimation.compiled import Compiler
+from mb_estimation.estimation.linear_algebra import (
+    NormalEquations,
+    damping_scale,
+    eliminate_states,
+    normal_equations,
+    solve_box_qp,
+)
+from mb_estimation.estimation.parameters import (
+    FreeParameters,
+    clip_to_box,
+    parameters_boxplus,
+    tangent_bounds,
+)
+from mb_estimation.estimation.recording_blocks import (
+    cut,
+    linearization,
+    padded,
+    residual_blocks,
+    trial_states,
+)
+from mb_estimation.estimation.residuals import Linearization, ModelStructure, StepData
+from mb_estimation.estimation.result import FitStatus
+from mb_estimation.numerics import jax
+from mb_estimation.signals import GridData
+
+jnp = jax.numpy
+
+MAX_DAMPING = 2.0**32  # Algorithm 1
+# Damping α·diag(H) (Marquardt's scaling, invariant to the units of states and parameters);
+# the diagonal is floored at DAMPING_FLOOR·max(diag H) for directions the data cannot see.
+# Algorithm 1 starts at 1e-6·max(diag H)·I; relative to each direction's own diagonal that is
+# far too strong for the weak directions, and 1e-6·diag(H) makes the 13-parameter swing-up
+# crawl (40 iterations, not converged); 1e-9·diag(H) reaches ‖g‖ < 10 in 4 (RESULTS.md).
+INITIAL_DAMPING = 1e-9
+DAMPING_FLOOR = 1e-12
+
+
+@dataclass(frozen=True)
+class SolverSettings:
+    """Method settings of one solve (paper §3.4, §4.4).
+
+    ``kappa``: state error weight κ (``Ω⁻¹ = κI``); ``max_iterations``; stop when the projected
+    gradient norm ``‖Jᵀr‖ ≤ gradient_tolerance`` or the step norm ``‖δ‖ ≤ step_tolerance``.
+    """
+
+    kappa: float = 100.0
+    max_iterations: int = 60
+    gradient_tolerance: float = 1e-2
+    step_tolerance: float = 1e-6
+
+
+@dataclass(frozen=True)
+class LevenbergMarquardt:
+    """What stays fixed during one solve.
+
+    ``structure``: the rig and free set (static); ``fixed``: the values of the other
+    parameters; ``grids`` and ``data``: the recordings on the grid and their device data;
+    ``lower``/``upper``: the free parameters' box; ``compiler``: the solve's program cache
+    (it counts the compile time).
+    """
+
+    structure: ModelStructure
+    fixed: Mapping[str, object]
+    grids: tuple[GridData, ...]
+    data: tuple[StepData, ...]
+    lower: Mapping[str, float]
+    upper: Mapping[str, float]
+    settings: SolverSettings
+    compiler: Compiler = field(default_factory=Compiler)
+
+    @property
+    def free(self) -> FreeParameters:
+        return self.structure.free
+
+
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True)
+class LMState:
+    """One iterate and what the next step needs from it.
+
+    ``free_values``: the free parameters χ; ``states``: per recording its states (cut to its
+    length); ``linearizations`` and ``normals``: per recording its blocks on its bucket;
+    ``residuals``: per recording its residual blocks ``[n, m]`` (host, cut); ``cost`` ``‖r‖²``;
+    ``damping`` α; ``state_scales``/``parameter_scale``: the diagonals α multiplies;
+    ``gradient``: the projected gradient norm; ``step_norm``: the last accepted ``‖δ‖``;
+    ``iteration``: accepted iterates so far; ``status``: None while running.
+    """
+
+    free_values: dict
+    states: list
+    linearizations: list
+    normals: list
+    residuals: list
+    state_scales: list
+    parameter_scale: np.ndarray
+    cost: float = field(metadata={"static": True})
+    damping: float = field(metadata={"static": True})
+    gradient: float = field(metadata={"static": True})
+    step_norm: float = field(metadata={"static": True})
+    iteration: int = field(metadata={"static": True})
+    status: FitStatus | None = field(default=None, metadata={"static": True})
+
+
+def init(solver: LevenbergMarquardt, free_values: dict, states: Sequence) -> LMState:
+    """The state at the start point: linearised, damping at :data:`INITIAL_DAMPING`."""
+    return _linearized_state(solver, free_values, list(states), INITIAL_DAMPING,
+                             float("nan"), 0)
+
+
+def terminate(solver: LevenbergMarquardt, state: LMState) -> FitStatus | None:
+    """Why to stop at ``state`` (None: go on): no progress, step, gradient or iteration limit."""
+    settings = solver.settings
+    if state.status is not None:
+        return state.status
+    if state.iteration > 0 and state.step_norm <= settings.step_tolerance:
+        return FitStatus.STEP
+    if state.gradient <= settings.gradient_tolerance:
+        return FitStatus.GRADIENT
+    if state.iteration >= settings.max_iterations:
+        return FitStatus.MAX_ITERATIONS
+    return None
+
+
+def step(solver: LevenbergMarquardt, state: LMState) -> LMState:
+    """One accepted iterate, or ``state`` marked :attr:`FitStatus.NO_PROGRESS`.
+
+    Tries dampings α, 2α, 8α, … (Algorithm 1) until the gain ratio ρ is positive; on success
+    α is rescaled by ``max(1/3, 1 - (2ρ - 1)³)`` (Nielsen).
+    """
+    compiler, free = solver.compiler, solver.free
+    # independent of the damping: summed once per linearisation
+    parameter_matrix = sum(np.asarray(n.parameter_matrix) for n in state.normals)
+    parameter_gradient = sum(np.asarray(n.parameter_gradient) for n in state.normals)
+    low, high = tangent_bounds(free, state.free_values, solver.lower, solver.upper)
+    damping, growth = state.damping, 2.0
+    while True:
+        eliminations = [compiler(eliminate_states, None, n, jnp.asarray(damping), scale)
+                        for n, scale in zip(state.normals, state.state_scales, strict=True)]
+        schur = (parameter_matrix + sum(np.asarray(e.schur) for e in eliminations)
+                 + damping * np.diag(state.parameter_scale))
+        reduced_gradient = parameter_gradient + sum(np.asarray(e.schur_gradient)
+                                                    for e in eliminations)
+        try:
+            parameter_step = solve_box_qp(schur, reduced_gradient, low, high)
+        except np.linalg.LinAlgError:
+            parameter_step = None
+        if parameter_step is not None:
+            trial = _trial(solver, state, eliminations, parameter_step)
+            if trial is not None:
+                values, states, cost, ratio, step_norm = trial
+                damping *= max(1.0 / 3.0, 1.0 - (2.0 * ratio - 1.0) ** 3)
+                return _linearized_state(solver, values, states, damping, step_norm,
+                                         state.iteration + 1, cost)
+        growth = min(2.0 * growth, MAX_DAMPING)
+        damping = min(growth * damping, MAX_DAMPING)
+        if damping >= MAX_DAMPING:
+            return dataclasses.replace(state, damping=damping, status=FitStatus.NO_PROGRESS)
+
+
+def _trial(solver: LevenbergMarquardt, state: LMState, eliminations, parameter_step):
+    """``(values, states, cost, ρ, ‖δ‖)`` of the step if its gain ratio is positive, else None."""
+    compiler, free = solver.compiler, solver.free
+    delta = jnp.asarray(parameter_step)
+    values = clip_to_box(free, parameters_boxplus(free, state.free_values, delta),
+                         solver.lower, solver.upper)
+    trials = []
+    for grid, x, lin, elimination in zip(solver.grids, state.states, state.linearizations,
+                                         eliminations, strict=True):
+        moved, model, size = compiler(trial_states, solver.structure, padded(
+            x, lin.residuals.shape[0], "edge"), lin, elimination, delta)
+        trials.append((cut(moved, grid.num_steps), model, size))
+    trial_cost = sum(float(np.sum(np.asarray(residual_blocks(
+        compiler, solver.structure, solver.fixed, values, t[0], d)) ** 2))
+        for t, d in zip(trials, solver.data, strict=True))
+    model_cost = sum(float(t[1]) for t in trials)
+    step_norm = float(np.sqrt(sum(float(t[2]) for t in trials) + np.sum(parameter_step**2)))
+    predicted = state.cost - model_cost
+    ratio = (state.cost - trial_cost) / predicted if predicted > 0 else -1.0
+    if not (np.isfinite(trial_cost) and np.isfinite(ratio) and ratio > 0):
+        return None
+    return values, [t[0] for t in trials], trial_cost, ratio, step_norm
+
+
+def _linearized_state(solver: LevenbergMarquardt, free_values: dict, states: list,
+                      damping: float, step_norm: float, iteration: int,
+                      cost: float | None = None) -> LMState:
+    """The state at ``(states, free_values)``: blocks, normal equations, scales, gradient.
+
+    ``cost``: ``‖r‖²`` as the trial evaluated it (None: from the linearisation's residuals).
+    """
+    compiler = solver.compiler
+    lins: list[Linearization] = [
+        linearization(compiler, solver.structure, solver.fixed, free_values, x, d)
+        for x, d in zip(states, solver.data, strict=True)]
+    normals = [compiler(normal_equations, None, lin) for lin in lins]
+    residuals = [np.asarray(lin.residuals)[:grid.num_steps]
+                 for lin, grid in zip(lins, solver.grids, strict=True)]
+    state_scales, parameter_scale = _damping_scales(compiler, normals)
+    return LMState(
+        free_values=free_values, states=states, linearizations=lins, normals=normals,
+        residuals=residuals, state_scales=state_scales, parameter_scale=parameter_scale,
+        cost=sum(float(np.sum(r**2)) for r in residuals) if cost is None else cost,
+        damping=damping,
+        gradient=_gradient_norm(solver, normals, free_values), step_norm=step_norm,
+        iteration=iteration)
+
+
+def _gradient_norm(solver: LevenbergMarquardt, normals: Sequence[NormalEquations],
+                   free_values) -> float:
+    """``‖Jᵀr‖`` with the parameter part projected on the box (no push out of it)."""
+    state_part = sum(float(jnp.sum(n.state_gradient**2)) for n in normals)
+    gradient = np.sum([np.asarray(n.parameter_gradient) for n in normals], axis=0)
+    low, high = tangent_bounds(solver.free, free_values, solver.lower, solver.upper)
+    gradient = np.where((low >= 0) & (gradient > 0) | (high <= 0) & (gradient < 0), 0.0,
+                        gradient)
+    return float(np.sqrt(state_part + np.sum(gradient**2)))
+
+
+def _damping_scales(compiler: Compiler, normals: Sequence[NormalEquations]):
+    """The diagonals the damping multiplies, floored at ``DAMPING_FLOOR · max(diag H)``."""
+    parameter_diagonal = np.sum([np.diag(np.asarray(n.parameter_matrix)) for n in normals],
+                                axis=0)
+    largest = max(max(float(jnp.max(jnp.diagonal(n.diagonal, axis1=1, axis2=2)))
+                      for n in normals), float(np.max(parameter_diagonal, initial=0.0)))
+    floor = DAMPING_FLOOR * largest
+    return ([compiler(damping_scale, None, n, jnp.asarray(floor)) for n in normals],
+            np.maximum(parameter_diagonal, floor))

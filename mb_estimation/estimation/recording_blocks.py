@@ -1,0 +1,173 @@
+"""One recording's blocks: the model chunk by chunk, the whole-recording algebra on buckets.
+
+The model's residual and Jacobian blocks are evaluated in chunks of :data:`CHUNK_TRANSITIONS`
+transitions (the last chunk padded), so one compiled program serves every recording length.
+The cheap whole-recording algebra (normal equations, block elimination, trial states,
+covariance blocks, initial and shadow states) runs on the recording zero-padded to its length
+bucket (:func:`bucket_length`), assembled and cut on the host, so it compiles once per bucket
+and other lengths and numbers of recordings reuse it (issue 16, benchmarks/RESULTS.md).
+Programs come from the caller's :class:`~mb_estimation.estimation.compiled.Compiler`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mb_estimation.estimation.linear_algebra import linearized_change, state_step
+from mb_estimation.estimation.residuals import (
+    Linearization,
+    ModelStructure,
+    StepData,
+    first_jacobians,
+    initial_block,
+    transition_jacobians,
+    transition_residuals,
+)
+from mb_estimation.numerics import jax
+
+jnp = jax.numpy
+
+# The model's residuals and Jacobian blocks are evaluated in chunks of this many transitions
+# (the last one padded), so one compiled program serves every recording length; the cheap
+# linear algebra over whole recordings is compiled per length bucket (bucket_length).
+CHUNK_TRANSITIONS = 256
+
+
+def bucket_length(num_steps: int) -> int:
+    """The length a recording of ``num_steps`` is padded to for the whole-recording algebra.
+
+    ``256 · 2^k`` times 1, 1.25, 1.5 or 1.75 (four sizes per doubling, at most a fifth of it
+    padding): the normal equations, block elimination and state maps compile once per bucket,
+    and every recording length in it reuses them. Their cost grows with the padding (measured
+    in RESULTS.md, issue 16).
+    """
+    size = CHUNK_TRANSITIONS
+    while True:
+        for quarters in (4, 5, 6, 7):
+            if size * quarters // 4 >= num_steps:
+                return size * quarters // 4
+        size *= 2
+
+
+def padded(tree, length: int, mode: str):
+    """Every leaf padded along its first axis to ``length``, on the host, then on the device.
+
+    ``mode``: ``zeros`` (residual and Jacobian blocks: padded steps add nothing to any sum,
+    and their states decouple), ``edge`` (states: the last one repeated) or ``linear`` (angles
+    extrapolated along the last difference, so that a central difference at the last real
+    sample is the one-sided difference it would be without padding). Host arrays and one
+    transfer: device-side padding would compile a small program for every length.
+    """
+    def pad(leaf):
+        leaf = np.asarray(leaf)
+        extra = length - leaf.shape[0]
+        if mode == "zeros":
+            tail = np.zeros((extra, *leaf.shape[1:]), leaf.dtype)
+        elif mode == "edge":
+            tail = np.repeat(leaf[-1:], extra, axis=0)
+        else:  # linear
+            ramp = np.arange(1, extra + 1).reshape((-1,) + (1,) * (leaf.ndim - 1))
+            tail = leaf[-1] + ramp * (leaf[-1] - leaf[-2])
+        return jax.device_put(np.concatenate([leaf, tail]))
+
+    return jax.tree_util.tree_map(pad, tree)
+
+
+def cut(tree, length: int):
+    """Every leaf's first ``length`` entries, as host arrays."""
+    return jax.tree_util.tree_map(lambda leaf: np.asarray(leaf)[:length], tree)
+
+
+def on_bucket(compiler, function, static, length: int, *args):
+    """``function`` over a recording's steps, run on its bucket and cut back to ``length``.
+
+    ``args`` are ``(value, padding mode or None)``: per-step arrays are padded, others (None)
+    passed as they are.
+    """
+    size = bucket_length(length)
+    arguments = [value if mode is None else padded(value, size, mode) for value, mode in args]
+    return cut(compiler(function, static, *arguments), length)
+
+
+def transition_chunks(states, data: StepData, size: int):
+    """A recording's transitions as host arrays in chunks of ``size``, and their number.
+
+    Each chunk is ``(previous, current, inputs, measured_angles, observed)``; the last one is
+    padded by repeating its final transition (the padding's results are dropped).
+    """
+    count = int(np.shape(data.observed)[0]) - 1
+    total = -(-count // size) * size
+
+    def pad(array):
+        array = np.asarray(array)
+        return np.concatenate([array, np.repeat(array[-1:], total - count, axis=0)])
+
+    host = jax.tree_util.tree_map(np.asarray, states)
+    previous = jax.tree_util.tree_map(lambda a: pad(a[:-1]), host)
+    current = jax.tree_util.tree_map(lambda a: pad(a[1:]), host)
+    inputs, measured, observed = (pad(data.inputs), pad(np.asarray(data.measured_angles)[1:]),
+                                  pad(np.asarray(data.observed)[1:]))
+    chunks = []
+    for start in range(0, total, size):
+        window = slice(start, start + size)
+        chunks.append((jax.tree_util.tree_map(lambda a, w=window: a[w], previous),
+                       jax.tree_util.tree_map(lambda a, w=window: a[w], current),
+                       inputs[window], measured[window], observed[window]))
+    return chunks, count
+
+
+def first_state(states):
+    """The first state of a stacked trajectory, as host arrays."""
+    return jax.tree_util.tree_map(lambda a: np.asarray(a)[0], states)
+
+
+def in_chunks(compiler, first_function, transition_function, structure, fixed, free_values,
+              states, data: StepData):
+    """Block 0 by ``first_function`` and the transitions by ``transition_function``.
+
+    The transitions go chunk by chunk; their outputs (a tuple or one array) are concatenated
+    and cut to the recording's length on the host (no program per length).
+    """
+    first = compiler(first_function, structure, fixed, free_values, first_state(states),
+                     data.measured_angles[0], data.observed[0], data.dt, data.sqrt_kappa)
+    chunks, count = transition_chunks(states, data, CHUNK_TRANSITIONS)
+    parts = [compiler(transition_function, structure, fixed, free_values, *chunk, data.dt,
+                      data.sqrt_kappa) for chunk in chunks]
+    transitions = jax.tree_util.tree_map(
+        lambda *pieces: np.concatenate([np.asarray(piece) for piece in pieces])[:count], *parts)
+    return jax.tree_util.tree_map(np.asarray, first), transitions
+
+
+def linearization(compiler, structure: ModelStructure, fixed, free_values, states,
+                  data: StepData) -> Linearization:
+    """:class:`Linearization` of one recording, chunk by chunk, zero-padded to its bucket."""
+    (value0, current0, parameters0), (value, previous, current, parameters) = in_chunks(
+        compiler, first_jacobians, transition_jacobians, structure, fixed, free_values, states,
+        data)
+    size = bucket_length(value.shape[0] + 1)
+
+    def blocks(first, rest):  # block 0, the transitions', then zeros up to the bucket
+        return padded(np.concatenate([first[None], rest]), size, "zeros")
+
+    return Linearization(residuals=blocks(value0, value),
+                         previous=blocks(np.zeros_like(current0), previous),
+                         current=blocks(current0, current),
+                         parameters=blocks(parameters0, parameters))
+
+
+def residual_blocks(compiler, structure, fixed, free_values, states, data: StepData):
+    """All residual blocks ``[n, m]`` of one recording, chunk by chunk."""
+    first, transitions = in_chunks(compiler, initial_block, transition_residuals, structure,
+                                    fixed, free_values, states, data)
+    return np.concatenate([first[None], transitions])
+
+
+def trial_states(structure, states, lin: Linearization, elimination, parameter_step):
+    """Trial states of one recording and the sums the gain ratio needs (model cost, ‖δx‖²).
+
+    On the padded length of ``lin`` (``states`` padded likewise; the padded steps do not move).
+    """
+    step = state_step(elimination, parameter_step)
+    moved = structure.formulation.boxplus(states, step)
+    model = lin.residuals + linearized_change(lin, step, parameter_step)
+    return moved, jnp.sum(model**2), jnp.sum(step**2)
