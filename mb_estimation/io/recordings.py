@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mb_estimation.io.bags import BagError, read_float64, read_joint_states
+from mb_estimation.io.bags import BagError, JointStates, read_float64, read_joint_states
 from mb_estimation.io.config import Config, RecordingSettings
 from mb_estimation.io.plotjuggler import PlotJugglerCsv
 from mb_estimation.rigs.parameters import RIGS
@@ -117,15 +117,15 @@ def _sorted_without_duplicates(what: str, time_s, values, notes: list[str]):
     return time_s, values
 
 
-def assemble_recording(name: str, joints: dict, voltage, settings: RecordingSettings,
+def assemble_recording(name: str, joints: JointStates, voltage, settings: RecordingSettings,
                        rig) -> Recording:
     """A :class:`Recording` from raw samples, following ``settings``. Pure (no I/O).
 
-    ``joints`` is laid out as :func:`~mb_estimation.io.bags.read_joint_states` returns it;
+    ``joints`` as :func:`~mb_estimation.io.bags.read_joint_states` returns them;
     ``voltage`` is ``(receive_time_ns, values)`` of the voltage topic, or None.
     """
     notes: list[str] = []
-    names = joints["names"]
+    names = joints.names
     for joint in rig.joints:
         mapping = settings.joints[joint]
         if mapping.name not in names:
@@ -133,13 +133,13 @@ def assemble_recording(name: str, joints: dict, voltage, settings: RecordingSett
                            f"{settings.joint_states_topic}; it has {', '.join(names)}. Map "
                            f"it in the config's recording.joints")
     uses_voltage_topic = voltage is not None
-    time_ns, stamp_note = choose_stamps(joints["time_ns"], joints["receive_time_ns"],
+    time_ns, stamp_note = choose_stamps(joints.time_ns, joints.receive_time_ns,
                                         settings.stamp_source,
                                         shared_with_receive_clock=uses_voltage_topic)
     if stamp_note:
         notes.append(stamp_note)
     angles = np.stack([settings.joints[j].to_model(
-        joints["positions"][:, names.index(settings.joints[j].name)]) for j in rig.joints], 1)
+        joints.positions[:, names.index(settings.joints[j].name)]) for j in rig.joints], 1)
     start_ns = int(np.min(time_ns))
     time_s = (time_ns - start_ns) * _NS
     input_time_s, inputs = np.zeros(0), np.zeros((0, 0))
@@ -149,7 +149,7 @@ def assemble_recording(name: str, joints: dict, voltage, settings: RecordingSett
             input_time_s, inputs = script[:, 0], script[:, 1:]
             notes.append(f"input from the config's voltage_script ({len(script)} values)")
         elif not uses_voltage_topic:
-            efforts = joints.get("efforts")
+            efforts = joints.efforts
             joint = settings.voltage_joint
             if efforts is None or joint not in names:
                 raise BagError(f"{name}: no effort entry of joint {joint!r} to read the "
@@ -167,7 +167,7 @@ def assemble_recording(name: str, joints: dict, voltage, settings: RecordingSett
                                                           notes)
     joints_count = angles.shape[1]
     if settings.use_driver_velocities:
-        velocities = joints.get("velocities")
+        velocities = joints.velocities
         if velocities is None:
             raise BagError(f"{name}: recording.use_driver_velocities is set but the joint "
                            f"states on {settings.joint_states_topic} carry no velocities")
