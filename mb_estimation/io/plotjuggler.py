@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 
 from mb_estimation.io.bags import BagError, JointStates
+from mb_estimation.stamps import NS_PER_S
 
 RECEIVE_TIME_COLUMN = "__time"
-_NS = 1e9
 
 
 def _topic_prefix(topic: str) -> str:
@@ -86,8 +86,8 @@ class PlotJugglerCsv:
                                   axis=1)[rows]
         receive = self.column(RECEIVE_TIME_COLUMN)[rows]
         return JointStates(
-            time_ns=None if stamps is None else np.round(stamps[rows] * _NS).astype(np.int64),
-            receive_time_ns=np.round(receive * _NS).astype(np.int64),
+            time_ns=None if stamps is None else np.round(stamps[rows] * NS_PER_S).astype(np.int64),
+            receive_time_ns=np.round(receive * NS_PER_S).astype(np.int64),
             names=names,
             positions=positions[rows],
             velocities=velocities,
@@ -110,7 +110,7 @@ class PlotJugglerCsv:
                 for other in layout:
                     rows |= ~np.isnan(self.column(other))
                 receive = self.column(RECEIVE_TIME_COLUMN)[rows]
-                return np.round(receive * _NS).astype(np.int64), values[rows]
+                return np.round(receive * NS_PER_S).astype(np.int64), values[rows]
         present = [c for c in self.header if c.startswith(prefix + "/")]
         if present:
             raise BagError(f"topic {prefix!r} in {self.path} has no column {prefix}/data or "
