@@ -127,6 +127,7 @@ from std_srvs.srv import Trigger
 
 from mb_estimation.errors import first_line
 from mb_estimation.io.config import Config, ConfigError, load_config
+from mb_estimation.io.results import plain_value
 from mb_estimation.message_types import FLOAT64, FLOAT64_MULTI_ARRAY, JOINT_STATE
 from mb_estimation.numerics import enable_compilation_cache
 from mb_estimation.online.adapter import ShadowFanout, input_handlers
@@ -152,7 +153,6 @@ from mb_estimation.transport.ros_common import (
     estimate_parameter_values,
     node_setting_defaults,
     parse_push_mapping,
-    plain_value,
     with_node_settings,
     write_fused,
 )
