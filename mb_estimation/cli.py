@@ -675,9 +675,11 @@ def _ros_node(args) -> int:
 
 def _input_topics(config) -> list[str]:
     """The topics the node subscribes to, for its start-up line."""
+    from mb_estimation.message_types import JOINT_STATE
+
     recording = config.recording
     topics = [recording.joint_states_topic]
-    if config.rig_spec.inputs and recording.voltage_type != "sensor_msgs/msg/JointState":
+    if config.rig_spec.inputs and recording.voltage_type != JOINT_STATE:
         topics.append(recording.voltage_topic)
     return topics
 

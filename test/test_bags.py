@@ -76,14 +76,14 @@ def test_round_trip(tmp_path, storage):
     assert "joint_states" in summary.describe()
 
     js = read_joint_states(bag, "/joint_states")
-    np.testing.assert_array_equal(js["time_ns"], t_joint)
-    np.testing.assert_array_equal(js["receive_time_ns"], t_joint)  # log time = stamp
-    assert js["names"] == NAMES
-    np.testing.assert_array_equal(js["positions"], pos)
-    np.testing.assert_array_equal(js["velocities"], vel)
-    assert js["efforts"] is None
+    np.testing.assert_array_equal(js.time_ns, t_joint)
+    np.testing.assert_array_equal(js.receive_time_ns, t_joint)  # log time = stamp
+    assert js.names == NAMES
+    np.testing.assert_array_equal(js.positions, pos)
+    np.testing.assert_array_equal(js.velocities, vel)
+    assert js.efforts is None
     # leading slash optional when unambiguous
-    np.testing.assert_array_equal(read_joint_states(bag, "joint_states")["time_ns"], t_joint)
+    np.testing.assert_array_equal(read_joint_states(bag, "joint_states").time_ns, t_joint)
 
     tv, v = read_float64(bag, "/motor_voltage")
     np.testing.assert_array_equal(tv, t_volt)
@@ -233,7 +233,7 @@ def test_joint_state_effort_voltage(tmp_path):
     )
     assert set(read_bag_summary(bag).topics) == {"joint_states"}
     js = read_joint_states(bag, "joint_states")
-    np.testing.assert_array_equal(js["efforts"], np.column_stack([volt, np.zeros_like(volt)]))
+    np.testing.assert_array_equal(js.efforts, np.column_stack([volt, np.zeros_like(volt)]))
     with pytest.raises(BagError, match="JointState"):
         read_float64(bag, "joint_states")
 
@@ -335,20 +335,20 @@ def test_read_real_humble_bag():
     assert summary.message_count == 5001
 
     js = read_joint_states(HUMBLE_STEP, "joint_states")
-    assert js["names"] == ["joint0", "joint1"]
-    assert js["time_ns"].shape == js["receive_time_ns"].shape == (5001,)
-    assert js["positions"].shape == js["velocities"].shape == (5001, 2)
-    assert js["efforts"] is None
+    assert js.names == ["joint0", "joint1"]
+    assert js.time_ns.shape == js.receive_time_ns.shape == (5001,)
+    assert js.positions.shape == js.velocities.shape == (5001, 2)
+    assert js.efforts is None
     # header stamps: simulation time, starting ~18.8 s and spanning ~10 s at 2 ms
-    stamps_s = js["time_ns"] * 1e-9
+    stamps_s = js.time_ns * 1e-9
     assert 18.0 < stamps_s[0] < 19.0
     assert stamps_s[-1] - stamps_s[0] == pytest.approx(10.0, abs=0.01)
-    assert np.all(np.diff(js["time_ns"]) > 0)
+    assert np.all(np.diff(js.time_ns) > 0)
     # receive (log) times: wall clock, ~1.69e9 s since the epoch
-    recv_s = js["receive_time_ns"] * 1e-9
+    recv_s = js.receive_time_ns * 1e-9
     assert np.all((recv_s > 1.69e9) & (recv_s < 1.70e9))
-    assert js["receive_time_ns"][0] == summary.start_time_ns
-    assert js["receive_time_ns"][-1] == summary.end_time_ns
-    assert np.all(np.isfinite(js["positions"]))
+    assert js.receive_time_ns[0] == summary.start_time_ns
+    assert js.receive_time_ns[-1] == summary.end_time_ns
+    assert np.all(np.isfinite(js.positions))
     # the leading-slash spelling finds the same topic
     assert len(read_topic(HUMBLE_STEP, "/joint_states")) == 5001

@@ -173,7 +173,7 @@ def test_drift_correction_in_the_config_reaches_simulate_and_the_estimator(tmp_p
                      "--duration", "0.5", "--dt", "1e-3", "--noise", "0"]) == 0
         truth = yaml.safe_load((bag / "ground_truth.yaml").read_text())
         assert truth.get("drift_correction", False) is (name == "corrected")
-        positions[name] = read_joint_states(bag, "/joint_states")["positions"]
+        positions[name] = read_joint_states(bag, "/joint_states").positions
     difference = abs(positions["plain"] - positions["corrected"]).max()
     assert 0.0 < difference < 1e-2  # the same motion, through other rows
 

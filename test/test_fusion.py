@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import yaml
 
-from mb_estimation.online import fusion
+from mb_estimation.io import files
 from mb_estimation.online.fusion import (
     ParameterEstimate,
     covariance_from_information,
@@ -448,7 +448,7 @@ def test_a_failed_write_leaves_the_old_file_intact(tmp_path, monkeypatch):
         raise OSError("rename failed")
 
     with monkeypatch.context() as patch:
-        patch.setattr(fusion.os, "replace", broken_replace)
+        patch.setattr(files.os, "replace", broken_replace)
         with pytest.raises(OSError, match="rename failed"):
             save_estimate(path, fuse(stored_example(), stored_example()))
     assert path.read_bytes() == before

@@ -37,9 +37,9 @@ def _angles_from_bag(bag):
     joints = read_joint_states(bag, truth["recording"]["joint_states_topic"])
     mapping = truth["recording"]["joints"]
     angles = np.stack(
-        [(joints["positions"][:, i] - mapping[name]["offset"]) * mapping[name]["sign"]
+        [(joints.positions[:, i] - mapping[name]["offset"]) * mapping[name]["sign"]
          for i, name in enumerate(["arm", "pendulum"])], axis=1)
-    return truth, joints["time_ns"], angles
+    return truth, joints.time_ns, angles
 
 
 @pytest.mark.parametrize(("scenario", "agreement_s"), [("release", 1.2), ("multisine", 3.0)])

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from mb_estimation.io.bags import BagError
+from mb_estimation.io.bags import BagError, JointStates
+from mb_estimation.stamps import NS_PER_S
 
 RECEIVE_TIME_COLUMN = "__time"
-_NS = 1e9
 
 
 def _topic_prefix(topic: str) -> str:
@@ -61,8 +60,8 @@ class PlotJugglerCsv:
         names = {"/" + c.strip("/").split("/")[0] for c in self.header if c.startswith("/")}
         return sorted(names)
 
-    def joint_states(self, topic: str) -> dict[str, Any]:
-        """Joint states of ``topic``, laid out as :func:`~mb_estimation.io.bags.read_joint_states`.
+    def joint_states(self, topic: str) -> JointStates:
+        """Joint states of ``topic``, as :func:`~mb_estimation.io.bags.read_joint_states` has them.
 
         ``time_ns`` is None when the export has no header stamp column.
         """
@@ -86,14 +85,14 @@ class PlotJugglerCsv:
             velocities = np.stack([self.column(f"{prefix}/{n}/velocity") for n in names],
                                   axis=1)[rows]
         receive = self.column(RECEIVE_TIME_COLUMN)[rows]
-        return {
-            "time_ns": None if stamps is None else np.round(stamps[rows] * _NS).astype(np.int64),
-            "receive_time_ns": np.round(receive * _NS).astype(np.int64),
-            "names": names,
-            "positions": positions[rows],
-            "velocities": velocities,
-            "efforts": efforts,
-        }
+        return JointStates(
+            time_ns=None if stamps is None else np.round(stamps[rows] * NS_PER_S).astype(np.int64),
+            receive_time_ns=np.round(receive * NS_PER_S).astype(np.int64),
+            names=names,
+            positions=positions[rows],
+            velocities=velocities,
+            efforts=efforts,
+        )
 
     def float64(self, topic: str, index: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """``(receive_time_ns, values)`` of a Float64 or Float64MultiArray topic.
@@ -111,7 +110,7 @@ class PlotJugglerCsv:
                 for other in layout:
                     rows |= ~np.isnan(self.column(other))
                 receive = self.column(RECEIVE_TIME_COLUMN)[rows]
-                return np.round(receive * _NS).astype(np.int64), values[rows]
+                return np.round(receive * NS_PER_S).astype(np.int64), values[rows]
         present = [c for c in self.header if c.startswith(prefix + "/")]
         if present:
             raise BagError(f"topic {prefix!r} in {self.path} has no column {prefix}/data or "

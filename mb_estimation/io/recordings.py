@@ -24,13 +24,16 @@ from pathlib import Path
 import numpy as np
 
 from mb_estimation.config import Config, RecordingSettings
-from mb_estimation.io.bags import BagError, read_float64, read_joint_states
+from mb_estimation.io.bags import BagError, JointStates, read_float64, read_joint_states
 from mb_estimation.io.plotjuggler import PlotJugglerCsv
+from mb_estimation.message_types import JOINT_STATE
 from mb_estimation.rigs.parameters import RIGS
 from mb_estimation.signals import Recording
 from mb_estimation.signals.preprocess import sorted_unique
+from mb_estimation.stamps import NS_PER_S
 
-_NS = 1e-9
+#: Seconds per nanosecond: the float 1e-9 (times in seconds stay bit for bit as they were).
+_S_PER_NS = 1 / NS_PER_S
 # Header stamps and receive times further apart than this [s] are on different clocks.
 CLOCK_MISMATCH_S = 1.0
 
@@ -44,7 +47,7 @@ def read_recording(path: str | Path, config: Config) -> Recording:
     settings = config.recording
     path = Path(path)
     needs_voltage = bool(RIGS[config.rig].inputs) and settings.voltage_script is None
-    reads_voltage_topic = needs_voltage and settings.voltage_type != "sensor_msgs/msg/JointState"
+    reads_voltage_topic = needs_voltage and settings.voltage_type != JOINT_STATE
     if path.suffix.lower() == ".csv":
         export = PlotJugglerCsv(path)
         joints = export.joint_states(settings.joint_states_topic)
@@ -83,11 +86,11 @@ def choose_stamps(header_ns, receive_ns, source: str, *, shared_with_receive_clo
     problems = []
     if np.any(header_ns <= 0):
         problems.append(f"{int(np.sum(header_ns <= 0))} zero stamps")
-    span_header, span_receive = np.ptp(header_ns) * _NS, np.ptp(receive_ns) * _NS
+    span_header, span_receive = np.ptp(header_ns) * _S_PER_NS, np.ptp(receive_ns) * _S_PER_NS
     if not 0.5 * span_receive <= span_header <= 2.0 * span_receive:
         problems.append(f"they span {span_header:.3g} s against {span_receive:.3g} s of "
                         "receive time")
-    offset_s = float(np.median(receive_ns - header_ns)) * _NS
+    offset_s = float(np.median(receive_ns - header_ns)) * _S_PER_NS
     if shared_with_receive_clock and abs(offset_s) > CLOCK_MISMATCH_S:
         problems.append(f"they run {offset_s:.3g} s away from the receive times the voltage "
                         "is stamped with")
@@ -117,15 +120,15 @@ def _sorted_without_duplicates(what: str, time_s, values, notes: list[str]):
     return time_s, values
 
 
-def assemble_recording(name: str, joints: dict, voltage, settings: RecordingSettings,
+def assemble_recording(name: str, joints: JointStates, voltage, settings: RecordingSettings,
                        rig) -> Recording:
     """A :class:`Recording` from raw samples, following ``settings``. Pure (no I/O).
 
-    ``joints`` is laid out as :func:`~mb_estimation.io.bags.read_joint_states` returns it;
+    ``joints`` as :func:`~mb_estimation.io.bags.read_joint_states` returns them;
     ``voltage`` is ``(receive_time_ns, values)`` of the voltage topic, or None.
     """
     notes: list[str] = []
-    names = joints["names"]
+    names = joints.names
     for joint in rig.joints:
         mapping = settings.joints[joint]
         if mapping.name not in names:
@@ -133,15 +136,15 @@ def assemble_recording(name: str, joints: dict, voltage, settings: RecordingSett
                            f"{settings.joint_states_topic}; it has {', '.join(names)}. Map "
                            f"it in the config's recording.joints")
     uses_voltage_topic = voltage is not None
-    time_ns, stamp_note = choose_stamps(joints["time_ns"], joints["receive_time_ns"],
+    time_ns, stamp_note = choose_stamps(joints.time_ns, joints.receive_time_ns,
                                         settings.stamp_source,
                                         shared_with_receive_clock=uses_voltage_topic)
     if stamp_note:
         notes.append(stamp_note)
     angles = np.stack([settings.joints[j].to_model(
-        joints["positions"][:, names.index(settings.joints[j].name)]) for j in rig.joints], 1)
+        joints.positions[:, names.index(settings.joints[j].name)]) for j in rig.joints], 1)
     start_ns = int(np.min(time_ns))
-    time_s = (time_ns - start_ns) * _NS
+    time_s = (time_ns - start_ns) * _S_PER_NS
     input_time_s, inputs = np.zeros(0), np.zeros((0, 0))
     if rig.inputs:
         if settings.voltage_script is not None:
@@ -149,7 +152,7 @@ def assemble_recording(name: str, joints: dict, voltage, settings: RecordingSett
             input_time_s, inputs = script[:, 0], script[:, 1:]
             notes.append(f"input from the config's voltage_script ({len(script)} values)")
         elif not uses_voltage_topic:
-            efforts = joints.get("efforts")
+            efforts = joints.efforts
             joint = settings.voltage_joint
             if efforts is None or joint not in names:
                 raise BagError(f"{name}: no effort entry of joint {joint!r} to read the "
@@ -160,14 +163,14 @@ def assemble_recording(name: str, joints: dict, voltage, settings: RecordingSett
             if len(values) == 0:
                 raise BagError(f"{name}: no voltage: {settings.voltage_topic} has no messages "
                                "(give the input as recording.voltage_script in the config)")
-            input_time_s, inputs = (np.asarray(voltage_ns) - start_ns) * _NS, values[:, None]
+            input_time_s, inputs = (np.asarray(voltage_ns) - start_ns) * _S_PER_NS, values[:, None]
         input_time_s, inputs = _finite_rows(name, "voltage", input_time_s,
                                             np.asarray(inputs, float), notes)
         input_time_s, inputs = _sorted_without_duplicates("voltage", input_time_s, inputs,
                                                           notes)
     joints_count = angles.shape[1]
     if settings.use_driver_velocities:
-        velocities = joints.get("velocities")
+        velocities = joints.velocities
         if velocities is None:
             raise BagError(f"{name}: recording.use_driver_velocities is set but the joint "
                            f"states on {settings.joint_states_topic} carry no velocities")

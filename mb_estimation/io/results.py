@@ -1,26 +1,46 @@
-"""Output files of ``calibrate`` (DESIGN §6): parameters.yaml, ros_parameters.yaml, states.csv."""
+"""Output files of ``calibrate`` (DESIGN §6): parameters.yaml, ros_parameters.yaml, states.csv.
+
+The one writer of ``parameters.yaml`` and ``ros_parameters.yaml``: ``calibrate``
+(:func:`write_outputs`) and the online node's fused estimate
+(:func:`mb_estimation.transport.ros_common.write_fused`) both write them through
+:func:`write_parameter_files`, atomically (a reader never sees half a file). Light to import
+(numpy and PyYAML; the estimator is imported where a document is built).
+"""
 
 from __future__ import annotations
 
 import csv
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import yaml
 
-from mb_estimation.estimation import EstimationResult
-from mb_estimation.estimation.consistent import step_dependence
-from mb_estimation.rigs.parameters import RigSpec
+from mb_estimation.io.files import OWNER_ONLY, PLAIN_FILE, write_text_atomically
+
+if TYPE_CHECKING:
+    from mb_estimation.estimation import EstimationResult
+    from mb_estimation.rigs.parameters import RigSpec
+
+__all__ = [
+    "parameters_document",
+    "plain_value",
+    "read_parameters",
+    "refinement_document",
+    "validation_document",
+    "write_outputs",
+    "write_parameter_files",
+]
 
 
-def _plain(value):
-    array = np.asarray(value, dtype=float)
-    return float(array) if array.ndim == 0 else [float(v) for v in array.ravel()]
+def plain_value(value) -> float | list[float]:
+    """A value as YAML and ROS parameters hold it: a float, or a list of floats (a quaternion).
 
-
-def _scalar_or_list(value):
-    array = np.asarray(value, dtype=float)
-    return _plain(array) if array.size > 1 else float(array.ravel()[0])
+    One element (a float, a 0-d or one-element array) gives a float; more give the flat list.
+    """
+    array = np.asarray(value, dtype=np.float64).ravel()
+    return float(array[0]) if array.size == 1 else [float(v) for v in array]
 
 
 def refinement_document(result: EstimationResult, dependence: dict) -> dict | None:
@@ -35,10 +55,10 @@ def refinement_document(result: EstimationResult, dependence: dict) -> dict | No
     levels = result.refinement
     parameters = {}
     for name in result.free:
-        entry = {"values": [_scalar_or_list(level.parameters[name]) for level in levels],
-                 "std": [_scalar_or_list(level.std[name]) for level in levels]}
+        entry = {"values": [plain_value(level.parameters[name]) for level in levels],
+                 "std": [plain_value(level.std[name]) for level in levels]}
         if name in dependence:
-            entry["change"] = _scalar_or_list(dependence[name].change)
+            entry["change"] = plain_value(dependence[name].change)
             entry["settled"] = dependence[name].settled
         parameters[name] = entry
     document = {"dt": [float(level.dt) for level in levels],
@@ -71,18 +91,20 @@ def parameters_document(result: EstimationResult, rig: RigSpec, method: dict,
     Free parameters with std, fixed ones, fit and method; with the consistent path its
     refinement levels, and the prediction validation when given.
     """
+    from mb_estimation.estimation.consistent import step_dependence
+
     free = {}
     dependence = {row.name: row for row in step_dependence(result)}
     for name in result.free:
         free[name] = {
-            "value": _plain(result.parameters[name]),
-            "std": _scalar_or_list(result.std[name]),
+            "value": plain_value(result.parameters[name]),
+            "std": plain_value(result.std[name]),
             "unit": rig.parameter(name).unit,
             "excited": bool(result.excited[name]),
         }
         if name in dependence:
             free[name]["settled"] = dependence[name].settled
-    fixed = {name: _plain(value) for name, value in result.parameters.items()
+    fixed = {name: plain_value(value) for name, value in result.parameters.items()
              if name not in result.free}
     fit = {
         "cost": result.cost, "observation_mse": result.observation_mse,
@@ -103,15 +125,36 @@ def parameters_document(result: EstimationResult, rig: RigSpec, method: dict,
     return document
 
 
+def write_parameter_files(directory: str | Path, document: dict, values: Mapping[str, object],
+                          node_name: str, *, mode: int = OWNER_ONLY) -> Path:
+    """Write ``parameters.yaml`` and ``ros_parameters.yaml`` into ``directory``; returns it.
+
+    ``parameters.yaml`` is ``document`` (:func:`parameters_document`, or the node's fused
+    estimate); ``ros_parameters.yaml`` is ``{node_name: {ros__parameters: {estimate.<name>:
+    value}}}`` for every parameter of ``values`` in its order (a float, or ``[w, x, y, z]`` for a
+    quaternion). Each file is replaced atomically, with permissions ``mode`` less the umask
+    (:func:`~mb_estimation.io.files.write_text_atomically`). The folder is created if needed.
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    write_text_atomically(directory / "parameters.yaml",
+                          yaml.safe_dump(document, sort_keys=False), mode=mode)
+    ros = {f"estimate.{name}": plain_value(value) for name, value in values.items()}
+    write_text_atomically(directory / "ros_parameters.yaml",
+                          yaml.safe_dump({node_name: {"ros__parameters": ros}}, sort_keys=False),
+                          mode=mode)
+    return directory
+
+
 def write_outputs(directory: Path, result: EstimationResult, rig: RigSpec, method: dict,
                   node_name: str = "mb_estimator", predictions=()) -> None:
-    """Write parameters.yaml, ros_parameters.yaml and states.csv into ``directory``."""
-    directory.mkdir(parents=True, exist_ok=True)
+    """Write parameters.yaml, ros_parameters.yaml and states.csv into ``directory``.
+
+    The two parameter files through :func:`write_parameter_files` (atomically, with the
+    permissions of a plain file); states.csv directly.
+    """
     document = parameters_document(result, rig, method, predictions)
-    (directory / "parameters.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
-    ros = {f"estimate.{name}": _plain(result.parameters[name]) for name in result.parameters}
-    (directory / "ros_parameters.yaml").write_text(
-        yaml.safe_dump({node_name: {"ros__parameters": ros}}, sort_keys=False))
+    write_parameter_files(directory, document, result.parameters, node_name, mode=PLAIN_FILE)
     with open(directory / "states.csv", "w", newline="") as stream:
         writer = csv.writer(stream)
         nb = result.recordings[0].position.shape[1]

@@ -14,10 +14,9 @@ from collections.abc import Callable
 from typing import Any
 
 from mb_estimation.errors import first_line
+from mb_estimation.message_types import JOINT_STATE
 from mb_estimation.online.core import EstimatorCore
 from mb_estimation.stamps import stamp_to_ns
-
-JOINT_STATE_TYPE = "sensor_msgs/msg/JointState"
 
 #: Accepted windows whose shadow states may wait for the publisher thread; beyond, the oldest
 #: waiting window's states are dropped (counted as ``shadow_windows_dropped``).
@@ -35,7 +34,7 @@ def input_handlers(core: EstimatorCore) -> tuple[Callable[[Any, int | None], Non
     (``recording.voltage_script``).
     """
     recording = core.config.recording
-    from_effort = recording.voltage_type == JOINT_STATE_TYPE
+    from_effort = recording.voltage_type == JOINT_STATE
 
     def on_joint_state(msg, source_ns: int | None) -> None:
         stamp = stamp_to_ns(msg.header.stamp)

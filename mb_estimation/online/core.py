@@ -36,14 +36,15 @@ import numpy as np
 from mb_estimation.config import Config, apply_overrides
 from mb_estimation.errors import first_line
 from mb_estimation.estimation import EstimationResult, FitStatus
+from mb_estimation.message_types import FLOAT64_MULTI_ARRAY
 from mb_estimation.online.buffers import PublicationOrder, SampleRing
 from mb_estimation.online.fusion import ParameterEstimate, fuse, load_estimate, save_estimate
 from mb_estimation.online.kalman import JerkFilterSettings, JointStateFilter
 from mb_estimation.signals import Recording, prepare_recording, recorded_joint_states
+from mb_estimation.stamps import NS_PER_S
 
-NS = 1_000_000_000
 # A stamp this much older than the newest one is a jump back in time (reset), not a late sample.
-JUMP_BACK_NS = NS
+JUMP_BACK_NS = NS_PER_S
 ACCEPTED_STATUSES = (FitStatus.GRADIENT, FitStatus.STEP)
 
 
@@ -245,12 +246,12 @@ class EstimatorCore:
             last = self._joints.last_stamp_ns
             if last is None or self._epoch_ns is None:
                 return False, "no joint states buffered yet"
-            start = last - int(self.settings.window_s * NS)
+            start = last - int(self.settings.window_s * NS_PER_S)
             if start < self._epoch_ns:
-                return False, (f"only {(last - self._epoch_ns) / NS:.2f} s buffered; a window "
-                               f"needs {self.settings.window_s:g} s")
+                return False, (f"only {(last - self._epoch_ns) / NS_PER_S:.2f} s buffered; a "
+                               f"window needs {self.settings.window_s:g} s")
             self._cut_locked(start)
-        return True, f"window from {start / NS:.3f} s queued"
+        return True, f"window from {start / NS_PER_S:.3f} s queued"
 
     # --- the callback path (never waits on the estimator) ------------------------------------
 
@@ -281,7 +282,7 @@ class EstimatorCore:
                         self._add_voltage_locked(*placed)
                 if self._voltage_script is not None:
                     self._add_voltage_locked(stamp_ns, self._scripted_voltage(stamp_ns))
-                filtered = self._filter.step((stamp_ns - self._epoch_ns) / NS, angles)
+                filtered = self._filter.step((stamp_ns - self._epoch_ns) / NS_PER_S, angles)
                 self._schedule_locked(stamp_ns)
         if filtered is not None and all(np.all(np.isfinite(v)) for v in filtered):
             self._emit("filtered_joint_states", stamp_ns, self.joint_names,
@@ -296,7 +297,7 @@ class EstimatorCore:
         first time its first value holds.
         """
         script = self._voltage_script
-        elapsed_s = (stamp_ns - self._epoch_ns) / NS
+        elapsed_s = (stamp_ns - self._epoch_ns) / NS_PER_S
         index = max(int(np.searchsorted(script[:, 0], elapsed_s, side="right")) - 1, 0)
         return float(script[index, 1])
 
@@ -334,7 +335,7 @@ class EstimatorCore:
         and takes effect at the first joint state's stamp.
         """
         recording = self.config.recording
-        if recording.voltage_type == "std_msgs/msg/Float64MultiArray":
+        if recording.voltage_type == FLOAT64_MULTI_ARRAY:
             index = recording.voltage_index
             if index >= len(data):
                 self.on_message_error(f"{recording.voltage_topic}: data has {len(data)} "
@@ -395,7 +396,8 @@ class EstimatorCore:
                 self._clear_time_locked()
                 self._voltage.drop_after(stamp_ns)  # what is left is on the new time base
                 self.counters["time_jumps"] += 1
-                self._last["last_reset"] = (f"stamps jumped back {(last - stamp_ns) / NS:.3g} s: "
+                self._last["last_reset"] = (f"stamps jumped back "
+                                            f"{(last - stamp_ns) / NS_PER_S:.3g} s: "
                                             "buffers and filters reset")
             else:
                 self.counters["samples_late" if stamp_ns < last else "samples_repeated"] += 1
@@ -425,8 +427,8 @@ class EstimatorCore:
         self._next_start_ns = None
 
     def _schedule_locked(self, stamp_ns: int) -> None:
-        window_ns = int(round(self.settings.window_s * NS))
-        stride_ns = int(round(self.settings.stride_s * NS))
+        window_ns = int(round(self.settings.window_s * NS_PER_S))
+        stride_ns = int(round(self.settings.stride_s * NS_PER_S))
         if stamp_ns < self._next_start_ns + window_ns:
             return
         self._cut_locked(self._next_start_ns)
@@ -436,17 +438,17 @@ class EstimatorCore:
             self.counters["time_gaps"] += 1
 
     def _cut_locked(self, start_ns: int) -> None:
-        end_ns = start_ns + int(round(self.settings.window_s * NS))
+        end_ns = start_ns + int(round(self.settings.window_s * NS_PER_S))
         stamps, angles = self._joints.between(start_ns, end_ns)
         voltage_stamps, voltages = self._voltage.between(start_ns, end_ns)
         self._window_index += 1
         inputs = len(self.config.rig_spec.inputs)
         if inputs and len(voltage_stamps):
-            input_time_s, values = (voltage_stamps - start_ns) / NS, voltages
+            input_time_s, values = (voltage_stamps - start_ns) / NS_PER_S, voltages
         else:
             input_time_s, values = np.zeros(0), np.zeros((0, inputs))
-        recording = Recording(f"window {self._window_index}", (stamps - start_ns) / NS, angles,
-                              input_time_s, values)
+        recording = Recording(f"window {self._window_index}", (stamps - start_ns) / NS_PER_S,
+                              angles, input_time_s, values)
         if len(self._pending) >= self.settings.pending_windows:
             self._pending.popleft()
             self.counters["windows_dropped"] += 1
@@ -549,11 +551,11 @@ class EstimatorCore:
             except OSError as error:
                 with self._lock:
                     self._last["last_error"] = f"could not persist the estimate: {error}"
-        stamp_ns = window.start_ns + int(round(self.settings.window_s * NS))
+        stamp_ns = window.start_ns + int(round(self.settings.window_s * NS_PER_S))
         self._emit("parameters", estimate, stamp_ns)
         self._emit("fused_parameters", fused, stamp_ns)
         states = result.recordings[0]
-        stamps = window.start_ns + np.round(states.time_s * NS).astype(np.int64)
+        stamps = window.start_ns + np.round(states.time_s * NS_PER_S).astype(np.int64)
         angles, rates = self._to_recorded(states.joint_angles, states.joint_rates)
         if np.all(np.isfinite(angles)) and np.all(np.isfinite(rates)):
             self._emit("shadow_joint_states", stamps, self.joint_names, angles, rates)
@@ -578,7 +580,7 @@ class EstimatorCore:
         with self._lock:
             if generation != self._generation or self._epoch_ns is None:
                 return  # the time base was reset since the window
-            self._filter.reanchor((stamp_ns - self._epoch_ns) / NS, angles, rates,
+            self._filter.reanchor((stamp_ns - self._epoch_ns) / NS_PER_S, angles, rates,
                                   [std] * len(angles), [10 * std / self.config.method.dt]
                                   * len(angles))
             self.counters["filter_reanchored"] += 1

@@ -50,9 +50,6 @@ end marker ``...``, so that :func:`load_estimate` recognises a truncated file.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,6 +59,7 @@ import yaml
 from mb_estimation import lie
 from mb_estimation.config import QUATERNION_TOLERANCE  # |tilt| − 1 allowed, as in configs
 from mb_estimation.estimation.parameters import tangent_slices
+from mb_estimation.io.files import write_text_atomically
 from mb_estimation.numerics import jax
 from mb_estimation.pseudo_inverse import LOADING_THRESHOLD, mark_undetermined, scaled_pseudo_inverse
 from mb_estimation.rigs.parameters import tangent_size
@@ -79,7 +77,6 @@ __all__ = [
     "quat_boxminus",
     "quat_boxplus",
     "save_estimate",
-    "write_text_atomically",
 ]
 
 # Negative eigenvalues of a scaled covariance beyond this (relative to the largest) are an error
@@ -354,16 +351,6 @@ def _to_document(estimate: ParameterEstimate) -> dict:
     }
 
 
-def _fsync_folder(folder: Path) -> None:
-    """Make a rename in ``folder`` durable (best effort; not every platform can open folders)."""
-    with contextlib.suppress(OSError):
-        descriptor = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(descriptor)
-        finally:
-            os.close(descriptor)
-
-
 def save_estimate(path: Path, estimate: ParameterEstimate) -> None:
     """Write ``estimate`` to ``path`` as YAML, atomically.
 
@@ -376,28 +363,6 @@ def save_estimate(path: Path, estimate: ParameterEstimate) -> None:
     _check_numbers(estimate, "saved")
     write_text_atomically(
         path, yaml.safe_dump(_to_document(estimate), sort_keys=False, explicit_end=True))
-
-
-def write_text_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that a reader sees the old file or the new one, never part.
-
-    A temporary file in the same folder, flushed to disk, replaces ``path`` (``os.replace``); a
-    failure leaves the old file as it was and no temporary file behind.
-    """
-    path = Path(path)
-    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.",
-                                             suffix=".tmp")
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
-    _fsync_folder(path.parent)
 
 
 def _one_line(error: BaseException) -> str:

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from cyclonedds.idl import IdlStruct
 from cyclonedds.idl import types as t
 
+from mb_estimation.message_types import FLOAT64, FLOAT64_MULTI_ARRAY, JOINT_STATE
 from mb_estimation.stamps import sec_nanosec, stamp_to_ns
 
 __all__ = [
@@ -170,11 +171,11 @@ class DiagnosticArray(IdlStruct, typename="diagnostic_msgs::msg::dds_::Diagnosti
 DDS_TYPES = {
     "builtin_interfaces/msg/Time": Time,
     "std_msgs/msg/Header": Header,
-    "std_msgs/msg/Float64": Float64,
+    FLOAT64: Float64,
     "std_msgs/msg/MultiArrayDimension": MultiArrayDimension,
     "std_msgs/msg/MultiArrayLayout": MultiArrayLayout,
-    "std_msgs/msg/Float64MultiArray": Float64MultiArray,
-    "sensor_msgs/msg/JointState": JointState,
+    FLOAT64_MULTI_ARRAY: Float64MultiArray,
+    JOINT_STATE: JointState,
     "diagnostic_msgs/msg/KeyValue": KeyValue,
     "diagnostic_msgs/msg/DiagnosticStatus": DiagnosticStatus,
     "diagnostic_msgs/msg/DiagnosticArray": DiagnosticArray,

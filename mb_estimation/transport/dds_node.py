@@ -25,7 +25,8 @@ from __future__ import annotations
 import threading
 
 from mb_estimation.config import Config
-from mb_estimation.online.adapter import JOINT_STATE_TYPE, ShadowFanout, input_handlers
+from mb_estimation.message_types import JOINT_STATE
+from mb_estimation.online.adapter import ShadowFanout, input_handlers
 from mb_estimation.online.core import EstimatorCore, NodeOutputs, estimate_window
 from mb_estimation.online.messages import (
     diagnostic_level,
@@ -97,7 +98,7 @@ class DdsNode:
         inputs = [(self.bus.subscribe(
             recording.joint_states_topic, JointState,
             lambda msg: on_joint_state(msg, msg.sample_info.source_timestamp),
-            qos="sensor_data"), JOINT_STATE_TYPE)]
+            qos="sensor_data"), JOINT_STATE)]
         if on_voltage is not None:
             inputs.append((self.bus.subscribe(
                 recording.voltage_topic, DDS_TYPES[recording.voltage_type],

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from mb_estimation import message_types
 from mb_estimation.stamps import NS_PER_S, stamp_to_ns
 
 if TYPE_CHECKING:
@@ -73,9 +74,9 @@ FLOAT64_MULTIARRAY = "float64_multiarray"
 KINDS = (JOINT_STATE, FLOAT64, FLOAT64_MULTIARRAY)
 #: ROS 2 message type -> message kind.
 KIND_BY_ROS_TYPE = {
-    "sensor_msgs/msg/JointState": JOINT_STATE,
-    "std_msgs/msg/Float64": FLOAT64,
-    "std_msgs/msg/Float64MultiArray": FLOAT64_MULTIARRAY,
+    message_types.JOINT_STATE: JOINT_STATE,
+    message_types.FLOAT64: FLOAT64,
+    message_types.FLOAT64_MULTI_ARRAY: FLOAT64_MULTIARRAY,
 }
 
 #: Length of one simulation of :func:`rig_sim_messages` when it runs long or forever [s].

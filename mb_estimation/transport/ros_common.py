@@ -157,14 +157,6 @@ def parse_push_mapping(text: str, free: Iterable[str]) -> dict[str, str]:
     return mapping
 
 
-def plain_value(value) -> float | list[float]:
-    """A parameter value as YAML and ROS parameters hold it: a float, or a list (quaternion)."""
-    import numpy as np
-
-    array = np.asarray(value, dtype=np.float64).ravel()
-    return float(array[0]) if array.size == 1 else [float(v) for v in array]
-
-
 def _std_value(std) -> float | list[float]:
     import numpy as np
 
@@ -182,6 +174,8 @@ def estimate_parameter_values(config: Config, estimate: ParameterEstimate | None
     for every free parameter (three tangent entries [rad] for a quaternion; ``-1`` where not
     determined or not estimated yet).
     """
+    from mb_estimation.io.results import plain_value
+
     values: dict[str, float | list[float]] = {
         f"estimate.{name}": plain_value(value) for name, value in config.parameters.items()}
     for name in config.free:
@@ -207,16 +201,12 @@ def write_fused(directory: str | Path, estimate: ParameterEstimate, config: Conf
     ``excited`` = every std finite); ``fixed`` (the config's other values); ``fit`` (no cost or
     states: ``status: fused``, the number of fused ``windows`` and the node's window settings);
     ``method``. ``ros_parameters.yaml`` is ``{node_name: {ros__parameters: {estimate.<name>:
-    value}}}`` for every parameter, as ``calibrate`` writes it. Both files are replaced
-    atomically (a reader never sees half a file); ``states.csv`` is not written (a fused
-    estimate has no states).
+    value}}}`` for every parameter, as ``calibrate`` writes it. Both files are written by
+    :func:`mb_estimation.io.results.write_parameter_files`, replaced atomically (a reader never
+    sees half a file); ``states.csv`` is not written (a fused estimate has no states).
     """
-    import yaml
+    from mb_estimation.io.results import plain_value, write_parameter_files
 
-    from mb_estimation.online.fusion import write_text_atomically
-
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
     spec = config.rig_spec
     std = estimate.std
     estimated = {}
@@ -240,13 +230,9 @@ def write_fused(directory: str | Path, estimate: ParameterEstimate, config: Conf
     }
     document = {"rig": spec.name, "parameters": estimated, "fixed": fixed, "fit": fit,
                 "method": dataclasses.asdict(config.method)}
-    write_text_atomically(directory / "parameters.yaml", yaml.safe_dump(document, sort_keys=False))
-    values = {name: plain_value(value) for name, value in config.parameters.items()}
+    values = dict(config.parameters)
     values.update({name: entry["value"] for name, entry in estimated.items()})
-    ros = {f"estimate.{name}": value for name, value in values.items()}
-    write_text_atomically(directory / "ros_parameters.yaml",
-                      yaml.safe_dump({node_name: {"ros__parameters": ros}}, sort_keys=False))
-    return directory
+    return write_parameter_files(directory, document, values, node_name)
 
 
 def config_topics(config: str | Path) -> tuple[str, str | None]:

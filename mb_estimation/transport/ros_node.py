@@ -127,12 +127,10 @@ from std_srvs.srv import Trigger
 
 from mb_estimation.config import Config, ConfigError, load_config
 from mb_estimation.errors import first_line
+from mb_estimation.io.results import plain_value
+from mb_estimation.message_types import FLOAT64, FLOAT64_MULTI_ARRAY, JOINT_STATE
 from mb_estimation.numerics import enable_compilation_cache
-from mb_estimation.online.adapter import (
-    JOINT_STATE_TYPE,
-    ShadowFanout,
-    input_handlers,
-)
+from mb_estimation.online.adapter import ShadowFanout, input_handlers
 from mb_estimation.online.core import EstimatorCore, NodeOutputs, estimate_window
 from mb_estimation.online.fusion import ParameterEstimate
 from mb_estimation.online.messages import (
@@ -155,7 +153,6 @@ from mb_estimation.transport.ros_common import (
     estimate_parameter_values,
     node_setting_defaults,
     parse_push_mapping,
-    plain_value,
     with_node_settings,
     write_fused,
 )
@@ -167,8 +164,7 @@ SHADOW_DEPTH = 2000
 #: of 5 would drop joint states meanwhile (both inputs are kept equally deep).
 INPUT_QUEUE_S = 1.0
 _ESTIMATE_PREFIXES = ("estimate.", "estimate_std.")
-VOLTAGE_CLASSES = {"std_msgs/msg/Float64": Float64,
-                   "std_msgs/msg/Float64MultiArray": Float64MultiArray}
+VOLTAGE_CLASSES = {FLOAT64: Float64, FLOAT64_MULTI_ARRAY: Float64MultiArray}
 
 
 # --------------------------------------------------------------------------------------------
@@ -647,7 +643,7 @@ class EstimatorNode(Node):
                                  durability=DurabilityPolicy.VOLATILE)
         inputs = [(self.create_subscription(
             JointState, recording.joint_states_topic, _with_source_timestamp(on_joint_state),
-            sensor_data, callback_group=self._inputs_group), JOINT_STATE_TYPE)]
+            sensor_data, callback_group=self._inputs_group), JOINT_STATE)]
         if on_voltage is not None:
             inputs.append((self.create_subscription(
                 VOLTAGE_CLASSES[recording.voltage_type], recording.voltage_topic,

@@ -1,0 +1,66 @@
+"""Writing files so that a reader never sees part of one (the result files, the node's state).
+
+Pure Python (no numpy, no YAML): the calibrate outputs (:mod:`mb_estimation.io.results`), the
+node's persisted estimate (:mod:`mb_estimation.online.fusion`) and the node's fused result files
+(:mod:`mb_estimation.transport.ros_common`) all write through :func:`write_text_atomically`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from pathlib import Path
+
+__all__ = ["OWNER_ONLY", "PLAIN_FILE", "write_text_atomically"]
+
+#: Permissions of a file only its owner reads and writes (as :func:`tempfile.mkstemp` makes it).
+OWNER_ONLY = 0o600
+#: Permissions a plain ``open(path, "w")`` asks for (the umask then takes its bits away).
+PLAIN_FILE = 0o666
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Make a rename in ``folder`` durable (best effort; not every platform can open folders)."""
+    with contextlib.suppress(OSError):
+        descriptor = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+
+
+def _create_temporary(path: Path, mode: int) -> tuple[int, Path]:
+    """A new file ``.<name>.<random>.tmp`` beside ``path``, open for writing, with ``mode``."""
+    flags = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+             | getattr(os, "O_CLOEXEC", 0))
+    for _ in range(100):
+        temporary = path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp"
+        try:
+            return os.open(temporary, flags, mode), temporary
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary file name beside {path}")
+
+
+def write_text_atomically(path: Path, text: str, *, mode: int = OWNER_ONLY) -> None:
+    """Write ``text`` to ``path`` so that a reader sees the old file or the new one, never part.
+
+    A temporary file in the same folder, flushed to disk, replaces ``path`` (``os.replace``); a
+    failure leaves the old file as it was and no temporary file behind. The new file has the
+    permissions ``mode`` less the process's umask: :data:`OWNER_ONLY` (the default) or
+    :data:`PLAIN_FILE` (as ``Path.write_text`` would give it). UTF-8.
+    """
+    path = Path(path)
+    descriptor, temporary = _create_temporary(path, mode)
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as stream:
+            stream.write(text)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    _fsync_folder(path.parent)
