@@ -122,44 +122,59 @@ def first_state(states):
 
 
 def in_chunks(compiler, first_function, transition_function, structure, fixed, free_values,
-              states, data: StepData):
-    """Block 0 by ``first_function`` and the transitions by ``transition_function``.
+              states, data: StepData, length: int | None = None):
+    """Block 0 by ``first_function``, then the transitions by ``transition_function``.
 
-    The transitions go chunk by chunk; their outputs (a tuple or one array) are concatenated
-    and cut to the recording's length on the host (no program per length).
+    The transitions go chunk by chunk; each output (a tuple or one array) is assembled on the
+    host into one array per leaf: block 0, the recording's transitions, then zeros up to
+    ``length`` (default: the recording's own length). One copy per leaf, no program per length.
     """
     first = compiler(first_function, structure, fixed, free_values, first_state(states),
                      data.measured_angles[0], data.observed[0], data.dt, data.sqrt_kappa)
     chunks, count = transition_chunks(states, data, CHUNK_TRANSITIONS)
     parts = [compiler(transition_function, structure, fixed, free_values, *chunk, data.dt,
                       data.sqrt_kappa) for chunk in chunks]
-    transitions = jax.tree_util.tree_map(
-        lambda *pieces: np.concatenate([np.asarray(piece) for piece in pieces])[:count], *parts)
-    return jax.tree_util.tree_map(np.asarray, first), transitions
+    size = count + 1 if length is None else length
+
+    def assembled(first_block, *pieces):
+        first_block = np.asarray(first_block)
+        out = np.zeros((size, *first_block.shape), first_block.dtype)
+        out[0] = first_block
+        start = 1
+        for piece in pieces:
+            piece = np.asarray(piece)[:count + 1 - start]
+            out[start:start + piece.shape[0]] = piece
+            start += piece.shape[0]
+        return out
+
+    return jax.tree_util.tree_map(assembled, first, *parts)
 
 
 def linearization(compiler, structure: ModelStructure, fixed, free_values, states,
                   data: StepData) -> Linearization:
-    """:class:`Linearization` of one recording, chunk by chunk, zero-padded to its bucket."""
-    (value0, current0, parameters0), (value, previous, current, parameters) = in_chunks(
-        compiler, first_jacobians, transition_jacobians, structure, fixed, free_values, states,
-        data)
-    size = bucket_length(value.shape[0] + 1)
+    """:class:`Linearization` of one recording, chunk by chunk, zero-padded to its bucket.
 
-    def blocks(first, rest):  # block 0, the transitions', then zeros up to the bucket
-        return padded(np.concatenate([first[None], rest]), size, "zeros")
+    Block 0 has no previous state: its ``previous`` block is zero.
+    """
+    blocks = in_chunks(compiler, _first_with_previous, transition_jacobians, structure, fixed,
+                       free_values, states, data, bucket_length(int(np.shape(data.observed)[0])))
+    residuals, previous, current, parameters = (jax.device_put(block) for block in blocks)
+    return Linearization(residuals=residuals, previous=previous, current=current,
+                         parameters=parameters)
 
-    return Linearization(residuals=blocks(value0, value),
-                         previous=blocks(np.zeros_like(current0), previous),
-                         current=blocks(current0, current),
-                         parameters=blocks(parameters0, parameters))
+
+def _first_with_previous(structure, fixed, free_values, state, measured_angles, observed, dt,
+                         sqrt_kappa):
+    """Block 0 in the transitions' layout ``(value, ∂/∂δx_prev = 0, ∂/∂δx_0, ∂/∂δχ)``."""
+    value, current, parameters = first_jacobians(structure, fixed, free_values, state,
+                                                 measured_angles, observed, dt, sqrt_kappa)
+    return value, jnp.zeros_like(current), current, parameters
 
 
 def residual_blocks(compiler, structure, fixed, free_values, states, data: StepData):
     """All residual blocks ``[n, m]`` of one recording, chunk by chunk."""
-    first, transitions = in_chunks(compiler, initial_block, transition_residuals, structure,
-                                    fixed, free_values, states, data)
-    return np.concatenate([first[None], transitions])
+    return in_chunks(compiler, initial_block, transition_residuals, structure, fixed,
+                     free_values, states, data)
 
 
 def trial_states(structure, states, lin: Linearization, elimination, parameter_step):
