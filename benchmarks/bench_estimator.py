@@ -185,11 +185,13 @@ def _sparsity(num_steps: int, num_rows: int, state_size: int, parameter_size: in
 
 
 def time_scipy(problem: EstimationProblem, max_nfev: int, x_scale: str,
-               tolerance: float = 1e-8) -> dict:
+               tolerance: float = 1e-8, tr_solver: str = "lsmr") -> dict:
     """Solve ``problem`` with ``least_squares`` (trf) on the tangent offsets; warm-up untimed.
 
-    ``tolerance``: scipy's ``ftol``, ``xtol`` and ``gtol`` (its default 1e-8). The result's
-    ``scipy_trace`` is the cost of every residual evaluation, in order.
+    ``tolerance``: scipy's ``ftol``, ``xtol`` and ``gtol`` (its default 1e-8); ``tr_solver``:
+    ``lsmr`` (sparse Jacobian, iterative) or ``exact`` (the Jacobian made dense, SVD per
+    iteration: small problems only). The result's ``scipy_trace`` is the cost of every residual
+    evaluation, in order.
     """
     rig = problem.rig
     grid = problem.recordings[0]
@@ -227,6 +229,8 @@ def time_scipy(problem: EstimationProblem, max_nfev: int, x_scale: str,
         started = time.perf_counter()
         nonzeros = np.asarray(jacobian_fn(fixed, base_free, base_states, data, jnp.asarray(z)))
         out = csr_matrix((nonzeros, indices, indptr), shape=shape)
+        if tr_solver == "exact":
+            out = out.toarray()
         in_callbacks[0] += time.perf_counter() - started
         return out
 
@@ -247,7 +251,8 @@ def time_scipy(problem: EstimationProblem, max_nfev: int, x_scale: str,
     started = time.perf_counter()
     result = least_squares(fun, z0, jac=jac, bounds=(lower, upper), method="trf",
                            x_scale="jac" if x_scale == "jac" else float(x_scale),
-                           max_nfev=max_nfev, ftol=tolerance, xtol=tolerance, gtol=tolerance)
+                           max_nfev=max_nfev, ftol=tolerance, xtol=tolerance, gtol=tolerance,
+                           tr_solver=tr_solver)
     total_s = time.perf_counter() - started
     _, estimated = _point(structure, base_free, base_states, jnp.asarray(result.x))
     return {
@@ -262,6 +267,7 @@ def time_scipy(problem: EstimationProblem, max_nfev: int, x_scale: str,
         "scipy_message": str(result.message),
         "scipy_max_nfev": max_nfev,
         "scipy_x_scale": x_scale,
+        "scipy_tr_solver": tr_solver,
         "scipy_hit_max_nfev": int(result.status) == 0,
         "scipy_unknowns": size,
         "scipy_residuals": shape[0],
@@ -303,7 +309,8 @@ def _timed(run):
 
 
 def equal_cost_comparison(x_scale: str = "jac", relative: float = 1e-6,
-                          duration_s: float = 3.0, max_nfev: int = 400) -> dict:
+                          duration_s: float = 1.0, max_nfev: int = 400,
+                          tr_solver: str = "exact") -> dict:
     """Ours and scipy's trf, each timed to the same cost: the better final cost × (1 + relative).
 
     Both first run to tight tolerances (ours: ``TIGHT``; scipy: ftol = xtol = gtol = 1e-15,
@@ -316,7 +323,7 @@ def equal_cost_comparison(x_scale: str = "jac", relative: float = 1e-6,
     problem = release_problem(duration_s)
     estimate(problem, TIGHT)  # compile
     ours = estimate(problem, TIGHT)
-    reference = time_scipy(problem, max_nfev, x_scale, tolerance=1e-15)
+    reference = time_scipy(problem, max_nfev, x_scale, tolerance=1e-15, tr_solver=tr_solver)
     target = min(ours.cost, reference["scipy_cost"]) * (1.0 + relative)
     reached = [k for k, record in enumerate(ours.history) if record.cost <= target]
     ours_s = ours_cost = None
@@ -327,11 +334,13 @@ def equal_cost_comparison(x_scale: str = "jac", relative: float = 1e-6,
     evaluations = [n for n, cost in enumerate(reference["scipy_trace"], 1) if cost <= target]
     scipy_s = scipy_cost = None
     if evaluations:
-        stopped = time_scipy(problem, evaluations[0], x_scale, tolerance=1e-15)
+        stopped = time_scipy(problem, evaluations[0], x_scale, tolerance=1e-15,
+                             tr_solver=tr_solver)
         scipy_s, scipy_cost = stopped["scipy_total_s"], stopped["scipy_cost"]
     return {
         "problem": f"{duration_s:g} s release at h = 0.01 inside the model class, "
                    "J_Azz J_Byy b1 b2 free",
+        "scipy_tr_solver": tr_solver,
         "target_cost": target, "relative": relative,
         "ours_final_cost": ours.cost, "ours_iterations_to_target": reached[0] if reached else None,
         "ours_s": ours_s, "ours_cost": ours_cost,

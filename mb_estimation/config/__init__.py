@@ -31,13 +31,7 @@ _EXPORTS = {
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 
-__all__ = [  # the names of _EXPORTS
-    "ESTIMATORS", "QUATERNION_TOLERANCE", "REFINEMENT_MODES", "STAMP_SOURCES", "TOP_LEVEL_KEYS",
-    "VOLTAGE_TYPES", "Bounds", "Config", "ConfigError", "JointMapping", "MethodSettings",
-    "NodeSettings", "RecordingSettings", "SimulationSettings", "apply_overrides",
-    "builtin_config_names", "builtin_config_path", "load_config", "parse_assignments",
-    "parse_config", "parse_free_list", "resolve_config", "with_section_values",
-]
+__all__ = sorted(_MODULE_OF)
 
 
 def __getattr__(name: str) -> Any:
