@@ -1,0 +1,73 @@
+"""The house's layers (README "Layout"): no module imports from a room above its own.
+
+Every ``import mb_estimation…`` / ``from mb_estimation… import`` in the package, at module level
+or inside a function, is checked against the table below. A new top-level room must be placed
+in it.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "mb_estimation"
+
+# Low to high. A room may import its own layer and those below.
+LAYERS = (
+    ("numerics", "stamps", "message_types", "errors", "signals", "pseudo_inverse"),
+    ("lie",),
+    ("multibody",),
+    ("rigs",),
+    ("estimation", "scenarios"),
+    ("simulation", "config"),
+    ("pipeline", "io", "report"),
+    ("online",),
+    ("transport",),
+    ("cli",),
+)
+LEVEL = {room: level for level, rooms in enumerate(LAYERS) for room in rooms}
+
+
+def _room(module: str) -> str:
+    """``mb_estimation.<room>…`` → ``room`` (a top-level module or package)."""
+    return module.split(".")[1]
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    """``(line, imported room)`` of every mb_estimation import in ``path``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "mb_estimation":
+                found += [(node.lineno, alias.name) for alias in node.names]
+            elif node.module.startswith("mb_estimation."):
+                found.append((node.lineno, _room(node.module)))
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, _room(alias.name)) for alias in node.names
+                      if alias.name.startswith("mb_estimation.")]
+    return found
+
+
+MODULES = sorted(p for p in PACKAGE.rglob("*.py") if p.name != "__init__.py"
+                 or p.parent != PACKAGE)
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_module_imports_from_a_higher_room(path):
+    own = path.relative_to(PACKAGE).parts[0].removesuffix(".py")
+    assert own in LEVEL, f"{own}: a new room — place it in LAYERS"
+    upward = [f"line {line}: {room} (layer {LEVEL.get(room)}) above {own} (layer {LEVEL[own]})"
+              for line, room in _imports(path)
+              if room in LEVEL and LEVEL[room] > LEVEL[own]]
+    unknown = [f"line {line}: {room}" for line, room in _imports(path)
+               if room not in LEVEL and room != "__version__"]
+    assert not upward and not unknown, "\n".join(upward + unknown)
+
+
+def test_the_table_has_every_room():
+    rooms = {p.name.removesuffix(".py") for p in PACKAGE.iterdir()
+             if p.suffix == ".py" and p.name != "__init__.py"
+             or p.is_dir() and (p / "__init__.py").exists()}
+    assert rooms == set(LEVEL), f"unplaced: {rooms - set(LEVEL)}; gone: {set(LEVEL) - rooms}"
