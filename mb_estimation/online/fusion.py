@@ -1,5 +1,10 @@
 """Fusion of the per-window parameter estimates of the online node, and their persistence.
 
+One module of ~415 lines on purpose: the estimate (:class:`ParameterEstimate`), its fusion and
+its file share one set of checks (finite values, unit quaternions, a covariance in tangent
+order) and the conventions stated here (tangent order, ``inf`` for an undetermined direction);
+a tenth of it is this statement. Split off, the file would import the estimate back from here.
+
 Every accepted 5 s window yields an estimate of the free parameters: a value per name (shape
 ``(1,)`` for a scalar, a unit quaternion ``[w, x, y, z]`` of shape ``(4,)`` for ``tilt``) and a
 covariance ``[p, p]`` in *tangent order* (one row per scalar, three per quaternion, in the order

@@ -1,0 +1,80 @@
+"""A window of the node and what becomes of it: estimated, judged, turned into an estimate.
+
+:class:`Window` (cut by :class:`~mb_estimation.online.intake.SampleIntake`),
+:class:`WindowOutcome` (what :meth:`~mb_estimation.online.core.EstimatorCore.process` made of
+it), the default estimator :func:`estimate_window` and the acceptance rule :func:`judge`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mb_estimation.config import Config
+from mb_estimation.estimation import EstimationResult, FitStatus
+from mb_estimation.online.fusion import ParameterEstimate
+from mb_estimation.signals import Recording, prepare_recording
+
+ACCEPTED_STATUSES = (FitStatus.GRADIENT, FitStatus.STEP)
+
+
+@dataclass(frozen=True)
+class Window:
+    """A window cut from the buffers: its number, start stamp and the samples as a recording."""
+
+    index: int
+    start_ns: int
+    recording: Recording  # times [s] from start_ns
+    generation: int = 0  # the time base it was cut on (a reset or time jump starts a new one)
+
+
+@dataclass(frozen=True)
+class WindowOutcome:
+    """What became of one window: accepted or the reason it was not, and the solver's result."""
+
+    index: int
+    start_ns: int
+    accepted: bool
+    reason: str
+    elapsed_s: float
+    result: EstimationResult | None = field(default=None, repr=False)
+
+
+def estimate_window(config: Config, recording: Recording) -> EstimationResult:
+    """Estimate the config's free parameters and the states on one window (the default worker).
+
+    The grid covers exactly ``[0, window_s]`` of the recording's time (so every window has the
+    same number of steps and the compiled solver is reused).
+    """
+    from mb_estimation import pipeline
+
+    method = config.method
+    first = float(recording.time_s[0])
+    grid = prepare_recording(recording, method.dt, method.filter_cutoff_hz,
+                             start_s=-first, end_s=config.node.window_s - first)
+    return pipeline.calibrate(config, [grid])
+
+
+def result_estimate(result: EstimationResult, windows: int = 1) -> ParameterEstimate:
+    """The free parameters of a result as a :class:`ParameterEstimate`."""
+    return ParameterEstimate(
+        names=tuple(result.free),
+        values={name: np.atleast_1d(np.asarray(result.parameters[name], dtype=np.float64))
+                for name in result.free},
+        covariance=np.asarray(result.covariance, dtype=np.float64), windows=windows)
+
+
+def judge(result: EstimationResult, max_cost: float) -> str | None:
+    """Why a window's result is not accepted, or None when it is."""
+    if result.status not in ACCEPTED_STATUSES:
+        return f"not converged ({result.status} after {result.iterations} iterations)"
+    values = [np.asarray(result.parameters[name], dtype=np.float64) for name in result.free]
+    if not all(np.all(np.isfinite(v)) for v in values) or not math.isfinite(result.cost):
+        return "non-finite estimate"
+    if result.cost > max_cost:
+        return f"cost {result.cost:.3g} above node.max_cost {max_cost:.3g}"
+    if not any(result.excited.values()):
+        return "no free parameter excited by this window"
+    return None

@@ -1,0 +1,157 @@
+"""The worker of the node core: each window estimated, judged, fused and published.
+
+:class:`WindowWorker` is the part of :class:`~mb_estimation.online.core.EstimatorCore` that runs
+on its background thread: it takes the windows cut by
+:class:`~mb_estimation.online.intake.SampleIntake`, estimates them (warm-started from the last
+accepted estimate), accepts or rejects them (:func:`~mb_estimation.online.windows.judge`), fuses
+the accepted ones (:func:`~mb_estimation.online.fusion.fuse`), persists the fused estimate, hands
+everything to the outputs and re-anchors the real-time filter. It is a mixin: the state it uses
+is made in ``EstimatorCore.__init__``; it takes ``self._lock`` only briefly, never while
+estimating.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from mb_estimation.config import Config, apply_overrides
+from mb_estimation.errors import first_line
+from mb_estimation.estimation import EstimationResult
+from mb_estimation.online.fusion import ParameterEstimate, fuse, save_estimate
+from mb_estimation.online.windows import Window, WindowOutcome, judge, result_estimate
+from mb_estimation.signals import Recording
+from mb_estimation.stamps import NS_PER_S
+
+
+class WindowWorker:
+    """The estimation worker's side of ``EstimatorCore``: windows in, estimates out."""
+
+    def _work(self) -> None:
+        while True:
+            with self._wake:
+                while not self._pending and not self._stopping:
+                    self._wake.wait()
+                if self._stopping:
+                    return
+                window = self._pending.popleft()
+            try:
+                outcome = self.process(window)
+                with self._lock:
+                    self._last["last_outcome"] = outcome
+            except Exception as error:  # the worker must outlive any one window
+                self.on_message_error(f"window {window.index}: {first_line(error)}")
+            self._emit("diagnostics", self.diagnostics())
+
+    def _emit(self, output: str, *args) -> None:
+        """Call one of the outputs; a transport error is counted, never stops the node."""
+        try:
+            getattr(self.outputs, output)(*args)
+        except Exception as error:
+            with self._lock:
+                self.counters["output_errors"] += 1
+                self._last["last_error"] = f"publishing {output}: {first_line(error)}"
+
+    def _warm_config(self) -> Config:
+        with self._lock:
+            source = self._last_accepted or self._fused
+        if source is None:
+            return self.config
+        return apply_overrides(self.config, set_values={
+            name: (value.tolist() if value.size > 1 else float(value[0]))
+            for name, value in source.values.items() if name in self.config.free})
+
+    def process(self, window: Window) -> WindowOutcome:
+        """Estimate on one window, judge it, fuse and publish when accepted (worker thread)."""
+        started = self._clock()
+        reason = self._unusable(window.recording)
+        result = None
+        if reason is None:
+            try:
+                result = self._estimator(self._warm_config(), window.recording)
+                reason = judge(result, self.settings.max_cost)
+            except Exception as error:  # a failed window must not stop the node
+                reason = f"estimator failed: {type(error).__name__}: {first_line(error)}"
+        outcome = WindowOutcome(window.index, window.start_ns, reason is None,
+                                reason or "accepted", self._clock() - started, result)
+        with self._lock:
+            self.counters["windows_done"] += 1
+            self.counters["windows_accepted" if outcome.accepted else "windows_rejected"] += 1
+            self._last["last_window_s"] = outcome.elapsed_s
+            if result is not None:
+                self._last.update(last_iterations=result.iterations, last_cost=result.cost,
+                                  last_status=str(result.status))
+            if not outcome.accepted:
+                self._last["last_error"] = f"window {window.index}: {outcome.reason}"
+        if outcome.accepted:
+            self._accept(window, result)
+        return outcome
+
+    def _unusable(self, recording: Recording) -> str | None:
+        """Why a window cannot be estimated at all (checked before spending the worker)."""
+        window_s = self.settings.window_s
+        if len(recording.time_s) < 3 or recording.time_s[0] > 0 or recording.time_s[-1] < \
+                window_s:
+            return "joint states do not cover the window"
+        if self.config.rig_spec.inputs:
+            if len(recording.input_time_s) == 0:
+                return (f"no voltage received on {self.config.recording.voltage_topic} "
+                        "(a silent or mistyped voltage topic?)")
+            if recording.input_time_s[0] > 0:
+                return "voltage unknown at the window's start (its first message came later)"
+        motion = np.ptp(recording.joint_angles, axis=0)
+        if float(np.max(motion)) < self.settings.min_motion_rad:
+            return (f"rig at rest (joints moved at most {float(np.max(motion)):.3g} rad < "
+                    f"node.min_motion_rad {self.settings.min_motion_rad:g}): skipped")
+        return None
+
+    def _accept(self, window: Window, result: EstimationResult) -> None:
+        estimate = result_estimate(result)
+        with self._lock:
+            if window.generation != self._generation:  # reset or time jump while estimating
+                self.counters["windows_stale"] += 1
+                return
+            self._last_accepted = estimate
+            self._fused = self._within_bounds(
+                fuse(self._fused, estimate, forgetting=self.settings.forgetting))
+            fused = self._fused
+        if self._state_file is not None:
+            try:
+                save_estimate(self._state_file, fused)
+            except OSError as error:
+                with self._lock:
+                    self._last["last_error"] = f"could not persist the estimate: {error}"
+        stamp_ns = window.start_ns + int(round(self.settings.window_s * NS_PER_S))
+        self._emit("parameters", estimate, stamp_ns)
+        self._emit("fused_parameters", fused, stamp_ns)
+        states = result.recordings[0]
+        stamps = window.start_ns + np.round(states.time_s * NS_PER_S).astype(np.int64)
+        angles, rates = self._to_recorded(states.joint_angles, states.joint_rates)
+        if np.all(np.isfinite(angles)) and np.all(np.isfinite(rates)):
+            self._emit("shadow_joint_states", stamps, self.joint_names, angles, rates)
+            self._reanchor(window.generation, stamps[-1], states.joint_angles[-1],
+                           states.joint_rates[-1])
+
+    def _within_bounds(self, estimate: ParameterEstimate) -> ParameterEstimate:
+        """The estimate with scalar values clipped to the config's box.
+
+        Each window respects the box, but with correlated windows the information-weighted
+        mean of values at a bound (a friction at 0) can leave it.
+        """
+        values = dict(estimate.values)
+        for name, bounds in self.config.free.items():
+            if name in values and values[name].size == 1:
+                values[name] = np.clip(values[name], bounds.lower, bounds.upper)
+        return dataclasses.replace(estimate, values=values)
+
+    def _reanchor(self, generation: int, stamp_ns: int, angles: np.ndarray,
+                  rates: np.ndarray) -> None:
+        std = self._filter.filters[0].settings.angle_noise_rad
+        with self._lock:
+            if generation != self._generation or self._epoch_ns is None:
+                return  # the time base was reset since the window
+            self._filter.reanchor((stamp_ns - self._epoch_ns) / NS_PER_S, angles, rates,
+                                  [std] * len(angles), [10 * std / self.config.method.dt]
+                                  * len(angles))
+            self.counters["filter_reanchored"] += 1

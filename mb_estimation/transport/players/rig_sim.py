@@ -1,0 +1,226 @@
+"""The simulated rig's message stream: :func:`rig_sim_messages` (``mb-estimation rig-sim``).
+
+The rig simulated with a configuration's parameters (as ``mb-estimation simulate`` does), its
+samples as the rig's driver publishes them: joint states and the motor voltage, in chunks of
+:data:`DEFAULT_CHUNK_S` whose noise-free simulation is computed once per process.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from mb_estimation.transport.players.messages import (
+    FLOAT64,
+    FLOAT64_MULTIARRAY,
+    JOINT_STATE,
+    KIND_BY_ROS_TYPE,
+    JointStatePayload,
+    TimedMessage,
+)
+
+if TYPE_CHECKING:
+    from mb_estimation.config import Config
+
+#: Length of one simulation of :func:`rig_sim_messages` when it runs long or forever [s].
+DEFAULT_CHUNK_S = 10.0
+
+_EMPTY = np.empty(0, dtype=np.float64)
+_EMPTY.flags.writeable = False
+
+
+def rig_sim_topics(config: Config) -> dict[str, str]:
+    """Topic -> message kind of the messages :func:`rig_sim_messages` yields for ``config``.
+
+    For creating publishers ahead of the first message (e.g. :meth:`DdsSink.publisher`).  The
+    voltage topic is listed for actuated rigs unless the voltage travels as joint-state effort.
+    """
+    settings = config.recording
+    topics = {settings.joint_states_topic: JOINT_STATE}
+    voltage_kind = KIND_BY_ROS_TYPE.get(settings.voltage_type)
+    if config.rig_spec.inputs and voltage_kind != JOINT_STATE:
+        topics[settings.voltage_topic] = voltage_kind
+    return topics
+
+
+def rig_sim_messages(
+    config: Config,
+    scenario: str,
+    *,
+    duration_s: float | None,
+    rate_hz: float | None = None,
+    start_ns: int | None = None,
+    seed: int = 0,
+    chunk_s: float = DEFAULT_CHUNK_S,
+) -> Iterator[TimedMessage]:
+    """Messages of a simulated rig: ``scenario`` run with the parameters of ``config``.
+
+    The rig is simulated as ``mb-estimation simulate`` does (``simulate_recording`` with the
+    config's ``simulation.dt``, ``noise_rad`` and ``encoder_counts``) and every sample becomes a
+    joint state on ``recording.joint_states_topic`` -- the joints' recorded names, positions
+    ``sign * angle + offset`` and velocities ``sign * rate`` of the config's joint mappings --
+    followed by the voltage in the configured ``recording.voltage_type``: a ``"float64"`` on
+    ``voltage_topic``; a ``"float64_multiarray"`` on ``voltage_topic`` with the voltage at
+    ``voltage_index`` and zeros before it; or, for ``sensor_msgs/msg/JointState``, the effort of
+    ``voltage_joint`` (else the first joint; zeros for the others) in the joint state itself.
+    Both messages of a sample carry its stamp ``start_ns + round(k / rate_hz * 1e9)``.
+
+    **Chunks (running long or forever).**  One simulation lasts at most ``chunk_s`` seconds; after
+    it the scenario starts again from its initial state (a new simulation, as if the rig were
+    reset instantly) while the stamps keep increasing at the rate: chunk ``c`` covers samples
+    ``c * N .. (c + 1) * N - 1`` with ``N = round(chunk_s * rate_hz)``, and only the stream's last
+    sample closes a chunk (so a stream of ``duration_s <= chunk_s`` is exactly one
+    ``simulate_recording`` run of ``duration_s``, ``round(duration_s * rate_hz) + 1`` samples).
+    Chunk ``c`` draws its noise with seed ``seed + c``.  The noise-free simulation of a chunk is
+    the same for every chunk, so it is computed (and compiled, some seconds) once and cached in
+    the process: later chunks cost only their noise, and a long stream never stalls.
+    ``duration_s=None`` runs forever in chunks of ``chunk_s`` (default 10 s).
+
+    Args:
+        config: Rig configuration (parameters, ``simulation`` and ``recording`` settings).
+        scenario: One of :data:`mb_estimation.scenarios.SCENARIOS`.
+        duration_s: Length of the stream [s], or None for no end.
+        rate_hz: Sample rate [Hz] (default: ``config.simulation.rate_hz``); the config's
+            ``simulation.dt`` must divide its period.
+        start_ns: Stamp of the first sample [ns]; default: the wall clock (``time.time_ns()``)
+            when the first simulation is done, i.e. when the first message is ready.
+        seed: Noise seed of the first chunk.
+        chunk_s: Length of one simulation [s].
+
+    Returns:
+        An iterator of :class:`TimedMessage`, in stamp order.  The arguments are checked at once
+        (:class:`ValueError`); the simulation runs on the first ``next()``.
+
+    """
+    from mb_estimation.scenarios import SCENARIOS
+    from mb_estimation.simulation import substeps_per_sample
+
+    if scenario not in SCENARIOS:
+        raise ValueError(f"unknown scenario {scenario!r}; choose one of {', '.join(SCENARIOS)}")
+    rate = float(config.simulation.rate_hz if rate_hz is None else rate_hz)
+    if not (math.isfinite(rate) and rate > 0):
+        raise ValueError(f"rate_hz must be a positive number, got {rate_hz!r}")
+    dt = float(config.simulation.dt)
+    substeps_per_sample(dt, rate)  # dt must divide the sample period
+    if not (math.isfinite(chunk_s) and chunk_s > 0):
+        raise ValueError(f"chunk_s must be a positive number of seconds, got {chunk_s!r}")
+    chunk = int(round(chunk_s * rate))
+    if chunk < 1:
+        raise ValueError(f"chunk_s = {chunk_s} s is shorter than one sample at {rate} Hz")
+    total = None
+    if duration_s is not None:
+        if not (math.isfinite(duration_s) and duration_s > 0):
+            raise ValueError(f"duration_s must be positive or None, got {duration_s!r}")
+        total = int(round(duration_s * rate))
+        if total < 1:
+            raise ValueError(f"duration_s = {duration_s} s is shorter than one sample at "
+                             f"{rate} Hz")
+
+    settings = config.recording
+    rig_joints = config.rig_spec.joints
+    missing = [joint for joint in rig_joints if joint not in settings.joints]
+    if missing:
+        raise ValueError(f"config {config.source}: recording.joints has no mapping for "
+                         f"{', '.join(missing)}")
+    mappings = [settings.joints[joint] for joint in rig_joints]
+    names = tuple(mapping.name for mapping in mappings)
+    voltage_kind = KIND_BY_ROS_TYPE.get(settings.voltage_type)
+    if voltage_kind is None:
+        raise ValueError(f"unsupported voltage type {settings.voltage_type!r}")
+    effort_index = 0
+    if voltage_kind == JOINT_STATE and settings.voltage_joint is not None:
+        if settings.voltage_joint not in names:
+            raise ValueError(f"recording.voltage_joint {settings.voltage_joint!r} is not one of "
+                             f"the recorded joints {', '.join(names)}")
+        effort_index = names.index(settings.voltage_joint)
+
+    return _rig_sim_stream(
+        config, scenario, rate=rate, dt=dt, chunk=chunk, total=total, start_ns=start_ns,
+        seed=int(seed), names=names, mappings=mappings, voltage_kind=voltage_kind,
+        effort_index=effort_index,
+    )
+
+
+def _rig_sim_stream(config, scenario, *, rate, dt, chunk, total, start_ns, seed, names,
+                    mappings, voltage_kind, effort_index) -> Iterator[TimedMessage]:
+    from mb_estimation.signals import recorded_joint_states
+    from mb_estimation.simulation import quantise
+
+    settings = config.recording
+    base_samples = chunk if total is None else min(chunk, total)
+    angles, rates, inputs = _noise_free_simulation(
+        config.rig, config.friction, config.drift_correction, _parameters_key(config.parameters),
+        scenario, base_samples, dt, rate)
+    noise = float(config.simulation.noise_rad)
+    counts = config.simulation.encoder_counts
+    quantised = quantise(angles, counts)
+    has_input = inputs.shape[1] > 0
+    voltage = inputs[:, 0] if has_input else None
+    joint_topic = settings.joint_states_topic
+    voltage_topic = settings.voltage_topic
+    index = int(settings.voltage_index)
+    if start_ns is None:
+        start_ns = time.time_ns()
+    start_ns = int(start_ns)
+
+    efforts = None
+    if has_input and voltage_kind == JOINT_STATE:
+        efforts = np.zeros((base_samples + 1, len(names)))
+        efforts[:, effort_index] = voltage
+        efforts.flags.writeable = False
+
+    for c in itertools.count():
+        first = c * chunk
+        last_chunk = total is not None and total - first <= base_samples
+        count = total - first + 1 if last_chunk else base_samples
+        rng = np.random.default_rng(seed + c)
+        measured = quantised + noise * rng.standard_normal(angles.shape)
+        positions, velocities = recorded_joint_states(mappings, measured, rates)
+        positions.flags.writeable = velocities.flags.writeable = False
+        stamps = start_ns + np.round(np.arange(first, first + count) / rate * 1e9).astype(np.int64)
+        for k in range(count):
+            stamp = int(stamps[k])
+            yield TimedMessage(stamp, joint_topic, JOINT_STATE, JointStatePayload(
+                names, positions[k], velocities[k], _EMPTY if efforts is None else efforts[k]))
+            if not has_input or voltage_kind == JOINT_STATE:
+                continue
+            value = float(voltage[k])
+            if voltage_kind == FLOAT64:
+                yield TimedMessage(stamp, voltage_topic, FLOAT64, value)
+            else:
+                yield TimedMessage(stamp, voltage_topic, FLOAT64_MULTIARRAY,
+                                   (0.0,) * index + (value,))
+        if last_chunk:
+            return
+
+
+def _parameters_key(parameters) -> tuple:
+    return tuple(
+        (name, tuple(float(x) for x in value) if isinstance(value, (tuple, list)) else float(value))
+        for name, value in parameters.items()
+    )
+
+
+@functools.lru_cache(maxsize=4)
+def _noise_free_simulation(rig_name, friction, drift_correction, parameters_key, scenario, samples,
+                           dt, rate):
+    """True joint angles, rates and inputs of ``samples + 1`` samples (cached per process)."""
+    from mb_estimation.rigs import get_rig
+    from mb_estimation.simulation import simulate_recording
+
+    rig = get_rig(rig_name, friction, drift_correction)
+    recording = simulate_recording(
+        rig, dict(parameters_key), scenario, duration_s=samples / rate, dt=dt, rate_hz=rate,
+        noise_rad=0.0, seed=0, encoder_counts=None)
+    arrays = []
+    for values in (recording.joint_angles, recording.joint_rates, recording.inputs):
+        array = np.array(values, dtype=np.float64)
+        array.flags.writeable = False
+        arrays.append(array)
+    return tuple(arrays)

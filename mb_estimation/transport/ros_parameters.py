@@ -1,0 +1,247 @@
+"""The rclpy node's parameters: its settings, its estimate parameters and the push to a controller.
+
+:func:`declare_node_parameters` declares the node's read-only parameters (the list is in
+:mod:`mb_estimation.transport.ros_node`) and applies them to the configuration;
+:func:`bootstrap_config` reads the ``config`` parameter before the node exists;
+:class:`EstimateParameters` declares, guards and writes ``estimate.*`` and ``estimate_std.*``;
+:class:`ParameterPush` sends the fused estimate to ``/<push.target_node>/set_parameters``. What
+needs no rclpy (names, config defaults, checks) is in :mod:`mb_estimation.transport.ros_common`.
+
+*Read-only, and how the node writes them.* ``ParameterDescriptor.read_only`` means "the value
+cannot change after it has been initialized" (rcl_interfaces/msg/ParameterDescriptor.msg), and
+rclpy enforces it for the node itself too: ``Node.set_parameters`` rejects the change ("Trying to
+set a read-only parameter") and ``Node.undeclare_parameter`` raises
+``ParameterImmutableException``. The only way around is a private method that skips the check
+when given descriptors, which changed name and signature between releases
+(``_set_parameters_atomically(params, descriptors)`` in Humble,
+``_set_parameters_atomically_common(params, descriptors)`` from Iron on). So the estimate
+parameters are declared *without* the read_only flag and made read-only for everybody else with
+the public ``add_on_set_parameters_callback``: it rejects every change of ``estimate.*`` and
+``estimate_std.*`` ("written by the estimator only") except the node's own, which it recognises
+by a thread-local flag set around its own ``set_parameters`` call. ``ros2 param set`` therefore
+fails with that reason; ``ros2 param describe`` shows the parameters as not read-only, with the
+description saying who writes them.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+import rclpy
+from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
+from rcl_interfaces.srv import SetParameters
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.utilities import remove_ros_args
+
+from mb_estimation.config import Config, ConfigError, load_config
+from mb_estimation.errors import first_line
+from mb_estimation.io.results import plain_value
+from mb_estimation.online.fusion import ParameterEstimate
+from mb_estimation.transport.ros_common import (
+    DEFAULT_NODE_NAME,
+    NODE_SETTINGS,
+    NOT_DETERMINED,
+    apply_node_overrides,
+    estimate_parameter_values,
+    node_setting_defaults,
+    parse_push_mapping,
+    with_node_settings,
+)
+
+ESTIMATE_PREFIXES = ("estimate.", "estimate_std.")
+
+
+def _read_only(description: str) -> ParameterDescriptor:
+    return ParameterDescriptor(description=description, read_only=True)
+
+
+class NodeParameters(NamedTuple):
+    """The configuration and the outputs as the node's parameters set them."""
+
+    config: Config  # with the node settings and the free/set/compliance overrides
+    output_dir: Path | None
+    push_target: str  # a node name without slashes; empty: no push
+    push_mapping: dict[str, str]  # estimate name -> controller parameter
+
+
+def declare_node_parameters(node: Node, config: Config) -> NodeParameters:
+    """Declare the node's read-only parameters on ``node`` and apply them to ``config``.
+
+    Raises ValueError (:class:`~mb_estimation.config.ConfigError` for the config's checks) on a
+    value that is invalid or inconsistent with the others.
+    """
+    declare = node.declare_parameter
+    declare("config", config.source, _read_only(
+        "mb_estimation YAML configuration (path or built-in name)"))
+    free = declare("free", "", _read_only("free parameters, NAME,NAME (empty: the "
+                                         "config's)")).value
+    set_text = declare("set", "", _read_only("values NAME=VALUE,... set before "
+                                            "estimating")).value
+    compliance_descriptor = _read_only(
+        "every hinge compliance [m/N, rad/(N m)]; 0: the config's")
+    compliance_descriptor.dynamic_typing = True  # -p compliance:=0 (an integer) works
+    compliance = declare("compliance", 0.0, compliance_descriptor).value
+    if isinstance(compliance, bool) or not isinstance(compliance, (int, float)):
+        raise ValueError(f"parameter compliance: expected a number, got {compliance!r}")
+    output_dir = declare("output_dir", "", _read_only(
+        "folder for parameters.yaml/ros_parameters.yaml of the fused estimate; "
+        "empty: none")).value
+    target = declare("push.target_node", config.node.push_target_node or "", _read_only(
+        "node whose parameters receive the fused estimate; empty: no push (default: "
+        "the config's node.push_target_node)")).value
+    mapping_text = declare("push.mapping", config.node.push_mapping or "", _read_only(
+        "estimate_name:controller_param,... (default: the config's "
+        "node.push_mapping)")).value
+
+    settings = {
+        name: declare(name, value, _read_only(
+            f"{NODE_SETTINGS[name].description} (default: the config's "
+            f"{NODE_SETTINGS[name].section}.{name})")).value
+        for name, value in node_setting_defaults(config).items()}
+    config = with_node_settings(config, settings)
+    config = apply_node_overrides(config, free=free, set_text=set_text, compliance=compliance)
+    output_dir = Path(output_dir).expanduser().resolve() if output_dir else None
+    push_target = str(target).strip().strip("/")
+    push_mapping = parse_push_mapping(mapping_text, config.free)
+    if push_mapping and not push_target:
+        raise ValueError("push.mapping is set but push.target_node is empty")
+    if push_target and not push_mapping:
+        raise ValueError(f"push.target_node {push_target!r} is set but push.mapping is empty")
+    return NodeParameters(config, output_dir, push_target, push_mapping)
+
+
+def bootstrap_config(argv: list[str]) -> Config:
+    """The configuration named by the ``config`` parameter (or the one positional argument)."""
+    positional = remove_ros_args(args=argv)[1:]
+    if len(positional) > 1:
+        raise ConfigError(f"unexpected arguments {' '.join(positional[1:])!r}: give the "
+                          "configuration as the config parameter (--ros-args -p config:=PATH)")
+    node = rclpy.create_node(DEFAULT_NODE_NAME, start_parameter_services=False,
+                             enable_rosout=False)
+    try:
+        try:
+            path = node.declare_parameter("config", "").value
+        except Exception as error:
+            raise ConfigError(f"parameter config: {first_line(error)} (expected a path)") \
+                from None
+    finally:
+        node.destroy_node()
+    path = path or (positional[0] if positional else "")
+    if not path:
+        raise ConfigError("parameter config is not set: start with --ros-args -p "
+                          "config:=/path/to/furuta.yaml (or ros2 launch mb_estimation "
+                          "estimator.launch.py config:=...)")
+    return load_config(path)
+
+
+class EstimateParameters:
+    """A node's ``estimate.<name>`` and ``estimate_std.<name>`` parameters (module docstring).
+
+    Declares them on ``node`` with the values of ``estimate`` (None: the config's values and
+    "not determined") and adds the callback that rejects every change but :meth:`write`'s.
+    """
+
+    def __init__(self, node: Node, config: Config, estimate: ParameterEstimate | None) -> None:
+        self.node = node
+        self.config = config
+        self._writing = threading.local()
+        spec = config.rig_spec
+        values = estimate_parameter_values(config, estimate)
+        for key, value in values.items():
+            kind, _, parameter = key.partition(".")
+            unit = spec.parameter(parameter).unit
+            what = ("fused estimate" if parameter in config.free else
+                    "fixed value (from the config)") if kind == "estimate" else \
+                f"standard deviation of the fused estimate ({NOT_DETERMINED:g}: not " \
+                "determined)"
+            node.declare_parameter(key, value, ParameterDescriptor(
+                description=f"{parameter} [{unit}]: {what}; written by the estimator only",
+                read_only=False), ignore_override=True)
+        node.add_on_set_parameters_callback(self.guard)
+
+    def guard(self, parameters) -> SetParametersResult:
+        """The set-parameters callback: ``estimate.*``/``estimate_std.*`` are not for others."""
+        if getattr(self._writing, "active", False):
+            return SetParametersResult(successful=True)
+        blocked = [p.name for p in parameters if p.name.startswith(ESTIMATE_PREFIXES)]
+        if blocked:
+            return SetParametersResult(
+                successful=False,
+                reason=f"{', '.join(blocked)}: written by the estimator only (read-only)")
+        return SetParametersResult(successful=True)
+
+    def write(self, estimate: ParameterEstimate) -> SetParametersResult:
+        """Set the parameters of ``estimate``'s names (and every std) at once."""
+        values = estimate_parameter_values(self.config, estimate)
+        changed = [Parameter(key, value=value) for key, value in values.items()
+                   if key.startswith("estimate_std.") or key.partition(".")[2]
+                   in estimate.names]
+        self._writing.active = True
+        try:
+            return self.node.set_parameters_atomically(changed)
+        finally:
+            self._writing.active = False
+
+
+class ParameterPush:
+    """The fused estimate's mapped values sent to ``/<target>/set_parameters`` (asynchronously).
+
+    ``mapping`` is estimate name -> controller parameter (a quaternion goes as a double array
+    ``[w, x, y, z]``). ``count(key)`` is called with ``push_sent``, ``push_ok`` and
+    ``push_failed``; ``report(text)`` with what failed. An empty ``target`` pushes nothing.
+    """
+
+    def __init__(self, node: Node, target: str, mapping: dict[str, str], *,
+                 count: Callable[[str], None], report: Callable[[str], None]) -> None:
+        self.target = target
+        self.mapping = mapping
+        self._count = count
+        self._report = report
+        self._client = None
+        if target:
+            self._client = node.create_client(
+                SetParameters, f"/{target}/set_parameters",
+                callback_group=ReentrantCallbackGroup())
+
+    def send(self, estimate: ParameterEstimate) -> None:
+        """Send the mapped values of ``estimate`` (the answer is handled when it comes)."""
+        client = self._client
+        if client is None:
+            return
+        service = f"/{self.target}/set_parameters"
+        if not client.service_is_ready():
+            self._count("push_failed")
+            self._report(f"push: {service} is not available")
+            return
+        request = SetParameters.Request()
+        request.parameters = [
+            Parameter(target, value=plain_value(estimate.values[name])).to_parameter_msg()
+            for name, target in self.mapping.items()]
+        future = client.call_async(request)
+        self._count("push_sent")
+        future.add_done_callback(lambda done: self._answered(done, service, request))
+
+    def _answered(self, future, service: str, request) -> None:
+        try:
+            response = future.result()
+        except Exception as error:
+            self._count("push_failed")
+            self._report(f"push: {service}: {first_line(error)}")
+            return
+        if response is None:
+            self._count("push_failed")
+            self._report(f"push: {service}: no response")
+            return
+        failed = [f"{p.name} ({r.reason or 'rejected'})"
+                  for p, r in zip(request.parameters, response.results, strict=False)
+                  if not r.successful]
+        if failed:
+            self._count("push_failed")
+            self._report(f"push: {service} rejected {', '.join(failed)}")
+        else:
+            self._count("push_ok")

@@ -1,0 +1,140 @@
+"""The players on rclpy (``mb-estimation rig-sim``/``replay --transport ros``) and ``call_trigger``.
+
+:class:`RosSink` is the rclpy counterpart of :class:`~mb_estimation.transport.players.DdsSink`;
+:func:`run_ros_player` plays a stream through it from a node of its own; :func:`call_trigger`
+calls the node's ``~/calibrate_now`` (or ``~/reset``) once, for bag_calibration.launch.py on
+machines without the ``ros2`` command line. :func:`try_shutdown` ends an rclpy context that may
+already be shut down. Needs rclpy (the node module says so when it is missing).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any
+
+import rclpy
+from rclpy.qos import qos_profile_sensor_data
+from std_srvs.srv import Trigger
+
+from mb_estimation.transport import players
+from mb_estimation.transport.players import PlayStats, TimedMessage, play
+from mb_estimation.transport.ros_common import PLAYER_NODE_NAME
+from mb_estimation.transport.ros_messages import message_class, to_ros
+
+
+class RosSink:
+    """A :func:`~mb_estimation.transport.players.play` sink publishing through rclpy.
+
+    The rclpy counterpart of :class:`~mb_estimation.transport.players.DdsSink`: one publisher
+    per (topic, kind), created on first use (or ahead with :meth:`publisher`); joint states with
+    sensor-data QoS (as ``joint_state_broadcaster``), the rest with the default QoS (reliable,
+    depth 10). :attr:`counts` holds the messages published per topic.
+    """
+
+    def __init__(self, node, *, joint_state_qos=None, qos=None) -> None:
+        self.node = node
+        self.joint_state_qos = qos_profile_sensor_data if joint_state_qos is None \
+            else joint_state_qos
+        self.qos = 10 if qos is None else qos
+        self.counts: Counter[str] = Counter()
+        self._publishers: dict[tuple[str, str], Any] = {}
+
+    def publisher(self, topic: str, kind: str):
+        """The rclpy publisher for ``topic`` and message ``kind`` (created on the first call)."""
+        key = (topic, kind)
+        publisher = self._publishers.get(key)
+        if publisher is None:
+            qos = self.joint_state_qos if kind == players.JOINT_STATE else self.qos
+            publisher = self.node.create_publisher(message_class(kind), topic, qos)
+            self._publishers[key] = publisher
+        return publisher
+
+    def wait_for_subscribers(self, count: int = 1, timeout: float = 5.0) -> bool:
+        """Wait until every publisher so far has ``count`` subscriptions; False on timeout."""
+        deadline = time.monotonic() + timeout
+        for publisher in self._publishers.values():
+            while publisher.get_subscription_count() < count:
+                if time.monotonic() >= deadline:
+                    return False
+                time.sleep(0.02)
+        return True
+
+    def __call__(self, message: TimedMessage) -> None:
+        self.publisher(message.topic, message.kind).publish(to_ros(message))
+        self.counts[message.topic] += 1
+
+
+def ros_sink(node, **qos) -> RosSink:
+    """A sink that publishes :class:`TimedMessage` objects through ``node``'s rclpy publishers."""
+    return RosSink(node, **qos)
+
+
+def run_ros_player(messages: Iterable[TimedMessage], rate: float = 1.0, *,
+                   topics: dict[str, str] | None = None, wait_s: float = 2.0, stop=None,
+                   args: list[str] | None = None) -> PlayStats:
+    """Play ``messages`` on ROS 2 topics from a node ``mb_estimation_player``; returns the stats.
+
+    ``rate`` as in :func:`~mb_estimation.transport.players.play` (0: as fast as possible).
+    ``topics`` (topic -> message kind, e.g. :func:`~mb_estimation.transport.players.
+    rig_sim_topics`) creates those publishers first and waits up to ``wait_s`` for a subscriber
+    on each, so that the first messages are not lost to discovery. rclpy is initialised (with
+    ``args``) unless it already is, and shut down again if it was initialised here; the node is
+    destroyed in any case (also on Ctrl-C, which propagates as KeyboardInterrupt).
+    """
+    owns_context = not rclpy.ok()
+    if owns_context:
+        rclpy.init(args=args)
+    node = rclpy.create_node(PLAYER_NODE_NAME)
+    try:
+        sink = ros_sink(node)
+        for topic, kind in (topics or {}).items():
+            sink.publisher(topic, kind)
+        if topics and wait_s > 0 and not sink.wait_for_subscribers(1, wait_s):
+            node.get_logger().warning(
+                f"no subscriber on {', '.join(topics)} after {wait_s:g} s; playing anyway")
+        return play(messages, sink, rate=rate, stop=stop)
+    finally:
+        node.destroy_node()
+        if owns_context:
+            try_shutdown()
+
+
+def call_trigger(argv: list[str] | None = None) -> int:
+    """Call a std_srvs/Trigger service once: ``argv = [SERVICE]``, e.g. ``/mb_estimator/reset``.
+
+    What ``ros2 service call SERVICE std_srvs/srv/Trigger`` does, for machines with rclpy but
+    without the ``ros2`` command line (bag_calibration.launch.py uses it). Prints the response;
+    returns 0 when the service answered with success, 1 when it answered without, 2 when it
+    did not answer within 30 s.
+    """
+    (service,) = sys.argv[1:] if argv is None else argv
+    rclpy.init()
+    node = rclpy.create_node("mb_estimation_trigger")
+    try:
+        client = node.create_client(Trigger, service)
+        if not client.wait_for_service(timeout_sec=30.0):
+            print(f"{service}: no such service after 30 s", file=sys.stderr)
+            return 2
+        future = client.call_async(Trigger.Request())
+        rclpy.spin_until_future_complete(node, future, timeout_sec=30.0)
+        if not future.done() or future.result() is None:
+            print(f"{service}: no response after 30 s", file=sys.stderr)
+            return 2
+        response = future.result()
+        print(f"{service}: success={response.success} message={response.message!r}")
+        return 0 if response.success else 1
+    finally:
+        node.destroy_node()
+        try_shutdown()
+
+
+def try_shutdown(context=None) -> None:
+    """Shut the rclpy ``context`` (default: the global one) down unless it already is."""
+    shutdown = getattr(rclpy, "try_shutdown", None)
+    if shutdown is not None:
+        shutdown(context=context)
+    elif rclpy.ok(context=context):
+        rclpy.shutdown(context=context)
