@@ -2,7 +2,7 @@
 
 Every core module imports ``jax`` through here so that ``jax_enable_x64`` is switched on before
 the first array is made. Every entry point (``mb-estimation``, ``estimator_node``) calls
-:func:`enable_compilation_cache` before its first compilation.
+:func:`configure_jax` before its first compilation.
 """
 
 import os
@@ -14,8 +14,8 @@ jax.config.update("jax_enable_x64", True)
 
 CACHE_ENVIRONMENT_VARIABLE = "MB_ESTIMATION_CACHE_DIR"
 
-__all__ = ["CACHE_ENVIRONMENT_VARIABLE", "compilation_cache_dir", "enable_compilation_cache",
-           "jax"]
+__all__ = ["CACHE_ENVIRONMENT_VARIABLE", "compilation_cache_dir", "configure_jax",
+           "enable_compilation_cache", "jax"]
 
 
 def compilation_cache_dir() -> Path | None:
@@ -39,3 +39,13 @@ def enable_compilation_cache() -> Path | None:
         jax.config.update("jax_compilation_cache_dir", str(directory))
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
     return directory
+
+
+def configure_jax() -> Path | None:
+    """Set JAX up for an entry point; returns the compiled-code cache folder (None: off).
+
+    Float64 everywhere (as importing this module does) and the compiled-code cache
+    (:func:`enable_compilation_cache`). Call it once, before the first compilation.
+    """
+    jax.config.update("jax_enable_x64", True)
+    return enable_compilation_cache()
