@@ -167,7 +167,8 @@ def calibrate_recordings(config: Config, recordings: Sequence[Recording], *,
         vectors = _free_vectors(config)
         if vectors:  # say so before the long rigid fit, not after it
             raise ConfigError(f"the simulation refinement fits scalar parameters only; free "
-                             f"{', '.join(vectors)} is not (fix it or leave the refinement off)")
+                              f"{', '.join(vectors)} is not (fix it or leave the refinement "
+                              "off)")
     steps = consistent_steps(config, recordings)
     if not estimate_parameters:
         steps = steps[-1:]

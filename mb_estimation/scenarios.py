@@ -145,8 +145,8 @@ def make_scenario(name: str, rig_name: str, system, params, sample_period_s: flo
         raise SimulationError(f"unknown scenario {name!r}; choose one of {', '.join(SCENARIOS)}")
     if rig_name == "pendulum":
         if name != "release":
-            raise SimulationError(f"scenario {name!r} needs a motor; the pendulum rig has none "
-                             "(use release)")
+            raise SimulationError(f"scenario {name!r} needs a motor; the pendulum rig has "
+                                  "none (use release)")
         return Scenario(name, (np.pi - 0.3,), (0.0,), lambda j, state: jnp.zeros(0))
     if name == "release":
         return Scenario(name, (0.0, np.pi - 0.03), (0.0, 0.0), lambda j, state: jnp.zeros(1))

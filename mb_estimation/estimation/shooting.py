@@ -139,7 +139,7 @@ def segments_of(grids: Sequence, segment_s: float, lead_s: float) -> Segments:
             parts["inputs"].append(np.asarray(grid.inputs[begin:begin + lead + length]))
     if not parts["begin"]:
         raise RecordingError(f"the recordings are shorter than one shooting segment "
-                         f"({lead_s + segment_s:g} s)")
+                             f"({lead_s + segment_s:g} s)")
     return Segments(**{key: np.stack(value) for key, value in parts.items()}, dt=dt)
 
 

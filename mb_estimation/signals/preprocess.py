@@ -132,8 +132,8 @@ def lowpass(time_s: np.ndarray, values: np.ndarray, cutoff_hz: float) -> np.ndar
     period = float(np.median(np.diff(time_s)))
     rate_hz = 1.0 / period
     if cutoff_hz >= 0.5 * rate_hz:
-        raise RecordingError(f"filter cutoff {cutoff_hz} Hz must lie below the Nyquist frequency "
-                         f"{0.5 * rate_hz:g} Hz of the {rate_hz:g} Hz recording")
+        raise RecordingError(f"filter cutoff {cutoff_hz} Hz must lie below the Nyquist "
+                             f"frequency {0.5 * rate_hz:g} Hz of the {rate_hz:g} Hz recording")
     count = int(np.floor((time_s[-1] - time_s[0]) / period + 1e-9)) + 1
     uniform_t = time_s[0] + period * np.arange(count)
     uniform = np.stack([np.interp(uniform_t, time_s, v) for v in values.T], axis=1)
@@ -182,8 +182,9 @@ def prepare_recording(recording: Recording, dt: float, cutoff_hz: float, *,
         finish = min(finish, time_s[0] + end_s)
     count = int(np.floor((finish - begin) / dt + 1e-9)) + 1 if finish > begin else 0
     if count < 3:
-        raise RecordingError(f"{recording.name}: {max(finish - begin, 0.0):.3g} s of usable data "
-                         f"is too short for estimation steps of {dt} s (need at least 3 points)")
+        raise RecordingError(f"{recording.name}: {max(finish - begin, 0.0):.3g} s of usable "
+                             f"data is too short for estimation steps of {dt} s (need at least 3 "
+                             "points)")
     grid = begin + dt * np.arange(count)
     filtered = lowpass(time_s, angles, cutoff_hz)
     measured_grid = np.stack([np.interp(grid, time_s, a) for a in angles.T], axis=1)
