@@ -2,7 +2,7 @@
 
 Every core module imports ``jax`` through here so that ``jax_enable_x64`` is switched on before
 the first array is made. Every entry point (``mb-estimation``, ``estimator_node``) calls
-:func:`enable_compilation_cache` before its first compilation.
+:func:`configure_jax` before its first compilation.
 """
 
 import os
@@ -14,7 +14,7 @@ jax.config.update("jax_enable_x64", True)
 
 CACHE_ENVIRONMENT_VARIABLE = "MB_ESTIMATION_CACHE_DIR"
 
-__all__ = ["CACHE_ENVIRONMENT_VARIABLE", "compilation_cache_dir", "enable_compilation_cache",
+__all__ = ["CACHE_ENVIRONMENT_VARIABLE", "compilation_cache_dir", "configure_jax",
            "jax"]
 
 
@@ -32,8 +32,13 @@ def compilation_cache_dir() -> Path | None:
     return Path(base) / "mb_estimation" / "xla"
 
 
-def enable_compilation_cache() -> Path | None:
-    """Keep compiled code in :func:`compilation_cache_dir` (if on); returns the folder."""
+def configure_jax() -> Path | None:
+    """Set JAX up for an entry point; returns the compiled-code cache folder (None: off).
+
+    Float64 everywhere (as importing this module does) and compiled code kept in
+    :func:`compilation_cache_dir` (if on). Call it once, before the first compilation.
+    """
+    jax.config.update("jax_enable_x64", True)
     directory = compilation_cache_dir()
     if directory is not None:
         jax.config.update("jax_compilation_cache_dir", str(directory))

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from mb_estimation.config import Config, apply_overrides
+from mb_estimation.config import Config, ConfigError, apply_overrides
 from mb_estimation.estimation import (
     EstimationProblem,
     EstimationResult,
@@ -86,6 +86,33 @@ def consistent_steps(config: Config, recordings: Sequence[Recording]) -> tuple[f
     return refinement_steps(finest, method.refinement_levels)
 
 
+def finest_step(config: Config, recordings: Sequence[Recording]) -> float:
+    """The step [s] of the config's (final) fit.
+
+    ``method.dt`` for the paper's single fit, the finest of :func:`consistent_steps` for the
+    consistent path.
+    """
+    if config.method.estimator == "paper":
+        return config.method.dt
+    return consistent_steps(config, recordings)[-1]
+
+
+def recording_notes(recordings: Sequence[Recording], grids: Sequence[GridData]) -> list[str]:
+    """What reading did to each recording (stamps, dropped samples, gaps, trimming).
+
+    ``grids``: the recordings on an estimation grid (:func:`prepare`), for the steps that fall
+    in gaps between samples.
+    """
+    notes = []
+    for recording, grid in zip(recordings, grids, strict=True):
+        notes += [f"{recording.name}: {note}" for note in recording.notes]
+        unobserved = int(len(grid.observed) - grid.observed.sum())
+        if unobserved:
+            notes.append(f"{recording.name}: {unobserved} of {len(grid.observed)} estimation "
+                         "steps fall in gaps between samples: bridged, without observations")
+    return notes
+
+
 @dataclass(frozen=True)
 class Calibration:
     """A calibration's result and the recordings on the grid of its (final) fit.
@@ -139,8 +166,9 @@ def calibrate_recordings(config: Config, recordings: Sequence[Recording], *,
     if mode == "on":
         vectors = _free_vectors(config)
         if vectors:  # say so before the long rigid fit, not after it
-            raise ValueError(f"the simulation refinement fits scalar parameters only; free "
-                             f"{', '.join(vectors)} is not (fix it or leave the refinement off)")
+            raise ConfigError(f"the simulation refinement fits scalar parameters only; free "
+                              f"{', '.join(vectors)} is not (fix it or leave the refinement "
+                              "off)")
     steps = consistent_steps(config, recordings)
     if not estimate_parameters:
         steps = steps[-1:]

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
+from mb_estimation.errors import SimulationError
 from mb_estimation.multibody import joint_angles, joint_rates
 from mb_estimation.numerics import jax
 from mb_estimation.rigs.furuta import GRAVITY
@@ -111,7 +112,7 @@ def _swingup_input(system, params):
     """
     p = _scalar_parameters(params)
     if p["K"] == 0.0:
-        raise ValueError("the swingup scenario needs a motor gain K ≠ 0")
+        raise SimulationError("the swingup scenario needs a motor gain K ≠ 0")
     swing_inertia = p["J_Byy"] + p["m_B"] * p["l2"] ** 2
     top_energy = 2.0 * p["m_B"] * GRAVITY * p["l2"]
     gain = jnp.asarray(furuta_balance_gain(params))
@@ -141,11 +142,11 @@ def _swingup_input(system, params):
 def make_scenario(name: str, rig_name: str, system, params, sample_period_s: float) -> Scenario:
     """The scenario ``name`` for a built ``system`` of rig ``rig_name`` with its ``params``."""
     if name not in SCENARIOS:
-        raise ValueError(f"unknown scenario {name!r}; choose one of {', '.join(SCENARIOS)}")
+        raise SimulationError(f"unknown scenario {name!r}; choose one of {', '.join(SCENARIOS)}")
     if rig_name == "pendulum":
         if name != "release":
-            raise ValueError(f"scenario {name!r} needs a motor; the pendulum rig has none "
-                             "(use release)")
+            raise SimulationError(f"scenario {name!r} needs a motor; the pendulum rig has "
+                                  "none (use release)")
         return Scenario(name, (np.pi - 0.3,), (0.0,), lambda j, state: jnp.zeros(0))
     if name == "release":
         return Scenario(name, (0.0, np.pi - 0.03), (0.0, 0.0), lambda j, state: jnp.zeros(1))
@@ -153,7 +154,7 @@ def make_scenario(name: str, rig_name: str, system, params, sample_period_s: flo
         return Scenario(name, (0.0, 0.0), (0.0, 0.0), _swingup_input(system, params))
     gain = _scalar_parameters(params)["K"]
     if gain == 0.0:
-        raise ValueError(f"the {name} scenario needs a motor gain K ≠ 0")
+        raise SimulationError(f"the {name} scenario needs a motor gain K ≠ 0")
     torque = pulse_torque if name == "pulse" else multisine_torque
     return Scenario(name, (0.0, 0.0), (0.0, 0.0),
                     lambda j, state: (torque(j * sample_period_s) / gain)[None])

@@ -1,6 +1,7 @@
 """Forward simulation of a rig through a scenario into a recording-like result (DESIGN §1.3).
 
-Pure numerics (no files): the CLI's ``simulate`` command writes the result to a bag.
+Pure numerics (no files): :func:`mb_estimation.workflows.write_simulated_bag` writes the result
+to a bag (the ``simulate`` command).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mb_estimation.errors import SimulationError
 from mb_estimation.multibody import (
     BodyStates,
     joint_angles,
@@ -50,11 +52,11 @@ class SimulatedRecording:
 def substeps_per_sample(dt: float, rate_hz: float) -> int:
     """Number of simulation steps per recording sample; ``dt`` must divide ``1/rate_hz``."""
     if dt <= 0 or rate_hz <= 0:
-        raise ValueError(f"dt ({dt}) and rate ({rate_hz} Hz) must be positive")
+        raise SimulationError(f"dt ({dt}) and rate ({rate_hz} Hz) must be positive")
     ratio = 1.0 / (rate_hz * dt)
     substeps = int(round(ratio))
     if substeps < 1 or abs(ratio - substeps) > 1e-6 * ratio:
-        raise ValueError(f"the step dt = {dt} s must divide the sample period 1/{rate_hz} s")
+        raise SimulationError(f"the step dt = {dt} s must divide the sample period 1/{rate_hz} s")
     return substeps
 
 
@@ -85,7 +87,7 @@ def simulate_recording(
     ``numpy.random.default_rng(seed)``.
     """
     if duration_s <= 0:
-        raise ValueError(f"duration must be positive, got {duration_s} s")
+        raise SimulationError(f"duration must be positive, got {duration_s} s")
     substeps = substeps_per_sample(dt, rate_hz)
     num_samples = int(round(duration_s * rate_hz))
     params = parameter_arrays(values)

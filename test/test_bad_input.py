@@ -150,3 +150,74 @@ def test_config_that_does_not_match_the_recording(tmp_path, capsys):
     _assert_one_line(status, err, r"index 2")
     status, err = _calibrate(capsys, bag, "--free", "J_Q", output=tmp_path / "o")
     _assert_one_line(status, err, "J_Q")
+
+
+def test_an_empty_export_names_what_is_missing(tmp_path, capsys):
+    """A PlotJuggler export with a header and no rows: not numpy's "zero-size array"."""
+    export = tmp_path / "empty.csv"
+    export.write_text("__time,/joint_states/arm/position,/joint_states/pendulum/position,"
+                      "/control_voltage/data\n")
+    status, err = _calibrate(capsys, export, output=tmp_path / "o")
+    _assert_one_line(status, err, r"empty\.csv: no joint states on /joint_states$")
+
+
+def _run(capsys, *argv):
+    status = main(list(argv))
+    return status, capsys.readouterr().err.strip()
+
+
+def test_impossible_simulations_are_one_line(tmp_path, capsys):
+    """The simulate and rig-sim commands: settings the simulator cannot run (before DDS)."""
+    output = str(tmp_path / "bag")
+    status, err = _run(capsys, "simulate", "release", "--config", CONFIG, "--dt", "0.003",
+                       "--output", output)
+    _assert_one_line(status, err, r"the step dt = 0.003 s must divide the sample period")
+    status, err = _run(capsys, "simulate", "swingup", "--config", "pendulum", "--output", output)
+    _assert_one_line(status, err, r"scenario 'swingup' needs a motor")
+    status, err = _run(capsys, "simulate", "release", "--config", CONFIG, "--duration", "0",
+                       "--output", output)
+    _assert_one_line(status, err, r"duration must be positive")
+    status, err = _run(capsys, "rig-sim", "--config", CONFIG, "--scenario", "release",
+                       "--rate", "-5")
+    _assert_one_line(status, err, r"rate_hz must be a positive number, got -5.0$")
+    status, err = _run(capsys, "rig-sim", "--config", CONFIG, "--scenario", "release",
+                       "--duration", "0")
+    _assert_one_line(status, err, r"duration_s must be positive")
+    assert not (tmp_path / "bag").exists()
+
+
+def test_a_bad_parameters_file_is_one_line(tmp_path, capsys):
+    (tmp_path / "parameters.yaml").write_text("a: [1\n")
+    status, err = _run(capsys, "simulate", "release", "--config", CONFIG, "--parameters",
+                       str(tmp_path), "--output", str(tmp_path / "bag"))
+    _assert_one_line(status, err, r"parameters\.yaml: not valid YAML")
+    (tmp_path / "parameters.yaml").write_text("a: 1\n")
+    status, err = _run(capsys, "simulate", "release", "--config", CONFIG, "--parameters",
+                       str(tmp_path), "--output", str(tmp_path / "bag"))
+    _assert_one_line(status, err, r"not a parameters\.yaml written by mb-estimation calibrate")
+
+
+def test_a_programming_error_is_not_an_input_error(monkeypatch, capsys):
+    """Exit status 2 is for input only: any other ValueError propagates (a traceback)."""
+    import pytest
+
+    from mb_estimation import workflows
+
+    def broken(*args, **kwargs):
+        raise ValueError("a bug")
+
+    monkeypatch.setattr(workflows, "write_simulated_bag", broken)
+    with pytest.raises(ValueError, match="a bug"):
+        main(["simulate", "release", "--config", CONFIG, "--output", "unused"])
+    assert capsys.readouterr().err == ""
+
+
+def test_input_errors_are_user_errors():
+    """The types exit status 2 stands for: UserError and its subclasses, all ValueErrors."""
+    from mb_estimation.config import ConfigError
+    from mb_estimation.errors import RecordingError, SimulationError, UserError
+    from mb_estimation.io.bags import BagError
+    from mb_estimation.io.results import ParametersFileError
+
+    for error in (ConfigError, BagError, RecordingError, SimulationError, ParametersFileError):
+        assert issubclass(error, UserError) and issubclass(error, ValueError)

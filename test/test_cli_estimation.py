@@ -180,3 +180,43 @@ def test_drift_correction_in_the_config_reaches_simulate_and_the_estimator(tmp_p
     config = load_config(config_path)
     system = estimation_problem(config, ()).rig.build(parameter_arrays(config.parameters))
     assert system.drift_correction
+
+
+def test_help_imports_neither_jax_nor_numpy(repo_root):
+    """``python -m mb_estimation.cli COMMAND --help`` builds every parser without the numerics."""
+    code = ("import runpy, sys\n"
+            "sys.argv = ['mb-estimation', 'calibrate', '--help']\n"
+            "try:\n"
+            "    runpy.run_module('mb_estimation.cli', run_name='__main__')\n"
+            "except SystemExit as stop:\n"
+            "    print('exit', stop.code, 'jax' in sys.modules, 'numpy' in sys.modules)\n")
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           cwd=repo_root, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith("usage: mb-estimation calibrate")
+    assert shown.stdout.splitlines()[-1] == "exit 0 False False"
+
+
+def test_command_line_spells_the_scenarios_as_the_simulator():
+    from mb_estimation import cli
+    from mb_estimation.scenarios import SCENARIOS
+
+    assert cli.SCENARIOS == SCENARIOS
+
+
+def test_write_simulated_bag_checks_before_it_simulates(tmp_path):
+    """The library function behind simulate: bad settings fail before the simulation runs."""
+    import pytest
+
+    from mb_estimation.config import load_config
+    from mb_estimation.errors import SimulationError
+    from mb_estimation.io.bags import BagError
+    from mb_estimation.workflows import write_simulated_bag
+
+    config = load_config("furuta_synthetic")
+    with pytest.raises(SimulationError, match="noise must be non-negative"):
+        write_simulated_bag(config, "release", tmp_path / "bag", duration_s=0.05,
+                            noise_rad=-1.0)
+    (tmp_path / "bag").mkdir()
+    with pytest.raises(BagError, match="exists already; pass overwrite=True"):
+        write_simulated_bag(config, "release", tmp_path / "bag", duration_s=0.05)

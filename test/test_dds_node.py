@@ -176,3 +176,14 @@ def test_a_dds_that_cannot_start_is_one_line(tmp_path, monkeypatch, capsys):
         assert main([*command, "--domain-id", str(DOMAIN + 13)]) == 2
         err = capsys.readouterr().err.strip().splitlines()[-1]
         assert err.startswith("mb-estimation: error: cannot start DDS"), err
+
+
+def test_a_node_window_shorter_than_three_steps_is_one_line(capsys):
+    """EstimatorCore's check of node.window_s against the step: exit status 2, no traceback."""
+    from mb_estimation.cli import main
+
+    assert main(["node", "--config", "furuta", "--dt", "2", "--domain-id",
+                 str(DOMAIN + 14)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("mb-estimation: error: node.window_s 5.0 s is shorter than three estimation "
+                   "steps of 2.0 s"), err

@@ -66,6 +66,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from mb_estimation.errors import UserError
 from mb_estimation.message_types import FLOAT64, VOLTAGE_TYPES
 
 if TYPE_CHECKING:
@@ -96,7 +97,7 @@ TOP_LEVEL_KEYS = ("rig", "friction", "drift_correction", "parameters", "free", "
                   "simulation", "recording", "node")
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError):
     """An invalid configuration (file or override); the message says where, which key and why."""
 
 

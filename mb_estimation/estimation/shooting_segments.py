@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mb_estimation.errors import RecordingError
 from mb_estimation.multibody import (
     joint_angles,
     rollout,
@@ -62,8 +63,8 @@ def segments_of(grids: Sequence, segment_s: float, lead_s: float) -> Segments:
             parts["weights"].append(weights)
             parts["inputs"].append(np.asarray(grid.inputs[begin:begin + lead + length]))
     if not parts["begin"]:
-        raise ValueError(f"the recordings are shorter than one shooting segment "
-                         f"({lead_s + segment_s:g} s)")
+        raise RecordingError(f"the recordings are shorter than one shooting segment "
+                             f"({lead_s + segment_s:g} s)")
     return Segments(**{key: np.stack(value) for key, value in parts.items()}, dt=dt)
 
 

@@ -143,6 +143,8 @@ def assemble_recording(name: str, joints: JointStates, voltage, settings: Record
         notes.append(stamp_note)
     angles = np.stack([settings.joints[j].to_model(
         joints.positions[:, names.index(settings.joints[j].name)]) for j in rig.joints], 1)
+    if len(time_ns) == 0:
+        raise BagError(f"{name}: no joint states on {settings.joint_states_topic}")
     start_ns = int(np.min(time_ns))
     time_s = (time_ns - start_ns) * _S_PER_NS
     input_time_s, inputs = np.zeros(0), np.zeros((0, 0))

@@ -1,5 +1,7 @@
 """Output files of ``calibrate`` (DESIGN §6): parameters.yaml, ros_parameters.yaml, states.csv.
 
+And ``crossval``'s crossval.yaml (:func:`write_crossval`).
+
 The one writer of ``parameters.yaml`` and ``ros_parameters.yaml``: ``calibrate``
 (:func:`write_outputs`) and the online node's fused estimate
 (:func:`mb_estimation.transport.ros_common.write_fused`) both write them through
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import yaml
 
+from mb_estimation.errors import UserError
 from mb_estimation.io.files import OWNER_ONLY, PLAIN_FILE, write_text_atomically
 
 if TYPE_CHECKING:
@@ -24,14 +27,20 @@ if TYPE_CHECKING:
     from mb_estimation.rigs.parameters import RigSpec
 
 __all__ = [
+    "ParametersFileError",
     "parameters_document",
     "plain_value",
     "read_parameters",
     "refinement_document",
     "validation_document",
+    "write_crossval",
     "write_outputs",
     "write_parameter_files",
 ]
+
+
+class ParametersFileError(UserError):
+    """A file given as a parameters.yaml that is not one (not YAML, or not calibrate's)."""
 
 
 def plain_value(value) -> float | list[float]:
@@ -178,14 +187,33 @@ def write_outputs(directory: Path, result: EstimationResult, rig: RigSpec, metho
 
 
 def read_parameters(path: str | Path) -> tuple[str | None, dict]:
-    """The rig name and every parameter value (free and fixed) of a calibrate parameters.yaml."""
+    """The rig name and every parameter value (free and fixed) of a calibrate parameters.yaml.
+
+    Raises :class:`ParametersFileError` when the file is not valid YAML or not such a file.
+    """
     try:
         document = yaml.safe_load(Path(path).read_text())
     except yaml.YAMLError as error:
-        raise ValueError(f"{path}: not valid YAML ({error})".splitlines()[0]) from None
+        raise ParametersFileError(f"{path}: not valid YAML ({error})".splitlines()[0]) from None
     if not isinstance(document, dict) or not isinstance(document.get("parameters"), dict):
-        raise ValueError(f"{path}: not a parameters.yaml written by mb-estimation calibrate")
+        raise ParametersFileError(
+            f"{path}: not a parameters.yaml written by mb-estimation calibrate")
     values = dict(document.get("fixed") or {})
     for name, entry in document["parameters"].items():
         values[name] = entry["value"] if isinstance(entry, dict) else entry
     return document.get("rig"), values
+
+
+def write_crossval(directory: str | Path, scores: list[dict], mean_mse: float) -> Path:
+    """Write ``crossval.yaml`` into ``directory`` (created if needed); returns the file.
+
+    ``scores``: one mapping per recording (``path``, ``mse``, ``observation_mse``,
+    ``impulse_mse``), written in order; ``mean_mse`` their mean score. Replaced atomically, with
+    the permissions of a plain file.
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "crossval.yaml"
+    write_text_atomically(path, yaml.safe_dump({"recordings": scores, "mean_mse": mean_mse},
+                                               sort_keys=False), mode=PLAIN_FILE)
+    return path

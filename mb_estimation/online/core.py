@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mb_estimation.config import Config
+from mb_estimation.config import Config, ConfigError
 from mb_estimation.errors import first_line
 from mb_estimation.estimation import EstimationResult
 from mb_estimation.online.buffers import PublicationOrder, SampleRing
@@ -98,8 +98,8 @@ class EstimatorCore(SampleIntake, WindowWorker):
                  clock: Callable[[], float] = time.perf_counter) -> None:
         settings = config.node
         if settings.window_s < 3 * config.method.dt:
-            raise ValueError(f"node.window_s {settings.window_s} s is shorter than three "
-                             f"estimation steps of {config.method.dt} s")
+            raise ConfigError(f"node.window_s {settings.window_s} s is shorter than three "
+                              f"estimation steps of {config.method.dt} s")
         self.config = config
         self.settings = settings
         self.outputs = outputs

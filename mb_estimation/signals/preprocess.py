@@ -23,6 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import signal
 
+from mb_estimation.errors import RecordingError
+
 GAP_FACTOR = 3.0  # a sample interval this many median periods long is a gap
 
 
@@ -130,8 +132,8 @@ def lowpass(time_s: np.ndarray, values: np.ndarray, cutoff_hz: float) -> np.ndar
     period = float(np.median(np.diff(time_s)))
     rate_hz = 1.0 / period
     if cutoff_hz >= 0.5 * rate_hz:
-        raise ValueError(f"filter cutoff {cutoff_hz} Hz must lie below the Nyquist frequency "
-                         f"{0.5 * rate_hz:g} Hz of the {rate_hz:g} Hz recording")
+        raise RecordingError(f"filter cutoff {cutoff_hz} Hz must lie below the Nyquist "
+                             f"frequency {0.5 * rate_hz:g} Hz of the {rate_hz:g} Hz recording")
     count = int(np.floor((time_s[-1] - time_s[0]) / period + 1e-9)) + 1
     uniform_t = time_s[0] + period * np.arange(count)
     uniform = np.stack([np.interp(uniform_t, time_s, v) for v in values.T], axis=1)
@@ -157,7 +159,7 @@ def prepare_recording(recording: Recording, dt: float, cutoff_hz: float, *,
 
     ``start_s``/``end_s`` trim the recording, in seconds from its first joint-angle sample. The
     grid starts at the latest of: the first angle sample, the first input sample, ``start_s``.
-    Raises ``ValueError`` when fewer than three grid points remain.
+    Raises :class:`~mb_estimation.errors.RecordingError` when fewer than three grid points remain.
     """
     if dt <= 0:
         raise ValueError(f"the estimation step dt must be positive, got {dt}")
@@ -180,8 +182,9 @@ def prepare_recording(recording: Recording, dt: float, cutoff_hz: float, *,
         finish = min(finish, time_s[0] + end_s)
     count = int(np.floor((finish - begin) / dt + 1e-9)) + 1 if finish > begin else 0
     if count < 3:
-        raise ValueError(f"{recording.name}: {max(finish - begin, 0.0):.3g} s of usable data "
-                         f"is too short for estimation steps of {dt} s (need at least 3 points)")
+        raise RecordingError(f"{recording.name}: {max(finish - begin, 0.0):.3g} s of usable "
+                             f"data is too short for estimation steps of {dt} s (need at least 3 "
+                             "points)")
     grid = begin + dt * np.arange(count)
     filtered = lowpass(time_s, angles, cutoff_hz)
     measured_grid = np.stack([np.interp(grid, time_s, a) for a in angles.T], axis=1)

@@ -106,7 +106,7 @@ from std_srvs.srv import Trigger
 
 from mb_estimation.config import Config
 from mb_estimation.errors import first_line
-from mb_estimation.numerics import enable_compilation_cache
+from mb_estimation.numerics import configure_jax
 from mb_estimation.online.adapter import ShadowFanout
 from mb_estimation.online.core import EstimatorCore, NodeOutputs, estimate_window
 from mb_estimation.online.fusion import ParameterEstimate
@@ -343,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     Returns 0, or 2 when the configuration or a parameter is missing or invalid (one log line
     says why).
     """
-    enable_compilation_cache()  # as mb-estimation: a second start skips the warm-up compile
+    configure_jax()  # as mb-estimation: a second start skips the warm-up compile
     argv = list(sys.argv if argv is None else argv)
     rclpy.init(args=argv)
     logger = rclpy.logging.get_logger("estimator_node")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from mb_estimation.errors import UserError
 from mb_estimation.message_types import VOLTAGE_TYPES
 
 __all__ = ["BagError", "METADATA_VERSION", "STORAGES", "VOLTAGE_TYPES", "humble_typestore"]
@@ -20,7 +21,7 @@ METADATA_VERSION = 8
 STORAGES = ("sqlite3", "mcap")
 
 
-class BagError(ValueError):
+class BagError(UserError):
     """A bag cannot be written or read; the message is one line naming the cause."""
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from mb_estimation.errors import SimulationError
 from mb_estimation.transport.players.messages import (
     FLOAT64,
     FLOAT64_MULTIARRAY,
@@ -95,49 +96,52 @@ def rig_sim_messages(
 
     Returns:
         An iterator of :class:`TimedMessage`, in stamp order.  The arguments are checked at once
-        (:class:`ValueError`); the simulation runs on the first ``next()``.
+        (:class:`~mb_estimation.errors.SimulationError`,
+        :class:`~mb_estimation.config.ConfigError`); the simulation runs on the first ``next()``.
 
     """
+    from mb_estimation.config import ConfigError
     from mb_estimation.scenarios import SCENARIOS
     from mb_estimation.simulation import substeps_per_sample
 
     if scenario not in SCENARIOS:
-        raise ValueError(f"unknown scenario {scenario!r}; choose one of {', '.join(SCENARIOS)}")
+        raise SimulationError(f"unknown scenario {scenario!r}; choose one of "
+                              f"{', '.join(SCENARIOS)}")
     rate = float(config.simulation.rate_hz if rate_hz is None else rate_hz)
     if not (math.isfinite(rate) and rate > 0):
-        raise ValueError(f"rate_hz must be a positive number, got {rate_hz!r}")
+        raise SimulationError(f"rate_hz must be a positive number, got {rate_hz!r}")
     dt = float(config.simulation.dt)
     substeps_per_sample(dt, rate)  # dt must divide the sample period
     if not (math.isfinite(chunk_s) and chunk_s > 0):
-        raise ValueError(f"chunk_s must be a positive number of seconds, got {chunk_s!r}")
+        raise SimulationError(f"chunk_s must be a positive number of seconds, got {chunk_s!r}")
     chunk = int(round(chunk_s * rate))
     if chunk < 1:
-        raise ValueError(f"chunk_s = {chunk_s} s is shorter than one sample at {rate} Hz")
+        raise SimulationError(f"chunk_s = {chunk_s} s is shorter than one sample at {rate} Hz")
     total = None
     if duration_s is not None:
         if not (math.isfinite(duration_s) and duration_s > 0):
-            raise ValueError(f"duration_s must be positive or None, got {duration_s!r}")
+            raise SimulationError(f"duration_s must be positive or None, got {duration_s!r}")
         total = int(round(duration_s * rate))
         if total < 1:
-            raise ValueError(f"duration_s = {duration_s} s is shorter than one sample at "
-                             f"{rate} Hz")
+            raise SimulationError(f"duration_s = {duration_s} s is shorter than one sample at "
+                                  f"{rate} Hz")
 
     settings = config.recording
     rig_joints = config.rig_spec.joints
     missing = [joint for joint in rig_joints if joint not in settings.joints]
     if missing:
-        raise ValueError(f"config {config.source}: recording.joints has no mapping for "
-                         f"{', '.join(missing)}")
+        raise ConfigError(f"config {config.source}: recording.joints has no mapping for "
+                          f"{', '.join(missing)}")
     mappings = [settings.joints[joint] for joint in rig_joints]
     names = tuple(mapping.name for mapping in mappings)
     voltage_kind = KIND_BY_ROS_TYPE.get(settings.voltage_type)
     if voltage_kind is None:
-        raise ValueError(f"unsupported voltage type {settings.voltage_type!r}")
+        raise ConfigError(f"unsupported voltage type {settings.voltage_type!r}")
     effort_index = 0
     if voltage_kind == JOINT_STATE and settings.voltage_joint is not None:
         if settings.voltage_joint not in names:
-            raise ValueError(f"recording.voltage_joint {settings.voltage_joint!r} is not one of "
-                             f"the recorded joints {', '.join(names)}")
+            raise ConfigError(f"recording.voltage_joint {settings.voltage_joint!r} is not one of "
+                              f"the recorded joints {', '.join(names)}")
         effort_index = names.index(settings.voltage_joint)
 
     return _rig_sim_stream(

@@ -1,0 +1,7 @@
+"""``python -m mb_estimation.cli``: the ``mb-estimation`` command."""
+
+import sys
+
+from mb_estimation.cli import main
+
+sys.exit(main())

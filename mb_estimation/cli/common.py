@@ -1,0 +1,160 @@
+"""What the commands share: their common options, the config with the overrides, path checks.
+
+Light to import (no JAX, no numpy): ``mb-estimation --help`` builds every parser from here.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from mb_estimation.errors import UserError
+
+__all__ = ["ESTIMATOR_HELP", "OVERRIDE_FLAGS", "REFINEMENT_MODES", "SCENARIOS", "UserError",
+           "add_config_options", "add_free_option", "add_method_options",
+           "add_recordings_argument", "add_step_and_weight_options", "check_bags", "load_config",
+           "number_list"]
+
+COMPLIANCE_HELP = "set every hinge compliance (linear and rotational) to EPS"
+
+# mb_estimation.config.REFINEMENT_MODES and mb_estimation.scenarios.SCENARIOS, spelled out:
+# `--help` imports nothing of the package (test_config.py and test_cli_estimation.py check that
+# they agree)
+REFINEMENT_MODES = ("auto", "on", "off")
+SCENARIOS = ("release", "swingup", "pulse", "multisine")
+
+ESTIMATOR_HELP = (
+    "consistent (default: joint coordinates in the rigid limit, second-order step refined "
+    "from 2h to h, estimates that converge to the physical values) or paper (the paper's "
+    "single fit in maximal coordinates at step h, kept for comparison)")
+
+#: The option behind each of apply_overrides' arguments: messages name it before the config key.
+OVERRIDE_FLAGS = {"free": "--free", "set_values": "--set", "compliance": "--compliance",
+                  "dt": "--dt", "kappa": "--kappa", "max_iterations": "--max-iterations",
+                  "estimator": "--estimator", "simulation_refinement": "--simulation-refinement"}
+
+
+def add_recordings_argument(parser: argparse.ArgumentParser) -> None:
+    """BAG [BAG ...], the recordings."""
+    parser.add_argument("bags", nargs="+", metavar="BAG",
+                        help="rosbag2 folder(s) or .db3/.mcap files, or PlotJuggler CSV exports")
+
+
+def add_config_options(parser: argparse.ArgumentParser, *, compliance: bool = True) -> None:
+    """--config, --set (and --compliance)."""
+    parser.add_argument("--config", required=True, metavar="FILE",
+                        help="rig configuration (YAML), e.g. config/furuta.yaml")
+    parser.add_argument("--set", dest="set_values", metavar="NAME=VALUE,...",
+                        help="override parameter values, e.g. J_Azz=0.01,tilt=[1,0,0,0]")
+    if compliance:
+        parser.add_argument("--compliance", type=float, metavar="EPS", help=COMPLIANCE_HELP)
+
+
+def add_free_option(parser: argparse.ArgumentParser) -> None:
+    """--free, the parameters to estimate."""
+    parser.add_argument("--free", metavar="NAME,NAME,...",
+                        help="replace the config's free parameters, e.g. J_Azz,J_Byy,b1,b2")
+
+
+def add_step_and_weight_options(parser: argparse.ArgumentParser) -> None:
+    """--dt and --kappa, the estimation step and the state error weight."""
+    parser.add_argument("--dt", type=float, metavar="H",
+                        help="estimation step h [s] (consistent: the finest step; default the "
+                        "recording's sample period; paper: default the config's method.dt)")
+    parser.add_argument("--kappa", type=float, metavar="K",
+                        help="state error weight κ (consistent: read at h = 0.01 s and scaled "
+                        "as κ·0.01 s/h per step)")
+
+
+def add_method_options(parser: argparse.ArgumentParser, *, single_values: bool = True) -> None:
+    """--estimator, --free, --max-iterations, --start, --end, --quiet (and --dt, --kappa)."""
+    parser.add_argument("--estimator", choices=("consistent", "paper"),
+                        help=f"{ESTIMATOR_HELP} (default: the config's method.estimator)")
+    parser.add_argument("--simulation-refinement", nargs="?", const="on",
+                        choices=REFINEMENT_MODES, metavar="{auto,on,off}",
+                        help="consistent path: then fit the parameters through the config's "
+                        "own simulator (its hinges, simulation.dt) by multiple shooting, for "
+                        "rigs whose hinges are compliant and damped as the config declares. "
+                        "on (the bare flag): always; auto: only when the rigid-hinge fit does "
+                        "not predict the recordings, kept when it predicts better; off: never "
+                        "(slower when it runs; default: the config's "
+                        "method.simulation_refinement, built in off)")
+    add_free_option(parser)
+    if single_values:
+        add_step_and_weight_options(parser)
+    parser.add_argument("--max-iterations", type=int, metavar="N",
+                        help="Levenberg–Marquardt iteration limit")
+    parser.add_argument("--start", type=float, metavar="S",
+                        help="skip the first S seconds of each recording")
+    parser.add_argument("--end", type=float, metavar="S",
+                        help="use each recording up to S seconds from its start")
+    parser.add_argument("--quiet", action="store_true", help="no progress output")
+
+
+def number_list(text: str) -> tuple[float, ...]:
+    """``"1,10,1e2"`` → ``(1.0, 10.0, 100.0)`` (argparse type: positive numbers)."""
+    try:
+        values = tuple(float(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected numbers separated by commas, got {text!r}") from None
+    if not values or not all(v > 0 for v in values):
+        raise argparse.ArgumentTypeError(f"expected positive numbers, got {text!r}")
+    return values
+
+
+def load_config(args: argparse.Namespace, *, ignore: tuple[str, ...] = ()):
+    """The config of --config with the command line's overrides.
+
+    ``ignore``: options that are not overrides of the config's values (simulate's and
+    rig-sim's ``dt``, the simulation step; sweep's ``dt``, ``kappa`` and ``compliance``, the
+    values to sweep over). ``--parameters`` (a calibrate result) sets values before ``--set``.
+    """
+    from mb_estimation.config import (
+        apply_overrides,
+        load_config,
+        parse_assignments,
+        parse_free_list,
+    )
+
+    def option(name: str):
+        return None if name in ignore else getattr(args, name, None)
+
+    config = load_config(args.config)
+    set_values = {}
+    if option("parameters"):
+        set_values.update(fitted_values(args.parameters, config))
+    if args.set_values:
+        set_values.update(parse_assignments(args.set_values))
+    free = parse_free_list(args.free) if option("free") else None
+    return apply_overrides(config, set_values=set_values or None,
+                           compliance=option("compliance"), dt=option("dt"),
+                           kappa=option("kappa"), free=free,
+                           max_iterations=option("max_iterations"),
+                           estimator=option("estimator"),
+                           simulation_refinement=option("simulation_refinement"),
+                           sources=OVERRIDE_FLAGS)
+
+
+def fitted_values(path, config) -> dict:
+    """The values of a parameters.yaml from calibrate (or its folder) for the config's rig."""
+    from mb_estimation.io.results import read_parameters
+
+    path = Path(path)
+    if path.is_dir():
+        path = path / "parameters.yaml"
+    if not path.is_file():
+        raise UserError(f"{path}: no such parameters file (calibrate writes DIR/parameters.yaml)")
+    rig, values = read_parameters(path)
+    if rig is not None and rig != config.rig:
+        raise UserError(f"{path} holds parameters of a {rig} rig, but the config is for a "
+                        f"{config.rig} rig")
+    return {name: value for name, value in values.items() if name in config.parameters}
+
+
+def check_bags(paths) -> None:
+    """A :class:`UserError` naming the first of ``paths`` that does not exist."""
+    for path in paths:
+        if not Path(path).exists():
+            raise UserError(f"{path}: no such recording (a bag folder, .db3/.mcap file or "
+                            "PlotJuggler .csv export)")

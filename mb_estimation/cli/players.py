@@ -1,0 +1,106 @@
+"""``mb-estimation rig-sim`` and ``replay``: publish joint states and voltage in real time."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from mb_estimation.cli.common import (
+    SCENARIOS,
+    UserError,
+    add_config_options,
+    check_bags,
+    load_config,
+)
+from mb_estimation.cli.transport import (
+    SUBSCRIBER_WAIT_S,
+    add_transport_options,
+    dds_bus,
+    ros_transport,
+    stop_on_signals,
+)
+
+
+def add_rig_sim(commands) -> None:
+    """The rig-sim command and its options."""
+    rig_sim = commands.add_parser(
+        "rig-sim", help="publish a simulated rig's joint states and voltage in real time",
+        description="Simulate the rig of --config through a scenario (repeated until "
+        "--duration, default forever) and publish its joint states and voltage on the "
+        "config's topics in real time, as the rig's driver would: for trying the node "
+        "without the rig.")
+    add_config_options(rig_sim)
+    rig_sim.add_argument("--scenario", required=True, choices=SCENARIOS, metavar="NAME",
+                         help=f"one of: {', '.join(SCENARIOS)}")
+    rig_sim.add_argument("--rate", type=float, metavar="HZ",
+                         help="sample rate [Hz] (default: config, 1000)")
+    rig_sim.add_argument("--duration", type=float, metavar="S",
+                         help="simulated time [s] (default: forever)")
+    rig_sim.add_argument("--dt", type=float, metavar="H",
+                         help="simulation step [s] (default: config, 1e-4)")
+    add_transport_options(rig_sim)
+    rig_sim.set_defaults(handler=rig_sim_command)
+
+
+def add_replay(commands) -> None:
+    """The replay command and its options."""
+    replay = commands.add_parser(
+        "replay", help="play a bag's joint states and voltage like ros2 bag play",
+        description="Publish the JointState, Float64 and Float64MultiArray messages of a "
+        "rosbag2 bag in their recorded timing (header stamps kept), scaled by --rate; "
+        "--loop starts over at the end (the stamps jump back, as with ros2 bag play --loop).")
+    replay.add_argument("bag", metavar="BAG", help="rosbag2 folder or .db3/.mcap file")
+    replay.add_argument("--rate", type=float, default=1.0, metavar="X",
+                        help="speed factor (default 1; 0: as fast as possible)")
+    replay.add_argument("--loop", action="store_true", help="replay forever")
+    add_transport_options(replay)
+    replay.set_defaults(handler=replay_command)
+
+
+def _play(args, messages, speed: float, topics=None) -> int:
+    from mb_estimation.transport.players import DdsSink, play
+
+    stop = stop_on_signals()
+    if args.transport == "ros":
+        stats = ros_transport(args).run_ros_player(messages, speed, topics=topics, stop=stop,
+                                                   wait_s=SUBSCRIBER_WAIT_S)
+    else:
+        with dds_bus(args) as bus:
+            sink = DdsSink(bus)
+            if topics:  # publishers first, so that the first messages are not lost to discovery
+                for topic, kind in topics.items():
+                    sink.publisher(topic, kind)
+                sink.wait_for_subscribers(1, timeout=SUBSCRIBER_WAIT_S)
+            stats = play(messages, sink, rate=speed, stop=stop)
+    print(f"published {stats.messages} messages over {stats.wall_s:.1f} s "
+          f"(stream {stats.stream_s:.1f} s, at most {stats.max_lateness_s * 1e3:.1f} ms late)")
+    return 0
+
+
+def rig_sim_command(args) -> int:
+    """Simulate and publish until --duration or Ctrl-C."""
+    from mb_estimation.transport.players import rig_sim_messages, rig_sim_topics
+
+    config = load_config(args, ignore=("dt",))  # --dt: the simulation's step, not method.dt
+    if args.dt is not None:
+        config = dataclasses.replace(
+            config, simulation=dataclasses.replace(config.simulation, dt=args.dt))
+    # checked at once: SimulationError (--rate, --duration), ConfigError (recording section)
+    messages = rig_sim_messages(config, args.scenario, duration_s=args.duration,
+                                rate_hz=args.rate)
+    print(f"rig-sim: {args.scenario} on {config.recording.joint_states_topic} and "
+          f"{config.recording.voltage_topic} "
+          f"({'forever' if args.duration is None else f'{args.duration:g} s'}); simulating...",
+          flush=True)
+    return _play(args, messages, speed=1.0, topics=rig_sim_topics(config))
+
+
+def replay_command(args) -> int:
+    """Publish the bag's messages (forever with --loop) until done or Ctrl-C."""
+    from mb_estimation.transport.players import bag_messages, bag_topics
+
+    check_bags([args.bag])
+    if args.rate < 0:
+        raise UserError(f"--rate must be non-negative, got {args.rate}")
+    # publishers first, waiting for subscribers: the first messages are not lost to discovery
+    return _play(args, bag_messages(args.bag, loop=args.loop), speed=args.rate,
+                 topics=bag_topics(args.bag))

@@ -1,0 +1,151 @@
+"""What calibrate, crossval and demo print while a fit runs and after it."""
+
+from __future__ import annotations
+
+
+def iteration_progress(quiet: bool):
+    """A line per Levenberg–Marquardt iteration (None with --quiet)."""
+    if quiet:
+        return None
+
+    def show(entry):
+        print(f"  iteration {entry.iteration:3d}: cost {entry.cost:.4e} (observation "
+              f"{entry.observation_mse:.3e}, impulse {entry.impulse_mse:.3e}), "
+              f"|g| {entry.gradient_norm:.3g}, {entry.elapsed_s:.1f} s", flush=True)
+    return show
+
+
+def level_progress(quiet: bool, config):
+    """A line at the start of each fit (each refinement level of the consistent path)."""
+    if quiet:
+        return None
+    free = f"{len(config.free)} parameters ({', '.join(config.free)}) and the states"
+    if config.method.estimator == "paper":
+        def show(index, dt, problem):
+            steps = sum(g.num_steps for g in problem.recordings)
+            print(f"calibrating {free} of {len(problem.recordings)} recording(s), the paper's "
+                  f"single fit: {steps} steps of {dt:g} s")
+        return show
+    levels = config.method.refinement_levels
+
+    def show_level(index, dt, problem):
+        if index == levels:
+            print(f"refining the parameters through the simulator (step {dt:g} s, multiple "
+                  f"shooting over segments of {config.method.simulation_segment_s:g} s, "
+                  "lengthened while the simulator follows the data)", flush=True)
+            return
+        steps = sum(g.num_steps for g in problem.recordings)
+        print(f"calibrating {free} of {len(problem.recordings)} recording(s), consistent "
+              f"path level {index + 1} of {levels}: {steps} steps of {dt:g} s", flush=True)
+    return show_level
+
+
+def shooting_progress(quiet: bool):
+    """A line per iteration of the simulation refinement (None with --quiet)."""
+    if quiet:
+        return None
+
+    def show(iteration, cost, values):
+        shown = ", ".join(f"{name} {value:.6g}" for name, value in values.items())
+        print(f"  shooting iteration {iteration:3d}  angle MSE {cost:.6g} rad²  {shown}",
+              flush=True)
+    return show
+
+
+def print_notes(notes) -> None:
+    """What reading did to the recordings, a note per line."""
+    for note in notes:
+        print(f"note: {note}")
+
+
+def print_fit(result, truth=None) -> None:
+    """The fit's outcome, its free parameters ± std (beside ``truth``), their step dependence."""
+    print(result.message)
+    print_parameters(result, truth)
+    print_refinement(result)
+
+
+def print_parameters(result, truth=None) -> None:
+    """Each free parameter ± its std (and the truth), flagged when not excited."""
+    import numpy as np
+
+    for name in result.free:
+        value = np.ravel(result.parameters[name])
+        std = np.ravel(result.std[name])
+        text = " ".join(f"{v:.6g}" for v in value)
+        spread = " ".join(f"{s:.2g}" for s in std)
+        line = f"  {name:8s} {text} ± {spread}"
+        if truth is not None:
+            line += f"   (truth {' '.join(f'{v:.6g}' for v in np.ravel(truth[name]))})"
+        if not result.excited[name]:
+            line += "   not excited"
+        print(line)
+
+
+def print_refinement(result) -> None:
+    """How far each free parameter moved over the consistent path's last two steps."""
+    import numpy as np
+
+    from mb_estimation.estimation.consistent import step_dependence
+
+    rows = step_dependence(result)
+    if not rows:
+        return
+    coarse, fine = result.refinement[-2], result.refinement[-1]
+    if fine.formulation == "simulation":
+        print(f"the rigid fit (h = {coarse.dt:g} s) → through the simulator "
+              f"(step {fine.dt:g} s):")
+        moved = "MOVED: the rigid model's value was a shadow of its hinges"
+    else:
+        print(f"step dependence (h = {coarse.dt:g} s → {fine.dt:g} s):")
+        moved = "STILL MOVES with the step: a shadow value"
+    for row in rows:
+        change = " ".join(f"{v:+.3g}" for v in row.change)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            sigmas = " ".join(f"{v:.2g}" for v in np.abs(row.change) / row.std)
+        print(f"  {row.name:8s} change {change} ({sigmas} std): "
+              f"{'settled' if row.settled else moved}")
+
+
+def print_predictions(checks, advice=None) -> None:
+    """RMS error of the short-horizon predictions at the longest lead time (and the advice)."""
+    for check in checks:
+        if not check.starts:
+            continue
+        errors = ", ".join(f"{v:.3g}" for v in check.rms[-1])
+        print(f"prediction {check.horizons_s[-1]:g} s ahead from {check.starts} estimated "
+              f"states, RMS angle error [rad] (arm, pendulum): {errors} ({check.name})")
+    if advice:
+        print(f"note: {advice}")
+
+
+def print_open_loop(checks) -> None:
+    """The fitted model replayed open loop on each recording's input (validation)."""
+    print("open-loop replay from the estimated initial state, RMS angle error [rad] "
+          "(arm, pendulum):")
+    for check in checks:
+        first = ", ".join(f"{v:.3g}" for v in check.rms_first)
+        whole = ", ".join(f"{v:.3g}" for v in check.rms_all)
+        print(f"  {check.name}: first {check.first_s:g} s ({first}), all "
+              f"{check.time_s[-1] - check.time_s[0]:.3g} s ({whole})")
+
+
+def calibration_progress(quiet: bool, config, truth=None):
+    """What calibrate and demo print while calibrating.
+
+    The callbacks of :func:`~mb_estimation.workflows.calibrate_and_write`; ``truth``: the
+    values printed beside the estimates (the demo's).
+    """
+    from mb_estimation.workflows import CalibrationProgress
+
+    return CalibrationProgress(
+        read=print_notes, level_started=level_progress(quiet, config),
+        iteration=iteration_progress(quiet), shooting_iteration=shooting_progress(quiet),
+        estimated=lambda result: print_fit(result, truth), predicted=print_predictions,
+        replayed=print_open_loop)
+
+
+def print_written(output, result) -> None:
+    """The files calibrate wrote and the time it took."""
+    print(f"wrote {output}/parameters.yaml, ros_parameters.yaml, states.csv, report.html "
+          f"({result.compile_time_s:.1f} s compiling, {result.solve_time_s:.1f} s solving)")
