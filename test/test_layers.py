@@ -23,7 +23,7 @@ LAYERS = (
     ("estimation", "scenarios"),
     ("simulation", "config"),
     ("pipeline", "io", "report"),
-    ("online",),
+    ("online", "workflows"),
     ("transport",),
     ("cli",),
 )
