@@ -3,6 +3,9 @@
 recording → signals (grid) → estimation problem → result (DESIGN §2: data flows one way).
 Two estimators (``method.estimator``): the consistent path (default; joint coordinates, refined
 steps, :mod:`mb_estimation.estimation.consistent`) and the paper's single fit at ``method.dt``.
+One module (a little over 400 lines) because the prediction checks decide the ``auto``
+refinement inside :func:`calibrate_recordings` and the sweep is a loop over it: split, each
+part would import the other.
 """
 
 from __future__ import annotations
