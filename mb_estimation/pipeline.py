@@ -3,15 +3,13 @@
 recording → signals (grid) → estimation problem → result (DESIGN §2: data flows one way).
 Two estimators (``method.estimator``): the consistent path (default; joint coordinates, refined
 steps, :mod:`mb_estimation.estimation.consistent`) and the paper's single fit at ``method.dt``.
-One module (a little over 400 lines) because the prediction checks decide the ``auto``
-refinement inside :func:`calibrate_recordings` and the sweep is a loop over it: split, each
-part would import the other.
+The sweep over method settings, a loop over :func:`calibrate_recordings`, is
+:func:`mb_estimation.workflows.sweep`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
@@ -386,37 +384,3 @@ def method_summary(config: Config, result: EstimationResult | None = None) -> di
         summary["steps"] = [float(level.dt) for level in joint]
         summary["kappa_per_step"] = [float(level.kappa) for level in joint]
     return summary
-
-
-@dataclass(frozen=True)
-class SweepPoint:
-    """One fit of a method-parameter sweep: step h [s], κ, hinge compliance and the result."""
-
-    dt: float
-    kappa: float
-    compliance: float | None  # None: the config's own hinge compliances
-    result: EstimationResult
-
-
-def sweep(config: Config, recordings: Sequence[Recording], *, dts: Sequence[float],
-          kappas: Sequence[float], compliances: Sequence[float | None],
-          start_s: float | None = None, end_s: float | None = None,
-          progress: Callable[[SweepPoint], None] | None = None) -> tuple[SweepPoint, ...]:
-    """Fit the config's free parameters at every (h, κ, compliance) of the grid (paper §4.7).
-
-    Every fit starts from the config's values, so the points differ only in the method
-    parameter; h is the step of the paper's fit or the finest step of the consistent path.
-    A new h compiles anew, κ and the compliance do not.
-    """
-    points = []
-    for dt in dts:
-        on_grid = apply_overrides(config, dt=dt)
-        for compliance, kappa in itertools.product(compliances, kappas):
-            point_config = apply_overrides(on_grid, kappa=kappa, compliance=compliance)
-            result = calibrate_recordings(point_config, recordings, start_s=start_s,
-                                          end_s=end_s).result
-            point = SweepPoint(dt, kappa, compliance, result)
-            points.append(point)
-            if progress is not None:
-                progress(point)
-    return tuple(points)

@@ -10,6 +10,7 @@ a scenario into a bag with its ground truth (:func:`write_simulated_bag`).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -19,13 +20,13 @@ import numpy as np
 import yaml
 
 from mb_estimation import pipeline
-from mb_estimation.config import Config
+from mb_estimation.config import Config, apply_overrides
 from mb_estimation.errors import SimulationError
 from mb_estimation.estimation import EstimationProblem, EstimationResult, IterationRecord
 from mb_estimation.io.bags import BagError, write_rig_bag
 from mb_estimation.io.recordings import read_recording
 from mb_estimation.io.results import write_crossval, write_outputs
-from mb_estimation.signals import GridData, recorded_joint_states
+from mb_estimation.signals import GridData, Recording, recorded_joint_states
 from mb_estimation.simulation import OpenLoopCheck, PredictionCheck, simulate_recording
 
 __all__ = ["SIMULATED_START_TIME_S", "CalibrationProgress", "CalibrationRun", "SimulatedBag",
@@ -158,6 +159,40 @@ def mean_score(rows: Sequence[dict]) -> float:
 
 
 @dataclass(frozen=True)
+class SweepPoint:
+    """One fit of a method-parameter sweep: step h [s], κ, hinge compliance and the result."""
+
+    dt: float
+    kappa: float
+    compliance: float | None  # None: the config's own hinge compliances
+    result: EstimationResult
+
+
+def sweep(config: Config, recordings: Sequence[Recording], *, dts: Sequence[float],
+          kappas: Sequence[float], compliances: Sequence[float | None],
+          start_s: float | None = None, end_s: float | None = None,
+          progress: Callable[[SweepPoint], None] | None = None) -> tuple[SweepPoint, ...]:
+    """Fit the config's free parameters at every (h, κ, compliance) of the grid (paper §4.7).
+
+    Every fit starts from the config's values, so the points differ only in the method
+    parameter; h is the step of the paper's fit or the finest step of the consistent path.
+    A new h compiles anew, κ and the compliance do not.
+    """
+    points = []
+    for dt in dts:
+        on_grid = apply_overrides(config, dt=dt)
+        for compliance, kappa in itertools.product(compliances, kappas):
+            point_config = apply_overrides(on_grid, kappa=kappa, compliance=compliance)
+            result = pipeline.calibrate_recordings(point_config, recordings, start_s=start_s,
+                                                   end_s=end_s).result
+            point = SweepPoint(dt, kappa, compliance, result)
+            points.append(point)
+            if progress is not None:
+                progress(point)
+    return tuple(points)
+
+
+@dataclass(frozen=True)
 class SweepRun:
     """The grid of :func:`sweep_and_write` (with the defaults filled in) and what it gave.
 
@@ -169,7 +204,7 @@ class SweepRun:
     dts: tuple[float, ...]
     kappas: tuple[float, ...]
     compliances: tuple[float | None, ...]
-    points: tuple[pipeline.SweepPoint, ...] = ()
+    points: tuple[SweepPoint, ...] = ()
     written: tuple[Path, ...] = ()
 
     @property
@@ -184,12 +219,12 @@ def sweep_and_write(config: Config, sources: Sequence[str | Path], output: str |
                     end_s: float | None = None,
                     read: Callable[[tuple[str, ...]], None] | None = None,
                     planned: Callable[[SweepRun], None] | None = None,
-                    progress: Callable[[pipeline.SweepPoint], None] | None = None) -> SweepRun:
+                    progress: Callable[[SweepPoint], None] | None = None) -> SweepRun:
     """Fit at every combination of steps, κ and compliances; write sweep.csv and figures (sweep).
 
     ``dts``/``kappas``: default the config's step (:func:`pipeline.finest_step`) and κ;
     ``compliances``: default the config's own. Each fit starts from the config's values
-    (:func:`pipeline.sweep`). ``read(notes)`` after reading the recordings, ``planned(run)``
+    (:func:`sweep`). ``read(notes)`` after reading the recordings, ``planned(run)``
     before the first fit, ``progress(point)`` after each; sweep.csv and sweep_<setting>.png go
     into ``output``.
     """
@@ -201,7 +236,7 @@ def sweep_and_write(config: Config, sources: Sequence[str | Path], output: str |
     run = SweepRun(tuple(config.free), tuple(dts or (pipeline.finest_step(config, recordings),)),
                    tuple(kappas or (config.method.kappa,)), tuple(compliances or (None,)))
     _report(planned, run)
-    points = pipeline.sweep(config, recordings, dts=run.dts, kappas=run.kappas,
+    points = sweep(config, recordings, dts=run.dts, kappas=run.kappas,
                             compliances=run.compliances, start_s=start_s, end_s=end_s,
                             progress=progress)
     written = write_sweep(Path(output), points, _units(config, config.free))
