@@ -155,6 +155,9 @@ def test_resolve_config_takes_a_path_or_a_bare_builtin_name(tmp_path, monkeypatc
     assert resolve_config("furuta") == builtin_config_path("furuta")
     own = write(tmp_path, furuta(), name="furuta")  # an existing file wins over the name
     assert resolve_config("furuta") == own.relative_to(tmp_path)
+    # every name the message lists is usable, the examples too
+    assert (resolve_config("examples/odrive_furuta")
+            == builtin_config_path("examples/odrive_furuta"))
     for missing in ("furuta.yaml", "nowhere/furuta", "furutaa"):
         with pytest.raises(ConfigError, match=rf"^{re.escape(missing)}: file not found "
                                               r"\(built-in configurations, usable by name: "):

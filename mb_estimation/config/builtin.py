@@ -74,14 +74,15 @@ def builtin_config_path(name: str) -> Path:
 def resolve_config(config: str | Path) -> Path:
     """The file of a configuration given as a path or as the bare name of a built-in one.
 
-    An existing path is taken as it is; otherwise a bare name without directory or ``.yaml``
-    suffix (``furuta``) names a built-in configuration (:func:`builtin_config_path`). Raises
+    An existing path is taken as it is; otherwise a name as :func:`builtin_config_names` lists
+    it, without ``.yaml`` (``furuta``, ``examples/odrive_furuta``), names a built-in
+    configuration (:func:`builtin_config_path`). Raises
     :class:`ConfigError` (``<config>: file not found``, listing the built-in names) otherwise.
     """
     path = Path(config)
     if path.exists():
         return path
-    if path.suffix == "" and path.parent == Path(".") and path.name in builtin_config_names():
-        return builtin_config_path(path.name)
+    if path.suffix == "" and path.as_posix() in builtin_config_names():
+        return builtin_config_path(path.as_posix())
     fail(str(path), None, f"file not found (built-in configurations, usable by name: "
                           f"{', '.join(builtin_config_names()) or 'none found'})")
