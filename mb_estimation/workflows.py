@@ -3,7 +3,8 @@
 The command line (:mod:`mb_estimation.cli`) parses its arguments, calls one of these and prints
 what it reports through its callbacks: reading the recordings, estimating
 (:mod:`mb_estimation.pipeline`), validating, writing the result files and the report
-(:func:`calibrate_and_write`, :func:`cross_validate`, :func:`sweep_and_write`), and simulating
+(:func:`calibrate_and_write`, :func:`cross_validate`, :func:`sweep` and
+:func:`sweep_and_write`), and simulating
 a scenario into a bag with its ground truth (:func:`write_simulated_bag`).
 """
 
@@ -30,8 +31,8 @@ from mb_estimation.signals import GridData, Recording, recorded_joint_states
 from mb_estimation.simulation import OpenLoopCheck, PredictionCheck, simulate_recording
 
 __all__ = ["SIMULATED_START_TIME_S", "CalibrationProgress", "CalibrationRun", "SimulatedBag",
-           "SweepRun", "calibrate_and_write", "cross_validate", "sweep_and_write",
-           "write_simulated_bag"]
+           "SweepPoint", "SweepRun", "calibrate_and_write", "cross_validate", "sweep",
+           "sweep_and_write", "write_simulated_bag"]
 
 # Simulated bags start at this wall-clock time [s since the Unix epoch]: a stamp of 0 means
 # "unset" to many ROS tools.
