@@ -159,6 +159,12 @@ def test_an_empty_export_names_what_is_missing(tmp_path, capsys):
                       "/control_voltage/data\n")
     status, err = _calibrate(capsys, export, output=tmp_path / "o")
     _assert_one_line(status, err, r"empty\.csv: no joint states on /joint_states$")
+    # with a header-stamp column too: the stamps are chosen after the emptiness check
+    stamped = tmp_path / "empty_stamped.csv"
+    stamped.write_text("__time,/joint_states/header/stamp,/joint_states/arm/position,"
+                       "/joint_states/pendulum/position,/control_voltage/data\n")
+    status, err = _calibrate(capsys, stamped, output=tmp_path / "o2")
+    _assert_one_line(status, err, r"empty_stamped\.csv: no joint states on /joint_states$")
 
 
 def _run(capsys, *argv):

@@ -135,6 +135,8 @@ def assemble_recording(name: str, joints: JointStates, voltage, settings: Record
             raise BagError(f"{name}: joint {mapping.name!r} (the rig's {joint}) is not in "
                            f"{settings.joint_states_topic}; it has {', '.join(names)}. Map "
                            f"it in the config's recording.joints")
+    if len(joints.receive_time_ns) == 0:
+        raise BagError(f"{name}: no joint states on {settings.joint_states_topic}")
     uses_voltage_topic = voltage is not None
     time_ns, stamp_note = choose_stamps(joints.time_ns, joints.receive_time_ns,
                                         settings.stamp_source,
@@ -143,8 +145,6 @@ def assemble_recording(name: str, joints: JointStates, voltage, settings: Record
         notes.append(stamp_note)
     angles = np.stack([settings.joints[j].to_model(
         joints.positions[:, names.index(settings.joints[j].name)]) for j in rig.joints], 1)
-    if len(time_ns) == 0:
-        raise BagError(f"{name}: no joint states on {settings.joint_states_topic}")
     start_ns = int(np.min(time_ns))
     time_s = (time_ns - start_ns) * _S_PER_NS
     input_time_s, inputs = np.zeros(0), np.zeros((0, 0))
