@@ -52,18 +52,17 @@ def bucket_length(num_steps: int) -> int:
 def padded(tree, length: int, mode: str):
     """Every leaf padded along its first axis to ``length``, on the host, then on the device.
 
-    ``mode``: ``zeros`` (residual and Jacobian blocks: padded steps add nothing to any sum,
-    and their states decouple), ``edge`` (states: the last one repeated) or ``linear`` (angles
-    extrapolated along the last difference, so that a central difference at the last real
-    sample is the one-sided difference it would be without padding). Host arrays and one
-    transfer: device-side padding would compile a small program for every length.
+    ``mode``: ``edge`` (states: the last one repeated) or ``linear`` (angles extrapolated along
+    the last difference, so that a central difference at the last real sample is the one-sided
+    difference it would be without padding). Host arrays and one transfer: device-side padding
+    would compile a small program for every length. (Residual and Jacobian blocks are padded
+    with zeros as they are assembled, :func:`in_chunks`: padded steps add nothing to any sum,
+    and their states decouple.)
     """
     def pad(leaf):
         leaf = np.asarray(leaf)
         extra = length - leaf.shape[0]
-        if mode == "zeros":
-            tail = np.zeros((extra, *leaf.shape[1:]), leaf.dtype)
-        elif mode == "edge":
+        if mode == "edge":
             tail = np.repeat(leaf[-1:], extra, axis=0)
         else:  # linear
             ramp = np.arange(1, extra + 1).reshape((-1,) + (1,) * (leaf.ndim - 1))
