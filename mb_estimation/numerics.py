@@ -35,10 +35,9 @@ def compilation_cache_dir() -> Path | None:
 def configure_jax() -> Path | None:
     """Set JAX up for an entry point; returns the compiled-code cache folder (None: off).
 
-    Float64 everywhere (as importing this module does) and compiled code kept in
+    Float64 is already on (importing this module switches it on); this keeps compiled code in
     :func:`compilation_cache_dir` (if on). Call it once, before the first compilation.
     """
-    jax.config.update("jax_enable_x64", True)
     directory = compilation_cache_dir()
     if directory is not None:
         jax.config.update("jax_compilation_cache_dir", str(directory))

@@ -89,6 +89,15 @@ def _report(callback, *args) -> None:
         callback(*args)
 
 
+def _read(config: Config, sources: Sequence[str | Path], start_s: float | None,
+          end_s: float | None) -> tuple[list[Recording], tuple[str, ...]]:
+    """The recordings read from ``sources`` and what reading did to each (the notes)."""
+    recordings = [read_recording(path, config) for path in sources]
+    notes = tuple(pipeline.recording_notes(recordings, pipeline.prepare(
+        config, recordings, start_s=start_s, end_s=end_s)))
+    return recordings, notes
+
+
 def calibrate_and_write(config: Config, sources: Sequence[str | Path], output: str | Path, *,
                         start_s: float | None = None, end_s: float | None = None,
                         progress: CalibrationProgress = CalibrationProgress()
@@ -105,9 +114,7 @@ def calibrate_and_write(config: Config, sources: Sequence[str | Path], output: s
     from mb_estimation.report import write_report  # matplotlib: only where a report is written
 
     output = Path(output)
-    recordings = [read_recording(path, config) for path in sources]
-    notes = tuple(pipeline.recording_notes(recordings, pipeline.prepare(
-        config, recordings, start_s=start_s, end_s=end_s)))
+    recordings, notes = _read(config, sources, start_s, end_s)
     _report(progress.read, notes)
     calibration = pipeline.calibrate_recordings(
         config, recordings, start_s=start_s, end_s=end_s, progress=progress.iteration,
@@ -188,8 +195,7 @@ def sweep(config: Config, recordings: Sequence[Recording], *, dts: Sequence[floa
                                                    end_s=end_s).result
             point = SweepPoint(dt, kappa, compliance, result)
             points.append(point)
-            if progress is not None:
-                progress(point)
+            _report(progress, point)
     return tuple(points)
 
 
@@ -231,17 +237,16 @@ def sweep_and_write(config: Config, sources: Sequence[str | Path], output: str |
     """
     from mb_estimation.report.sweep import write_sweep  # matplotlib: only where it is needed
 
-    recordings = [read_recording(path, config) for path in sources]
-    _report(read, tuple(pipeline.recording_notes(recordings, pipeline.prepare(
-        config, recordings, start_s=start_s, end_s=end_s))))
+    recordings, notes = _read(config, sources, start_s, end_s)
+    _report(read, notes)
     run = SweepRun(tuple(config.free), tuple(dts or (pipeline.finest_step(config, recordings),)),
                    tuple(kappas or (config.method.kappa,)), tuple(compliances or (None,)))
     _report(planned, run)
     points = sweep(config, recordings, dts=run.dts, kappas=run.kappas,
-                            compliances=run.compliances, start_s=start_s, end_s=end_s,
-                            progress=progress)
+                   compliances=run.compliances, start_s=start_s, end_s=end_s,
+                   progress=progress)
     written = write_sweep(Path(output), points, _units(config, config.free))
-    return dataclasses.replace(run, points=tuple(points), written=tuple(written))
+    return dataclasses.replace(run, points=points, written=tuple(written))
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""What calibrate, crossval and demo print while a fit runs and after it."""
+"""What calibrate, crossval, sweep and demo print while a fit runs and after it."""
 
 from __future__ import annotations
 
