@@ -19,6 +19,7 @@ import numpy as np
 from mb_estimation.config import Config, apply_overrides
 from mb_estimation.errors import first_line
 from mb_estimation.estimation import EstimationResult
+from mb_estimation.io.results import plain_value
 from mb_estimation.online.fusion import ParameterEstimate, fuse, save_estimate
 from mb_estimation.online.windows import Window, WindowOutcome, judge, result_estimate
 from mb_estimation.signals import Recording
@@ -59,8 +60,8 @@ class WindowWorker:
         if source is None:
             return self.config
         return apply_overrides(self.config, set_values={
-            name: (value.tolist() if value.size > 1 else float(value[0]))
-            for name, value in source.values.items() if name in self.config.free})
+            name: plain_value(value) for name, value in source.values.items()
+            if name in self.config.free})
 
     def process(self, window: Window) -> WindowOutcome:
         """Estimate on one window, judge it, fuse and publish when accepted (worker thread)."""

@@ -214,7 +214,7 @@ def write_fused(directory: str | Path, estimate: ParameterEstimate, config: Conf
         spread = [float(s) for s in std[name]]
         estimated[name] = {
             "value": plain_value(estimate.values[name]),
-            "std": spread[0] if len(spread) == 1 else spread,
+            "std": plain_value(std[name]),
             "unit": spec.parameter(name).unit,
             "excited": bool(all(math.isfinite(s) for s in spread)),
         }

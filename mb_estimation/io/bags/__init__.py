@@ -2,16 +2,11 @@
 
 Split as ``rosbags`` splits its own: :mod:`.reader` (opening bags, summaries, reading topics and
 joint states), :mod:`.writer` (:func:`write_rig_bag`, bags ROS 2 Humble and later read) and
-:mod:`.common` (the Humble typestore, :class:`BagError`, the metadata version and storages both
-use). Every problem is a :class:`BagError` with a one-line message.
+:mod:`.common` (the Humble typestore and :class:`BagError`, which both use). Every problem
+is a :class:`BagError` with a one-line message.
 """
 
-from mb_estimation.io.bags.common import (
-    METADATA_VERSION,
-    STORAGES,
-    VOLTAGE_TYPES,
-    BagError,
-)
+from mb_estimation.io.bags.common import BagError
 from mb_estimation.io.bags.reader import (
     BagSummary,
     JointStates,
@@ -23,7 +18,12 @@ from mb_estimation.io.bags.reader import (
     read_topic,
     resolve_topic,
 )
-from mb_estimation.io.bags.writer import write_rig_bag
+from mb_estimation.io.bags.writer import (
+    METADATA_VERSION,
+    STORAGES,
+    VOLTAGE_TYPES,
+    write_rig_bag,
+)
 
 __all__ = [
     "BagError",

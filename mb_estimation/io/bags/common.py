@@ -1,4 +1,4 @@
-"""What the bag reader and writer share: the Humble typestore, :class:`BagError`, metadata.
+"""What the bag reader and writer share: the Humble typestore and :class:`BagError`.
 
 Pure Python until a bag is opened or written: ``rosbags`` is imported on first use.
 """
@@ -9,16 +9,8 @@ import functools
 from typing import Any
 
 from mb_estimation.errors import UserError
-from mb_estimation.message_types import VOLTAGE_TYPES
 
-__all__ = ["BagError", "METADATA_VERSION", "STORAGES", "VOLTAGE_TYPES", "humble_typestore"]
-
-#: rosbag2 metadata version written (the newest one ROS 2 Humble can parse, see
-#: :mod:`mb_estimation.io.bags.writer`).
-METADATA_VERSION = 8
-
-#: Storage identifiers accepted by :func:`~mb_estimation.io.bags.writer.write_rig_bag`.
-STORAGES = ("sqlite3", "mcap")
+__all__ = ["BagError", "humble_typestore"]
 
 
 class BagError(UserError):

@@ -30,17 +30,17 @@ from typing import Any
 import numpy as np
 
 from mb_estimation.errors import first_line
-from mb_estimation.io.bags.common import (
-    METADATA_VERSION,
-    STORAGES,
-    VOLTAGE_TYPES,
-    BagError,
-    humble_typestore,
-)
-from mb_estimation.message_types import FLOAT64, FLOAT64_MULTI_ARRAY, JOINT_STATE
+from mb_estimation.io.bags.common import BagError, humble_typestore
+from mb_estimation.message_types import FLOAT64, FLOAT64_MULTI_ARRAY, JOINT_STATE, VOLTAGE_TYPES
 from mb_estimation.stamps import sec_nanosec
 
-__all__ = ["write_rig_bag"]
+__all__ = ["METADATA_VERSION", "STORAGES", "VOLTAGE_TYPES", "write_rig_bag"]
+
+#: rosbag2 metadata version written (the newest one ROS 2 Humble can parse: module docstring).
+METADATA_VERSION = 8
+
+#: Storage identifiers accepted by :func:`write_rig_bag`.
+STORAGES = ("sqlite3", "mcap")
 
 
 def _as_time_ns(values: Any, name: str) -> np.ndarray:
