@@ -14,7 +14,7 @@ import numpy as np
 
 from mb_estimation import lie
 from mb_estimation.numerics import jax
-from mb_estimation.rigs.parameters import RigSpec, tangent_size
+from mb_estimation.rigs.parameters import RigSpec, tangent_size, tangent_slices
 
 jnp = jax.numpy
 
@@ -53,20 +53,6 @@ class FreeParameters:
         for name, kind in zip(self.names, self.kinds, strict=False):
             labels += [f"{name}_r{axis}" for axis in "xyz"] if kind == "quaternion" else [name]
         return tuple(labels)
-
-
-def tangent_slices(names, kinds) -> dict[str, slice]:
-    """Each parameter's slice of a tangent vector ``δχ`` stacked in the order of ``names``.
-
-    One entry per ``"scalar"``, three per ``"quaternion"`` (its rotation vector ψ [rad]); the
-    layout of the estimator's ``δχ`` and of the covariances of the estimates built from it.
-    """
-    out, start = {}, 0
-    for name, kind in zip(names, kinds, strict=True):
-        size = tangent_size(kind)
-        out[name] = slice(start, start + size)
-        start += size
-    return out
 
 
 def parameters_boxplus(free: FreeParameters, values: Mapping[str, jax.Array], delta):

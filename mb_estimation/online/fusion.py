@@ -1,6 +1,6 @@
 """Fusion of the per-window parameter estimates of the online node, and their persistence.
 
-One module of ~415 lines on purpose: the estimate (:class:`ParameterEstimate`), its fusion and
+One module on purpose: the estimate (:class:`ParameterEstimate`), its fusion and
 its file share one set of checks (finite values, unit quaternions, a covariance in tangent
 order) and the conventions stated here (tangent order, ``inf`` for an undetermined direction);
 a tenth of it is this statement. Split off, the file would import the estimate back from here.
@@ -63,11 +63,10 @@ import yaml
 
 from mb_estimation import lie
 from mb_estimation.config import QUATERNION_TOLERANCE  # |tilt| − 1 allowed, as in configs
-from mb_estimation.estimation.parameters import tangent_slices
 from mb_estimation.io.files import write_text_atomically
 from mb_estimation.numerics import jax
 from mb_estimation.pseudo_inverse import LOADING_THRESHOLD, mark_undetermined, scaled_pseudo_inverse
-from mb_estimation.rigs.parameters import tangent_size
+from mb_estimation.rigs.parameters import tangent_size, tangent_slices
 
 __all__ = [
     "FORMAT",
@@ -101,9 +100,10 @@ _boxminus = jax.jit(lie.boxminus)
 
 
 def quat_boxplus(e: np.ndarray, psi: np.ndarray) -> np.ndarray:
-    """``e ⊞ ψ = exp(ψ) ⋆ e`` (2.14), renormalised: :func:`mb_estimation.lie.boxplus` in numpy.
+    """``e ⊞ ψ = exp(ψ) ⋆ e`` (2.14), renormalised: :func:`mb_estimation.lie.boxplus`.
 
-    ``e`` a quaternion ``[w, x, y, z]``, ``ψ`` a world-frame rotation vector [rad]; float64.
+    On numpy arrays: ``e`` a quaternion ``[w, x, y, z]``, ``ψ`` a world-frame rotation vector
+    [rad]; float64.
     """
     return np.array(_boxplus(np.asarray(e, dtype=np.float64), np.asarray(psi, dtype=np.float64)))
 
@@ -111,7 +111,7 @@ def quat_boxplus(e: np.ndarray, psi: np.ndarray) -> np.ndarray:
 def quat_boxminus(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a ⊟ b = log(a ⋆ b*)`` (2.15), (3.23): the shortest ψ [rad] with ``a = b ⊞ ψ``.
 
-    :func:`mb_estimation.lie.boxminus` in numpy, float64.
+    :func:`mb_estimation.lie.boxminus` on numpy arrays, float64.
     """
     return np.array(_boxminus(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)))
 

@@ -48,6 +48,20 @@ def tangent_size(kind: str) -> int:
     return 3 if kind == "quaternion" else 1
 
 
+def tangent_slices(names, kinds) -> dict[str, slice]:
+    """Each parameter's slice of a tangent vector ``δχ`` stacked in the order of ``names``.
+
+    One entry per ``"scalar"``, three per ``"quaternion"`` (its rotation vector ψ [rad]); the
+    layout of the estimator's ``δχ`` and of the covariances of the estimates built from it.
+    """
+    out, start = {}, 0
+    for name, kind in zip(names, kinds, strict=True):
+        size = tangent_size(kind)
+        out[name] = slice(start, start + size)
+        start += size
+    return out
+
+
 @dataclass(frozen=True)
 class RigSpec:
     """What a rig is made of, as far as configuration and recordings are concerned."""
