@@ -86,7 +86,7 @@ def _calibration(context):
     )
     bag_play = ExecuteProcess(cmd=player, name="bag_play", output="screen")
     calibrate_now = ExecuteProcess(
-        cmd=[sys.executable, "-c", "import sys; from mb_estimation.transport.ros_node import "
+        cmd=[sys.executable, "-c", "import sys; from mb_estimation.transport.ros_player import "
              "call_trigger; sys.exit(call_trigger())", f"/{NODE_NAME}/calibrate_now"],
         name="calibrate_now",
         output="screen",

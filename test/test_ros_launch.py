@@ -371,7 +371,9 @@ def ros_context(ros_network):
     context = rclpy.context.Context()
     rclpy.init(context=context, domain_id=int(os.environ.get("MB_TEST_ROS_DOMAIN", "77")))
     yield context
-    ros_node._try_shutdown(context)
+    from mb_estimation.transport.ros_player import try_shutdown
+
+    try_shutdown(context)
 
 
 def _wait(predicate, timeout=20.0):

@@ -28,7 +28,7 @@ fit (its parameters and joint motion), it converges in a few linearisations. Its
 deviations come from the same normal equations, scaled by the residual variance. Scalar free
 parameters only (not the tilt quaternion).
 
-Here, in one module of ~400 lines because they are one algorithm: the settings, the solver
+Here, in one module because they are one algorithm: the settings, the solver
 (normal equations with the segments eliminated, the bounded step, the damped iteration with
 chord steps) and the continuation over segment lengths; the segments themselves -- cut,
 simulated, linearised (JAX) -- are in :mod:`~mb_estimation.estimation.shooting_segments`.

@@ -21,7 +21,8 @@ Nothing non-finite is ever handed to the outputs.
 
 The rooms: this module holds :class:`EstimatorCore` (its state, lifecycle and diagnostics) and
 :class:`NodeOutputs`; the callback path is :mod:`.intake`, the worker :mod:`.worker`, a window
-and its judgement :mod:`.windows` (their names are imported here too).
+and its judgement :mod:`.windows` (its default estimator, :func:`estimate_window`, is imported
+here too: the nodes pass it on).
 """
 
 from __future__ import annotations
@@ -37,27 +38,20 @@ from pathlib import Path
 
 import numpy as np
 
-from mb_estimation.config import Config, ConfigError
+from mb_estimation.config import Config, ConfigError, apply_overrides
 from mb_estimation.errors import first_line
 from mb_estimation.estimation import EstimationResult
+from mb_estimation.io.results import plain_value
 from mb_estimation.online.buffers import PublicationOrder, SampleRing
 from mb_estimation.online.fusion import ParameterEstimate, load_estimate
-from mb_estimation.online.intake import JUMP_BACK_NS, SampleIntake
+from mb_estimation.online.intake import SampleIntake
 from mb_estimation.online.kalman import JerkFilterSettings, JointStateFilter
-from mb_estimation.online.windows import (
-    ACCEPTED_STATUSES,
-    Window,
-    WindowOutcome,
-    estimate_window,
-    judge,
-    result_estimate,
-)
+from mb_estimation.online.windows import Window, estimate_window
 from mb_estimation.online.worker import WindowWorker
 from mb_estimation.signals import Recording, recorded_joint_states
 from mb_estimation.stamps import NS_PER_S
 
-__all__ = ["ACCEPTED_STATUSES", "JUMP_BACK_NS", "EstimatorCore", "NodeOutputs", "Window",
-           "WindowOutcome", "estimate_window", "judge", "result_estimate", "with_node"]
+__all__ = ["EstimatorCore", "NodeOutputs", "estimate_window", "with_node"]
 
 
 def _ignore(*_args) -> None:
@@ -203,6 +197,31 @@ class EstimatorCore(SampleIntake, WindowWorker):
                                f"window needs {self.settings.window_s:g} s")
             self._cut_locked(start)
         return True, f"window from {start / NS_PER_S:.3f} s queued"
+
+    def on_message_error(self, what: str) -> None:
+        """A transport could not use a message (wrong type, undecodable): count and report."""
+        with self._lock:
+            self.counters["message_errors"] += 1
+            self._last["last_error"] = what
+
+    def _emit(self, output: str, *args) -> None:
+        """Call one of the outputs; a transport error is counted, never stops the node."""
+        try:
+            getattr(self.outputs, output)(*args)
+        except Exception as error:
+            with self._lock:
+                self.counters["output_errors"] += 1
+                self._last["last_error"] = f"publishing {output}: {first_line(error)}"
+
+    def _warm_config(self) -> Config:
+        """The config started from the last accepted (else the fused) estimate's values."""
+        with self._lock:
+            source = self._last_accepted or self._fused
+        if source is None:
+            return self.config
+        return apply_overrides(self.config, set_values={
+            name: plain_value(value) for name, value in source.values.items()
+            if name in self.config.free})
 
     def _to_recorded(self, angles, rates):
         return recorded_joint_states(self._mappings, angles, rates)

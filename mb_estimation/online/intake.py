@@ -4,7 +4,8 @@
 transports' subscription callbacks call: it checks each joint state and voltage, keeps them in
 the ring buffers, runs the real-time filter, and cuts windows on the header stamps for the
 worker (:class:`~mb_estimation.online.worker.WindowWorker`). It is a mixin: the state it uses is
-made in ``EstimatorCore.__init__``, and a method named ``*_locked`` runs under ``self._lock``.
+made in ``EstimatorCore.__init__``, and a method named ``*_locked`` runs under ``self._lock``;
+besides that state it calls only the core's own ``_emit`` and ``on_message_error``.
 """
 
 from __future__ import annotations
@@ -132,12 +133,6 @@ class SampleIntake:
             self.on_voltage(stamp_ns, float(efforts[names.index(joint)]))
         else:
             self.on_message_error(f"joint state without an effort for {joint}")
-
-    def on_message_error(self, what: str) -> None:
-        """A transport could not use a message (wrong type, undecodable): count and report."""
-        with self._lock:
-            self.counters["message_errors"] += 1
-            self._last["last_error"] = what
 
     def _note_latency(self, started: float) -> None:
         latency = self._clock() - started

@@ -1,6 +1,6 @@
 """Real-time per-joint shadow-state filter: a Kalman filter on [q, q̇, q̈] with white-jerk noise.
 
-One module of ~550 lines on purpose: one filter and its state. About a quarter is the model's
+One module on purpose: one filter and its state. About a quarter is the model's
 derivation (below) and the record of how the defaults were tuned (:class:`JerkFilterSettings`);
 the equations (:func:`transition` ... :func:`update`, and the scalar forms that run at 1 kHz)
 follow that derivation's equation numbers, and the per-joint state machine (:class:`JointFilter`:

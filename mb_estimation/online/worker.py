@@ -6,8 +6,9 @@ on its background thread: it takes the windows cut by
 accepted estimate), accepts or rejects them (:func:`~mb_estimation.online.windows.judge`), fuses
 the accepted ones (:func:`~mb_estimation.online.fusion.fuse`), persists the fused estimate, hands
 everything to the outputs and re-anchors the real-time filter. It is a mixin: the state it uses
-is made in ``EstimatorCore.__init__``; it takes ``self._lock`` only briefly, never while
-estimating.
+is made in ``EstimatorCore.__init__`` and, besides it, it calls only the core's own ``_emit``,
+``on_message_error`` and ``_warm_config`` (never the intake); it takes ``self._lock`` only
+briefly, never while estimating.
 """
 
 from __future__ import annotations
@@ -16,10 +17,8 @@ import dataclasses
 
 import numpy as np
 
-from mb_estimation.config import Config, apply_overrides
 from mb_estimation.errors import first_line
 from mb_estimation.estimation import EstimationResult
-from mb_estimation.io.results import plain_value
 from mb_estimation.online.fusion import ParameterEstimate, fuse, save_estimate
 from mb_estimation.online.windows import Window, WindowOutcome, judge, result_estimate
 from mb_estimation.signals import Recording
@@ -44,24 +43,6 @@ class WindowWorker:
             except Exception as error:  # the worker must outlive any one window
                 self.on_message_error(f"window {window.index}: {first_line(error)}")
             self._emit("diagnostics", self.diagnostics())
-
-    def _emit(self, output: str, *args) -> None:
-        """Call one of the outputs; a transport error is counted, never stops the node."""
-        try:
-            getattr(self.outputs, output)(*args)
-        except Exception as error:
-            with self._lock:
-                self.counters["output_errors"] += 1
-                self._last["last_error"] = f"publishing {output}: {first_line(error)}"
-
-    def _warm_config(self) -> Config:
-        with self._lock:
-            source = self._last_accepted or self._fused
-        if source is None:
-            return self.config
-        return apply_overrides(self.config, set_values={
-            name: plain_value(value) for name, value in source.values.items()
-            if name in self.config.free})
 
     def process(self, window: Window) -> WindowOutcome:
         """Estimate on one window, judge it, fuse and publish when accepted (worker thread)."""

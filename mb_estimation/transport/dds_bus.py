@@ -1,6 +1,6 @@
 """A thin publish/subscribe bus over a Cyclone DDS participant, speaking ROS 2 on the wire.
 
-One module of ~490 lines on purpose: one participant's life. The domain it is created in (the
+One module on purpose: one participant's life. The domain it is created in (the
 Cyclone configuration with :data:`ROS_INTEROPERABILITY` merged in, domains shared by the buses
 of a process), the QoS it maps ROS profiles to, its writers and readers and the dispatcher
 thread that runs the callbacks are the parts of one :class:`DdsBus`, documented together below

@@ -8,7 +8,7 @@ the launch files and the command line need without ROS 2 is in
 :mod:`~mb_estimation.transport.ros_parameters`, its subscriptions made in
 :mod:`~mb_estimation.transport.ros_inputs`, its messages built in
 :mod:`~mb_estimation.transport.ros_messages`; the rclpy players and ``call_trigger`` are in
-:mod:`~mb_estimation.transport.ros_player` (imported here too).
+:mod:`~mb_estimation.transport.ros_player` (the players' entry points imported here too).
 
 Start it with the launch files (``ros2 launch mb_estimation estimator.launch.py``) or::
 
@@ -116,7 +116,6 @@ from mb_estimation.transport.ros_messages import (
     diagnostic_array,
     joint_state_message,
     parameter_message,
-    to_ros,
 )
 from mb_estimation.transport.ros_parameters import (
     EstimateParameters,
@@ -124,16 +123,9 @@ from mb_estimation.transport.ros_parameters import (
     bootstrap_config,
     declare_node_parameters,
 )
-from mb_estimation.transport.ros_player import (
-    RosSink,
-    call_trigger,
-    ros_sink,
-    run_ros_player,
-)
-from mb_estimation.transport.ros_player import try_shutdown as _try_shutdown
+from mb_estimation.transport.ros_player import ros_sink, run_ros_player, try_shutdown
 
-__all__ = ["EstimatorNode", "RosSink", "call_trigger", "main", "ros_sink", "run_ros_player",
-           "to_ros"]
+__all__ = ["EstimatorNode", "main", "ros_sink", "run_ros_player"]
 
 DIAGNOSTICS_PERIOD_S = 1.0
 SHADOW_DEPTH = 2000
@@ -163,8 +155,6 @@ class EstimatorNode(Node):
         parameters = declare_node_parameters(self, config)
         self.config = parameters.config
         self.output_dir = parameters.output_dir
-        self.push_target = parameters.push_target
-        self.push_mapping = parameters.push_mapping
 
         self._inputs_group = MutuallyExclusiveCallbackGroup()
         self._control_group = MutuallyExclusiveCallbackGroup()
@@ -204,7 +194,7 @@ class EstimatorNode(Node):
                                         callback_group=self._control_group)
         # Default callback group: the one of rclpy's parameter services (module docstring).
         self._update_guard = self.create_guard_condition(self._apply_fused)
-        self._push = ParameterPush(self, self.push_target, self.push_mapping,
+        self._push = ParameterPush(self, parameters.push_target, parameters.push_mapping,
                                    count=self._count, report=self.core.on_message_error)
 
         self._estimates = EstimateParameters(self, self.config, self.core.fused)
@@ -379,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
         if node is not None:
             node.close()
             node.destroy_node()
-        _try_shutdown()
+        try_shutdown()
     return 0
 
 
