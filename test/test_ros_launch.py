@@ -250,6 +250,11 @@ def test_config_topics(tmp_path, monkeypatch):
     custom.write_text(yaml.safe_dump({"recording": {
         "joint_states_topic": "/js", "voltage_type": "sensor_msgs/msg/JointState"}}))
     assert ros_common.config_topics(custom) == ("/js", None)
+    # every spelling the config accepts (config.sections normalises it the same way)
+    for spelling in ("sensor_msgs/JointState", "sensor_msgs::msg::JointState"):
+        custom.write_text(yaml.safe_dump({"recording": {
+            "joint_states_topic": "/js", "voltage_type": spelling}}))
+        assert ros_common.config_topics(custom) == ("/js", None)
     custom.write_text("recording: [unclosed")
     assert ros_common.config_topics(custom) == ("/joint_states", "/control_voltage")
     # a built-in name is found as the node finds it (mb_estimation.config.resolve_config)

@@ -10,7 +10,6 @@ and a stride; a JointState voltage needs its joint).
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
 from mb_estimation.config.checks import (
@@ -42,7 +41,7 @@ from mb_estimation.config.schema import (
     RecordingSettings,
     SimulationSettings,
 )
-from mb_estimation.message_types import JOINT_STATE
+from mb_estimation.message_types import JOINT_STATE, normalise_message_type
 from mb_estimation.rigs.parameters import RigSpec
 
 METHOD_FIELDS: dict[str, Check] = {
@@ -105,14 +104,6 @@ def parse_node(raw: Any, source: str) -> NodeSettings:
 
 # --------------------------------------------------------------------------------------------
 # recording
-
-
-def normalise_message_type(value: str) -> str:
-    """``std_msgs/Float64`` and ``std_msgs::msg::Float64`` -> ``std_msgs/msg/Float64``."""
-    parts = [p for p in re.split(r"/|::", value.strip()) if p]
-    if len(parts) == 2:
-        parts = [parts[0], "msg", parts[1]]
-    return "/".join(parts)
 
 
 def _sign(value: Any, source: str, key: str) -> int:

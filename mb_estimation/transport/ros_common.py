@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 # pure Python (no rigs, no JAX): the launch files import this module
 from mb_estimation.config.builtin import resolve_config
 from mb_estimation.config.schema import ConfigError, NodeSettings, RecordingSettings
-from mb_estimation.message_types import JOINT_STATE
+from mb_estimation.message_types import JOINT_STATE, normalise_message_type
 
 if TYPE_CHECKING:
     from mb_estimation.config import Config
@@ -257,6 +257,6 @@ def config_topics(config: str | Path) -> tuple[str, str | None]:
     joint_topic = str(recording.get("joint_states_topic") or joint_topic)
     voltage_topic = str(recording.get("voltage_topic") or voltage_topic)
     voltage_type = str(recording.get("voltage_type") or "")
-    if voltage_type.replace("/msg/", "/") == JOINT_STATE.replace("/msg/", "/"):
+    if normalise_message_type(voltage_type) == JOINT_STATE:
         return joint_topic, None
     return joint_topic, voltage_topic
