@@ -10,10 +10,13 @@ compiled-program cache), the iterate is one :class:`LMState` (a pytree), and
 * :func:`terminate` says whether and why to stop.
 
 Per trial damping α: the block-tridiagonal elimination, the exact box QP in χ, the state
-back-substitution and the cost at ``(x ⊞ δx, χ ⊞ δχ)``. The gain ratio ρ compares the cost
-reduction with the reduction the linear model predicts, ``‖r‖² - ‖r + Jδ‖²``, which stays exact
-when the box cuts the step. The host drives the loop; each recording's blocks run as compiled
-programs (:mod:`~mb_estimation.estimation.recording_blocks`). What a finished solve reports
+back-substitution and the linearisation at ``(x ⊞ δx, χ ⊞ δχ)``, whose residuals give the
+trial's cost and which the next iterate keeps when the trial is accepted (one model program
+for both, issue 16: a separate residual program compiled for seconds and saved little). The
+gain ratio ρ compares the cost reduction with the reduction the linear model predicts,
+``‖r‖² - ‖r + Jδ‖²``, which stays exact when the box cuts the step. The host drives the
+loop; each recording's blocks run as compiled programs
+(:mod:`~mb_estimation.estimation.recording_blocks`). What a finished solve reports
 (covariance, excitation, shadow states) is computed apart, in
 :func:`~mb_estimation.estimation.solver.estimate`.
 """
@@ -44,7 +47,6 @@ from mb_estimation.estimation.recording_blocks import (
     cut,
     linearization,
     padded,
-    residual_blocks,
     trial_states,
 )
 from mb_estimation.estimation.residuals import Linearization, ModelStructure, StepData
@@ -176,10 +178,10 @@ def step(solver: LevenbergMarquardt, state: LMState) -> LMState:
         if parameter_step is not None:
             trial = _trial(solver, state, eliminations, parameter_step)
             if trial is not None:
-                values, states, cost, ratio, step_norm = trial
+                values, states, lins, ratio, step_norm = trial
                 damping *= max(1.0 / 3.0, 1.0 - (2.0 * ratio - 1.0) ** 3)
                 return _linearized_state(solver, values, states, damping, step_norm,
-                                         state.iteration + 1, cost)
+                                         state.iteration + 1, lins)
         growth = min(2.0 * growth, MAX_DAMPING)
         damping = min(growth * damping, MAX_DAMPING)
         if damping >= MAX_DAMPING:
@@ -187,7 +189,11 @@ def step(solver: LevenbergMarquardt, state: LMState) -> LMState:
 
 
 def _trial(solver: LevenbergMarquardt, state: LMState, eliminations, parameter_step):
-    """``(values, states, cost, ρ, ‖δ‖)`` of the step if its gain ratio is positive, else None."""
+    """``(values, states, linearisations, ρ, ‖δ‖)`` of the step if its gain ratio is positive.
+
+    None otherwise. The trial's cost is read from its linearisation's residuals (padded steps
+    have zero residuals).
+    """
     compiler, free = solver.compiler, solver.free
     delta = jnp.asarray(parameter_step)
     values = clip_to_box(free, parameters_boxplus(free, state.free_values, delta),
@@ -198,29 +204,29 @@ def _trial(solver: LevenbergMarquardt, state: LMState, eliminations, parameter_s
         moved, model, size = compiler(trial_states, solver.structure, padded(
             x, lin.residuals.shape[0], "edge"), lin, elimination, delta)
         trials.append((cut(moved, grid.num_steps), model, size))
-    trial_cost = sum(float(np.sum(np.asarray(residual_blocks(
-        compiler, solver.structure, solver.fixed, values, t[0], d)) ** 2))
-        for t, d in zip(trials, solver.data, strict=True))
+    lins = [linearization(compiler, solver.structure, solver.fixed, values, t[0], d)
+            for t, d in zip(trials, solver.data, strict=True)]
+    trial_cost = sum(float(np.sum(np.asarray(lin.residuals)**2)) for lin in lins)
     model_cost = sum(float(t[1]) for t in trials)
     step_norm = float(np.sqrt(sum(float(t[2]) for t in trials) + np.sum(parameter_step**2)))
     predicted = state.cost - model_cost
     ratio = (state.cost - trial_cost) / predicted if predicted > 0 else -1.0
     if not (np.isfinite(trial_cost) and np.isfinite(ratio) and ratio > 0):
         return None
-    return values, [t[0] for t in trials], trial_cost, ratio, step_norm
+    return values, [t[0] for t in trials], lins, ratio, step_norm
 
 
 def _linearized_state(solver: LevenbergMarquardt, free_values: dict, states: list,
                       damping: float, step_norm: float, iteration: int,
-                      cost: float | None = None) -> LMState:
+                      lins: list[Linearization] | None = None) -> LMState:
     """The state at ``(states, free_values)``: blocks, normal equations, scales, gradient.
 
-    ``cost``: ``‖r‖²`` as the trial evaluated it (None: from the linearisation's residuals).
+    ``lins``: the recordings' linearisations there, if the trial already made them.
     """
     compiler = solver.compiler
-    lins: list[Linearization] = [
-        linearization(compiler, solver.structure, solver.fixed, free_values, x, d)
-        for x, d in zip(states, solver.data, strict=True)]
+    if lins is None:
+        lins = [linearization(compiler, solver.structure, solver.fixed, free_values, x, d)
+                for x, d in zip(states, solver.data, strict=True)]
     normals = [compiler(normal_equations, None, lin) for lin in lins]
     residuals = [np.asarray(lin.residuals)[:grid.num_steps]
                  for lin, grid in zip(lins, solver.grids, strict=True)]
@@ -228,7 +234,7 @@ def _linearized_state(solver: LevenbergMarquardt, free_values: dict, states: lis
     return LMState(
         free_values=free_values, states=states, linearizations=lins, normals=normals,
         residuals=residuals, state_scales=state_scales, parameter_scale=parameter_scale,
-        cost=sum(float(np.sum(r**2)) for r in residuals) if cost is None else cost,
+        cost=sum(float(np.sum(r**2)) for r in residuals),
         damping=damping,
         gradient=_gradient_norm(solver, normals, free_values), step_norm=step_norm,
         iteration=iteration)

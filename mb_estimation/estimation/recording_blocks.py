@@ -19,9 +19,7 @@ from mb_estimation.estimation.residuals import (
     ModelStructure,
     StepData,
     first_jacobians,
-    initial_block,
     transition_jacobians,
-    transition_residuals,
 )
 from mb_estimation.numerics import jax
 
@@ -168,12 +166,6 @@ def _first_with_previous(structure, fixed, free_values, state, measured_angles, 
     value, current, parameters = first_jacobians(structure, fixed, free_values, state,
                                                  measured_angles, observed, dt, sqrt_kappa)
     return value, jnp.zeros_like(current), current, parameters
-
-
-def residual_blocks(compiler, structure, fixed, free_values, states, data: StepData):
-    """All residual blocks ``[n, m]`` of one recording, chunk by chunk."""
-    return in_chunks(compiler, initial_block, transition_residuals, structure, fixed,
-                     free_values, states, data)
 
 
 def trial_states(structure, states, lin: Linearization, elimination, parameter_step):
