@@ -163,6 +163,43 @@ def _driven_angles(system, initial: BodyStates, inputs, h: float, substeps: int 
     return jax.vmap(lambda s: joint_angles(system, s))(states)
 
 
+# An open-loop replay runs in chunks of this many held inputs (the last one padded with its
+# final input, the padding's angles dropped), so one compiled rollout serves every recording
+# length: one per length compiled for ~3 s each (five peer-rig recordings: 15 s, issue 16).
+REPLAY_CHUNK = 512
+
+
+@functools.partial(jax.jit, static_argnames=("h",))
+def _driven_chunk(system, initial: BodyStates, inputs, h: float):
+    """One chunk of a replay: the last state and the joint angles ``[c+1, n_joints]``.
+
+    From ``initial``, one SPOOK step of ``h`` per row of ``inputs [c, n_inputs]``; the angles
+    of every state on the way, ``initial``'s first.
+    """
+    states, _ = rollout(system, initial, h, inputs.shape[0], lambda k, _: inputs[k])
+    angles = jax.vmap(lambda s: joint_angles(system, s))(states)
+    return jax.tree_util.tree_map(lambda a: a[-1], states), angles
+
+
+def _replayed_angles(system, initial: BodyStates, inputs, h: float):
+    """Joint angles ``[n+1, n_joints]`` of ``system`` driven open loop by ``inputs [n, c]``.
+
+    The same rollout as :func:`_driven_angles` (one step of ``h`` per input), run in chunks of
+    :data:`REPLAY_CHUNK` with the state carried from one chunk to the next.
+    """
+    inputs = np.asarray(inputs, dtype=np.float64)
+    count = inputs.shape[0]
+    total = max(1, -(-count // REPLAY_CHUNK)) * REPLAY_CHUNK
+    last = inputs[-1:] if count else np.zeros((1, inputs.shape[1]))
+    held = np.concatenate([inputs, np.repeat(last, total - count, axis=0)])
+    pieces, state = [], initial
+    for start in range(0, total, REPLAY_CHUNK):
+        state, angles = _driven_chunk(system, state,
+                                      jnp.asarray(held[start:start + REPLAY_CHUNK]), h)
+        pieces.append(np.asarray(angles)[1 if start else 0:])
+    return np.concatenate(pieces)[:count + 1]
+
+
 def _prediction_starts(grid, horizon_s: float, stride_s: float | None):
     """Grid indices the predictions start from, and the steps each one runs."""
     steps = max(1, int(round(horizon_s / grid.dt)))
@@ -262,8 +299,7 @@ def open_loop_check(rig: Rig, values: Mapping[str, object], grid, initial: BodyS
     Grid points without observation (gaps) are left out of the RMS.
     """
     system = rig.build(parameter_arrays(values))
-    simulated = np.unwrap(np.asarray(_driven_angles(system, initial,
-                                                    jnp.asarray(grid.inputs), grid.dt)),
+    simulated = np.unwrap(_replayed_angles(system, initial, grid.inputs, grid.dt),
                           axis=0)  # multi-turn, like the recording
     simulated = simulated + np.round((grid.measured_angles[0] - simulated[0]) / (2 * np.pi)) \
         * 2 * np.pi  # same turn as the recording at the start

@@ -322,6 +322,46 @@ def test_one_compilation_serves_other_lengths_and_recording_counts(furuta_case):
         again = solve(*grids)
         assert again.compile_time_s == 0.0, [g.num_steps for g in grids]
         assert [r.joint_angles.shape[0] for r in again.recordings] == [g.num_steps for g in grids]
+    # The recordings of one solve share the longest one's bucket: 120 steps alone are bucket
+    # 256, but beside 301 steps (bucket 320) they reuse the programs that 301 alone compiled.
+    sim = simulate_recording(rig, truth.parameters, "swingup", duration_s=3.0, dt=STEP,
+                             rate_hz=1.0 / STEP)
+    longer = prepare_recording(Recording("swingup", sim.time_s, sim.measured_angles, sim.time_s,
+                                         sim.inputs), STEP, 10.0)
+    assert longer.num_steps == 301 and bucket_length(301) == 320
+    assert solve(longer).compile_time_s > 0.0
+    both = solve(longer, _first_steps(grid, 120))
+    assert both.compile_time_s == 0.0
+    assert [r.joint_angles.shape[0] for r in both.recordings] == [301, 120]
+
+
+def test_open_loop_replay_in_chunks_is_the_whole_rollout_and_compiles_once(furuta_case):
+    """An open-loop replay in fixed chunks is the rollout over the whole recording.
+
+    The state is carried from chunk to chunk; a second length compiles nothing new.
+    """
+    from mb_estimation.simulation import (
+        REPLAY_CHUNK,
+        _driven_angles,
+        _driven_chunk,
+        _replayed_angles,
+    )
+
+    truth, rig, _ = furuta_case
+    system = rig.build(parameter_arrays(truth.parameters))
+    sim = simulate_recording(rig, truth.parameters, "multisine", duration_s=0.2, dt=STEP / 10,
+                             rate_hz=10.0 / STEP)
+    initial = jax.tree_util.tree_map(lambda leaf: leaf[0], sim.states)
+    count = REPLAY_CHUNK + 77  # two chunks, the second one padded
+    inputs = np.resize(np.asarray(sim.inputs), (count, sim.inputs.shape[1]))
+    whole = np.asarray(_driven_angles(system, initial, jnp.asarray(inputs), STEP / 10))
+    chunked = _replayed_angles(system, initial, inputs, STEP / 10)
+    assert chunked.shape == whole.shape == (count + 1, 2)
+    np.testing.assert_allclose(chunked, whole, rtol=0, atol=1e-12)
+    programs = _driven_chunk._cache_size()
+    shorter = _replayed_angles(system, initial, inputs[:100], STEP / 10)
+    assert _driven_chunk._cache_size() == programs
+    np.testing.assert_allclose(shorter, whole[:101], rtol=0, atol=1e-12)
 
 
 def test_estimate_with_drift_corrected_rows_recovers_the_truth():

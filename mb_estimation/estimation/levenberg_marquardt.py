@@ -44,6 +44,7 @@ from mb_estimation.estimation.parameters import (
     tangent_bounds,
 )
 from mb_estimation.estimation.recording_blocks import (
+    bucket_length,
     cut,
     linearization,
     padded,
@@ -102,6 +103,16 @@ class LevenbergMarquardt:
     @property
     def free(self) -> FreeParameters:
         return self.structure.free
+
+    @property
+    def bucket(self) -> int:
+        """The length every recording's whole-recording algebra is padded to.
+
+        The longest recording's :func:`bucket_length`: the recordings of one solve share one
+        set of programs whatever their lengths (the five peer-rig recordings compiled nine
+        sets, RESULTS.md, issue 16); a shorter one pays for its padding in those programs only.
+        """
+        return bucket_length(max(grid.num_steps for grid in self.grids))
 
 
 @jax.tree_util.register_dataclass
@@ -204,8 +215,8 @@ def _trial(solver: LevenbergMarquardt, state: LMState, eliminations, parameter_s
         moved, model, size = compiler(trial_states, solver.structure, padded(
             x, lin.residuals.shape[0], "edge"), lin, elimination, delta)
         trials.append((cut(moved, grid.num_steps), model, size))
-    lins = [linearization(compiler, solver.structure, solver.fixed, values, t[0], d)
-            for t, d in zip(trials, solver.data, strict=True)]
+    lins = [linearization(compiler, solver.structure, solver.fixed, values, t[0], d,
+                          solver.bucket) for t, d in zip(trials, solver.data, strict=True)]
     trial_cost = sum(float(np.sum(np.asarray(lin.residuals)**2)) for lin in lins)
     model_cost = sum(float(t[1]) for t in trials)
     step_norm = float(np.sqrt(sum(float(t[2]) for t in trials) + np.sum(parameter_step**2)))
@@ -225,8 +236,8 @@ def _linearized_state(solver: LevenbergMarquardt, free_values: dict, states: lis
     """
     compiler = solver.compiler
     if lins is None:
-        lins = [linearization(compiler, solver.structure, solver.fixed, free_values, x, d)
-                for x, d in zip(states, solver.data, strict=True)]
+        lins = [linearization(compiler, solver.structure, solver.fixed, free_values, x, d,
+                              solver.bucket) for x, d in zip(states, solver.data, strict=True)]
     normals = [compiler(normal_equations, None, lin) for lin in lins]
     residuals = [np.asarray(lin.residuals)[:grid.num_steps]
                  for lin, grid in zip(lins, solver.grids, strict=True)]

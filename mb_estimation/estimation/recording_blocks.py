@@ -3,9 +3,10 @@
 The model's residual and Jacobian blocks are evaluated in chunks of :data:`CHUNK_TRANSITIONS`
 transitions (the last chunk padded), so one compiled program serves every recording length.
 The cheap whole-recording algebra (normal equations, block elimination, trial states,
-covariance blocks, initial and shadow states) runs on the recording zero-padded to its length
-bucket (:func:`bucket_length`), assembled and cut on the host, so it compiles once per bucket
-and other lengths and numbers of recordings reuse it (issue 16, benchmarks/RESULTS.md).
+covariance blocks, initial and shadow states) runs on the recording zero-padded to a length
+bucket (:func:`bucket_length`; in a solve, the longest recording's for all), assembled and
+cut on the host, so it compiles once per bucket and other lengths and numbers of recordings
+reuse it (issue 16, benchmarks/RESULTS.md).
 Programs come from the caller's :class:`~mb_estimation.estimation.compiled.Compiler`.
 """
 
@@ -75,13 +76,13 @@ def cut(tree, length: int):
     return jax.tree_util.tree_map(lambda leaf: np.asarray(leaf)[:length], tree)
 
 
-def on_bucket(compiler, function, static, length: int, *args):
-    """``function`` over a recording's steps, run on its bucket and cut back to ``length``.
+def on_bucket(compiler, function, static, length: int, size: int, *args):
+    """``function`` over a recording's ``length`` steps, run padded to ``size``, cut back.
 
-    ``args`` are ``(value, padding mode or None)``: per-step arrays are padded, others (None)
-    passed as they are.
+    ``size``: a :func:`bucket_length` at least ``length`` (a solve pads all its recordings to
+    the longest one's bucket). ``args`` are ``(value, padding mode or None)``: per-step arrays
+    are padded, others (None) passed as they are.
     """
-    size = bucket_length(length)
     arguments = [value if mode is None else padded(value, size, mode) for value, mode in args]
     return cut(compiler(function, static, *arguments), length)
 
@@ -148,13 +149,14 @@ def in_chunks(compiler, first_function, transition_function, structure, fixed, f
 
 
 def linearization(compiler, structure: ModelStructure, fixed, free_values, states,
-                  data: StepData) -> Linearization:
-    """:class:`Linearization` of one recording, chunk by chunk, zero-padded to its bucket.
+                  data: StepData, size: int) -> Linearization:
+    """:class:`Linearization` of one recording, chunk by chunk, zero-padded to ``size`` steps.
 
-    Block 0 has no previous state: its ``previous`` block is zero.
+    ``size``: a :func:`bucket_length` at least the recording's length. Block 0 has no previous
+    state: its ``previous`` block is zero.
     """
     blocks = in_chunks(compiler, _first_with_previous, transition_jacobians, structure, fixed,
-                       free_values, states, data, bucket_length(int(np.shape(data.observed)[0])))
+                       free_values, states, data, size)
     residuals, previous, current, parameters = (jax.device_put(block) for block in blocks)
     return Linearization(residuals=residuals, previous=previous, current=current,
                          parameters=parameters)

@@ -195,9 +195,9 @@ def _initial_states(solver: LevenbergMarquardt, free_values, grid: GridData):
     common = ((solver.fixed, None), (free_values, None), (grid.filtered_angles, "linear"))
     if grid.initial_rates is None:
         return on_bucket(solver.compiler, states_from_angles, solver.structure, grid.num_steps,
-                         *common, (jnp.asarray(grid.dt), None))
+                         solver.bucket, *common, (jnp.asarray(grid.dt), None))
     return on_bucket(solver.compiler, states_from_angles_and_rates, solver.structure,
-                     grid.num_steps, *common, (grid.initial_rates, "edge"))
+                     grid.num_steps, solver.bucket, *common, (grid.initial_rates, "edge"))
 
 
 def _result(solver: LevenbergMarquardt, state: LMState, status: FitStatus,
@@ -226,7 +226,8 @@ def _result(solver: LevenbergMarquardt, state: LMState, status: FitStatus,
     estimates = []
     for grid, x, r in zip(grids, state.states, state.residuals, strict=True):
         angles, rates, bodies = on_bucket(compiler, _shadow, structure, grid.num_steps,
-                                          (fixed, None), (free_values, None), (x, "edge"))
+                                          solver.bucket, (fixed, None), (free_values, None),
+                                          (x, "edge"))
         angles = np.asarray(angles)
         # continue the measured (multi-turn) angles rather than wrap to (-π, π]
         angles = grid.measured_angles + np.arctan2(np.sin(angles - grid.measured_angles),
