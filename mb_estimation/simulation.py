@@ -153,14 +153,15 @@ class PredictionCheck:
     simulation_dt: float
 
 
-@functools.partial(jax.jit, static_argnames=("h", "substeps"))
-def _driven_angles(system, initial: BodyStates, inputs, h: float, substeps: int = 1):
-    """Joint angles ``[n+1, n_joints]`` of ``system`` driven open loop by ``inputs [n, c]``.
+def _angles_on_the_way(system, initial: BodyStates, inputs, h: float, substeps: int = 1):
+    """The last state and the joint angles ``[n+1, n_joints]`` of a run open loop.
 
-    From ``initial``; each input is held for ``substeps`` SPOOK steps of ``h``.
+    ``system`` from ``initial``, each row of ``inputs [n, c]`` held for ``substeps`` SPOOK steps
+    of ``h``; the angles at ``initial`` and after each input.
     """
     states, _ = rollout(system, initial, h, inputs.shape[0], lambda k, _: inputs[k], substeps)
-    return jax.vmap(lambda s: joint_angles(system, s))(states)
+    angles = jax.vmap(lambda s: joint_angles(system, s))(states)
+    return jax.tree_util.tree_map(lambda a: a[-1], states), angles
 
 
 # An open-loop replay runs in chunks of this many held inputs (the last one padded with its
@@ -169,22 +170,26 @@ def _driven_angles(system, initial: BodyStates, inputs, h: float, substeps: int 
 REPLAY_CHUNK = 512
 
 
-@functools.partial(jax.jit, static_argnames=("h",))
-def _driven_chunk(system, initial: BodyStates, inputs, h: float):
-    """One chunk of a replay: the last state and the joint angles ``[c+1, n_joints]``.
+# One chunk of a replay (:func:`_angles_on_the_way` compiled once per system structure and h).
+_driven_chunk = jax.jit(_angles_on_the_way, static_argnames=("h", "substeps"))
 
-    From ``initial``, one SPOOK step of ``h`` per row of ``inputs [c, n_inputs]``; the angles
-    of every state on the way, ``initial``'s first.
-    """
-    states, _ = rollout(system, initial, h, inputs.shape[0], lambda k, _: inputs[k])
-    angles = jax.vmap(lambda s: joint_angles(system, s))(states)
-    return jax.tree_util.tree_map(lambda a: a[-1], states), angles
+# The predictions run this many starts at once (the last batch padded by repeating its final
+# start): 2.5× faster than one start after the other (swing-up, 20 starts: 1.39 -> 0.56 s),
+# and one compiled program serves every number of starts (issue 16).
+PREDICTION_BATCH = 8
+
+
+@functools.partial(jax.jit, static_argnames=("h", "substeps"))
+def _predicted_angles(system, initials: BodyStates, inputs, h: float, substeps: int):
+    """:func:`_angles_on_the_way`'s angles ``[B, n+1, n_joints]`` from ``B`` starts at once."""
+    return jax.vmap(lambda initial, held: _angles_on_the_way(system, initial, held, h,
+                                                             substeps)[1])(initials, inputs)
 
 
 def _replayed_angles(system, initial: BodyStates, inputs, h: float):
     """Joint angles ``[n+1, n_joints]`` of ``system`` driven open loop by ``inputs [n, c]``.
 
-    The same rollout as :func:`_driven_angles` (one step of ``h`` per input), run in chunks of
+    :func:`_angles_on_the_way` with one step of ``h`` per input, run in chunks of
     :data:`REPLAY_CHUNK` with the state carried from one chunk to the next.
     """
     inputs = np.asarray(inputs, dtype=np.float64)
@@ -240,12 +245,15 @@ def prediction_check(rig: Rig, values: Mapping[str, object], grid, estimate, *,
     substeps = max(1, int(round(grid.dt / simulation_dt)))
     starts, steps = _prediction_starts(grid, horizon_s, stride_s)
     predicted = []
-    for start in starts:
-        initial = BodyStates(*(jnp.asarray(getattr(estimate, part)[start]) for part in (
+    for first in range(0, len(starts), PREDICTION_BATCH):
+        batch = starts[first:first + PREDICTION_BATCH]
+        padded = np.concatenate([batch, np.repeat(batch[-1:], PREDICTION_BATCH - len(batch))])
+        initials = BodyStates(*(jnp.asarray(getattr(estimate, part)[padded]) for part in (
             "position", "orientation", "linear_velocity", "angular_velocity")))
-        inputs = jnp.asarray(grid.inputs[start:start + steps])
-        predicted.append(np.asarray(_driven_angles(system, initial, inputs,
-                                                   grid.dt / substeps, substeps))[1:])
+        held = np.stack([grid.inputs[start:start + steps] for start in padded])
+        angles = _predicted_angles(system, initials, jnp.asarray(held), grid.dt / substeps,
+                                   substeps)
+        predicted.extend(np.asarray(angles)[:len(batch), 1:])
     return _scored_prediction(grid, starts, steps, predicted, grid.dt / substeps)
 
 

@@ -335,6 +335,29 @@ def test_one_compilation_serves_other_lengths_and_recording_counts(furuta_case):
     assert [r.joint_angles.shape[0] for r in both.recordings] == [301, 120]
 
 
+def test_predictions_in_batches_reproduce_the_model_from_its_own_states(furuta_case):
+    """Predictions from a simulation's own states, run in batches (one partial), are exact."""
+    from mb_estimation.simulation import PREDICTION_BATCH, prediction_check
+
+    truth, rig, _ = furuta_case
+    sim = simulate_recording(rig, truth.parameters, "multisine", duration_s=1.5, dt=STEP,
+                             rate_hz=1.0 / STEP)
+    grid = prepare_recording(Recording("m", sim.time_s, sim.joint_angles, sim.time_s,
+                                       sim.inputs), STEP, 10.0)
+    states = dataclasses.make_dataclass("States", ["position", "orientation", "linear_velocity",
+                                                   "angular_velocity"])(
+        *(np.asarray(getattr(sim.states, part)) for part in (
+            "position", "orientation", "linear_velocity", "angular_velocity")))
+    check = prediction_check(rig, truth.parameters, grid, states, horizon_s=0.1,
+                             simulation_dt=STEP)
+    assert check.starts == 15 and check.starts % PREDICTION_BATCH
+    assert np.all(check.rms < 1e-9)
+    heavier = apply_overrides(truth, set_values={"J_Azz": 2 * truth.parameters["J_Azz"]})
+    off = prediction_check(rig, heavier.parameters, grid, states, horizon_s=0.1,
+                           simulation_dt=STEP)
+    assert off.rms[-1, 0] > 1e-4
+
+
 def test_open_loop_replay_in_chunks_is_the_whole_rollout_and_compiles_once(furuta_case):
     """An open-loop replay in fixed chunks is the rollout over the whole recording.
 
@@ -342,7 +365,7 @@ def test_open_loop_replay_in_chunks_is_the_whole_rollout_and_compiles_once(furut
     """
     from mb_estimation.simulation import (
         REPLAY_CHUNK,
-        _driven_angles,
+        _angles_on_the_way,
         _driven_chunk,
         _replayed_angles,
     )
@@ -354,7 +377,7 @@ def test_open_loop_replay_in_chunks_is_the_whole_rollout_and_compiles_once(furut
     initial = jax.tree_util.tree_map(lambda leaf: leaf[0], sim.states)
     count = REPLAY_CHUNK + 77  # two chunks, the second one padded
     inputs = np.resize(np.asarray(sim.inputs), (count, sim.inputs.shape[1]))
-    whole = np.asarray(_driven_angles(system, initial, jnp.asarray(inputs), STEP / 10))
+    whole = np.asarray(_angles_on_the_way(system, initial, jnp.asarray(inputs), STEP / 10)[1])
     chunked = _replayed_angles(system, initial, inputs, STEP / 10)
     assert chunked.shape == whole.shape == (count + 1, 2)
     np.testing.assert_allclose(chunked, whole, rtol=0, atol=1e-12)
