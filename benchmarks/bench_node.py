@@ -58,7 +58,11 @@ for _variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402
 
 from mb_estimation.config import apply_overrides, load_config  # noqa: E402
-from mb_estimation.numerics import jax  # noqa: E402
+from mb_estimation.numerics import (  # noqa: E402
+    CACHE_ENVIRONMENT_VARIABLE,
+    configure_jax,
+    jax,
+)
 from mb_estimation.online.core import (  # noqa: E402
     EstimatorCore,
     NodeOutputs,
@@ -91,8 +95,8 @@ def configs(data_compliance: float | None):
 def enable_cache(directory: str | None) -> None:
     """Keep compiled code in ``directory`` (as the command line does); None: no disk cache."""
     if directory:
-        jax.config.update("jax_compilation_cache_dir", str(directory))
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+        os.environ[CACHE_ENVIRONMENT_VARIABLE] = str(directory)
+        configure_jax()
 
 
 def rss_mb() -> float:

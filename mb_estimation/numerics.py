@@ -37,9 +37,13 @@ def configure_jax() -> Path | None:
 
     Float64 is already on (importing this module switches it on); this keeps compiled code in
     :func:`compilation_cache_dir` (if on). Call it once, before the first compilation.
+
+    Every program is kept, however quickly it compiled: the whole-recording algebra's programs
+    compile in 0.2–0.8 s each, and with JAX's default threshold (1 s) a cached run still
+    compiled them — 2.7 of the 5.7 s a cached swing-up fit spent (issue 16, RESULTS.md).
     """
     directory = compilation_cache_dir()
     if directory is not None:
         jax.config.update("jax_compilation_cache_dir", str(directory))
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     return directory
