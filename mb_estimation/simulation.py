@@ -205,6 +205,25 @@ def _replayed_angles(system, initial: BodyStates, inputs, h: float):
     return np.concatenate(pieces)[:count + 1]
 
 
+def _in_batches(starts, run):
+    """``run(batch)`` over :data:`PREDICTION_BATCH` starts at a time; the starts' rows, in order.
+
+    The last batch is padded by repeating its final start, so ``run`` compiles once whatever
+    the number of starts; the padding's rows are dropped.
+    """
+    predicted = []
+    for first in range(0, len(starts), PREDICTION_BATCH):
+        batch = starts[first:first + PREDICTION_BATCH]
+        padded = np.concatenate([batch, np.repeat(batch[-1:], PREDICTION_BATCH - len(batch))])
+        predicted.extend(np.asarray(run(padded))[:len(batch)])
+    return predicted
+
+
+def _held(grid, starts, steps: int):
+    """The inputs ``[S, steps, c]`` held from each of ``starts`` on."""
+    return jnp.asarray(np.stack([grid.inputs[start:start + steps] for start in starts]))
+
+
 def _prediction_starts(grid, horizon_s: float, stride_s: float | None):
     """Grid indices the predictions start from, and the steps each one runs."""
     steps = max(1, int(round(horizon_s / grid.dt)))
@@ -244,17 +263,15 @@ def prediction_check(rig: Rig, values: Mapping[str, object], grid, estimate, *,
     system = rig.build(parameter_arrays(values))
     substeps = max(1, int(round(grid.dt / simulation_dt)))
     starts, steps = _prediction_starts(grid, horizon_s, stride_s)
-    predicted = []
-    for first in range(0, len(starts), PREDICTION_BATCH):
-        batch = starts[first:first + PREDICTION_BATCH]
-        padded = np.concatenate([batch, np.repeat(batch[-1:], PREDICTION_BATCH - len(batch))])
-        initials = BodyStates(*(jnp.asarray(getattr(estimate, part)[padded]) for part in (
+
+    def run(batch):
+        initials = BodyStates(*(jnp.asarray(getattr(estimate, part)[batch]) for part in (
             "position", "orientation", "linear_velocity", "angular_velocity")))
-        held = np.stack([grid.inputs[start:start + steps] for start in padded])
-        angles = _predicted_angles(system, initials, jnp.asarray(held), grid.dt / substeps,
-                                   substeps)
-        predicted.extend(np.asarray(angles)[:len(batch), 1:])
-    return _scored_prediction(grid, starts, steps, predicted, grid.dt / substeps)
+        return np.asarray(_predicted_angles(system, initials, _held(grid, batch, steps),
+                                            grid.dt / substeps, substeps))[:, 1:]
+
+    return _scored_prediction(grid, starts, steps, _in_batches(starts, run),
+                              grid.dt / substeps)
 
 
 @functools.partial(jax.jit, static_argnames=("h", "substeps"))
@@ -284,18 +301,19 @@ def rigid_prediction_check(rig: Rig, values: Mapping[str, object], grid, estimat
 
     The hinges rigid, the motion stepped by the second-order variational step in joint
     coordinates from ``estimate``'s joint angles and rates (its error at 1 ms over 1 s of the
-    0.92 m release: 1e-5 rad); all starts simulated together.
+    0.92 m release: 1e-5 rad); :data:`PREDICTION_BATCH` starts simulated together.
     """
     system = rig.build(parameter_arrays(values))
     substeps = max(1, int(round(grid.dt / simulation_dt)))
     starts, steps = _prediction_starts(grid, horizon_s, stride_s)
-    if not len(starts):
-        return _scored_prediction(grid, starts, steps, None, grid.dt / substeps)
-    held = np.stack([grid.inputs[start:start + steps] for start in starts])
-    predicted = _rigid_angles(system, jnp.asarray(estimate.joint_angles[starts]),
-                              jnp.asarray(estimate.joint_rates[starts]), jnp.asarray(held),
-                              grid.dt / substeps, substeps)
-    return _scored_prediction(grid, starts, steps, np.asarray(predicted), grid.dt / substeps)
+
+    def run(batch):
+        return _rigid_angles(system, jnp.asarray(estimate.joint_angles[batch]),
+                             jnp.asarray(estimate.joint_rates[batch]),
+                             _held(grid, batch, steps), grid.dt / substeps, substeps)
+
+    return _scored_prediction(grid, starts, steps, _in_batches(starts, run),
+                              grid.dt / substeps)
 
 
 def open_loop_check(rig: Rig, values: Mapping[str, object], grid, initial: BodyStates,

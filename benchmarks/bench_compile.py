@@ -1,0 +1,116 @@
+"""Where a cold (and a cached) start's compilation goes, program by program (issue 16, DM2).
+
+Run pinned to one core, each in its own process::
+
+    taskset -c 0 python benchmarks/bench_compile.py                 # cold: no disk cache
+    taskset -c 0 python benchmarks/bench_compile.py --cache DIR     # run twice: fill, then read
+    taskset -c 0 python benchmarks/bench_compile.py --levels        # the model's Jacobian program
+                                                                    # at LLVM levels 2, 1, 0
+
+The problem of ``bench_estimator.py`` (the 10 s swing-up, h = 0.01, 13 parameter dimensions).
+Every program the solve compiles is traced, lowered and compiled apart and timed; the table
+gives each one's seconds, its optimized HLO size in lines (what XLA's code generation works
+through) and the solve's ``compile_time_s``. ``--levels`` compiles the transition Jacobian
+program of one 256-step chunk at ``xla_backend_optimization_level`` 2 (XLA's default), 1 and 0
+and times one call of each: compilation against run time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import time
+
+os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false "
+                      "intra_op_parallelism_threads=1")
+
+import bench_estimator  # noqa: E402  (the problem and the paper's settings)
+import numpy as np  # noqa: E402
+
+from mb_estimation.estimation import compiled, estimate  # noqa: E402
+from mb_estimation.numerics import CACHE_ENVIRONMENT_VARIABLE, configure_jax, jax  # noqa: E402
+
+
+def compile_table(problem) -> None:
+    """Solve once, compiling every program apart; print one row per program."""
+    rows = []
+
+    def call(self, function, static, *args):
+        key = compiled.program_key(function, static, args)
+        executable = compiled._PROGRAMS.get(key)
+        if executable is None:
+            bound = function if static is None else functools.partial(function, static)
+            started = time.perf_counter()
+            traced = jax.jit(bound).trace(*args)
+            lowered = traced.lower()
+            lowered_at = time.perf_counter()
+            executable = lowered.compile()
+            done = time.perf_counter()
+            rows.append((getattr(function, "__name__", repr(function)), lowered_at - started,
+                         done - lowered_at, executable.as_text().count("\n")))
+            self.seconds += done - started
+            compiled._PROGRAMS[key] = executable
+        return executable(*args)
+
+    compiled.Compiler.__call__ = call
+    started = time.perf_counter()
+    result = estimate(problem, bench_estimator.SETTINGS)
+    print(f"first solve {time.perf_counter() - started:.2f} s, compile_time_s "
+          f"{result.compile_time_s:.2f} s, {result.iterations} iterations")
+    print("| program | trace + lower [s] | compile [s] | optimized HLO [lines] |")
+    print("|---|---|---|---|")
+    for name, lowering, compiling, lines in rows:
+        print(f"| {name} | {lowering:.2f} | {compiling:.2f} | {lines} |")
+
+
+def level_table(problem) -> None:
+    """The transition Jacobian program of one chunk at LLVM optimisation levels 2, 1, 0."""
+    from mb_estimation.estimation.parameters import FreeParameters
+    from mb_estimation.estimation.recording_blocks import CHUNK_TRANSITIONS
+    from mb_estimation.estimation.residuals import ModelStructure, transition_jacobians
+    from mb_estimation.estimation.solver import states_from_angles
+    from mb_estimation.rigs import parameter_arrays
+
+    grid = problem.recordings[0]
+    structure = ModelStructure(problem.rig, FreeParameters.of(problem.rig.spec, problem.free))
+    values = parameter_arrays(problem.parameters)
+    fixed = {k: v for k, v in values.items() if k not in structure.free.names}
+    free_values = {k: values[k] for k in structure.free.names}
+    states = states_from_angles(structure, fixed, free_values, grid.filtered_angles, grid.dt)
+    n = CHUNK_TRANSITIONS
+    args = (fixed, free_values, jax.tree_util.tree_map(lambda a: a[:n], states),
+            jax.tree_util.tree_map(lambda a: a[1:n + 1], states), grid.inputs[:n],
+            grid.measured_angles[1:n + 1], grid.observed[1:n + 1], np.asarray(grid.dt),
+            np.asarray(10.0))
+    lowered = jax.jit(functools.partial(transition_jacobians, structure)).lower(*args)
+    print("| LLVM level | compile [s] | run per chunk [ms] |")
+    print("|---|---|---|")
+    for level in (2, 1, 0):
+        started = time.perf_counter()
+        executable = lowered.compile({"xla_backend_optimization_level": level})
+        compiling = time.perf_counter() - started
+        jax.block_until_ready(executable(*args))
+        runs = []
+        for _ in range(20):
+            started = time.perf_counter()
+            jax.block_until_ready(executable(*args))
+            runs.append(time.perf_counter() - started)
+        print(f"| {level} | {compiling:.2f} | {1e3 * np.median(runs):.2f} |")
+
+
+def main() -> None:
+    """Print the table asked for."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cache", metavar="DIR", help="persistent compile cache (default: off)")
+    parser.add_argument("--levels", action="store_true",
+                        help="the Jacobian program at LLVM optimisation levels 2, 1, 0")
+    args = parser.parse_args()
+    os.environ[CACHE_ENVIRONMENT_VARIABLE] = args.cache or ""
+    configure_jax()
+    problem = bench_estimator.swingup_problem(10.0)
+    (level_table if args.levels else compile_table)(problem)
+
+
+if __name__ == "__main__":
+    main()
