@@ -72,14 +72,24 @@ def _shift_up(blocks):
 
 
 def normal_equations(lin: Linearization) -> NormalEquations:
-    """Blocks of ``JᵀJ`` and ``Jᵀr`` from the Jacobian blocks of a recording."""
+    """Blocks of ``JᵀJ`` and ``Jᵀr`` from the Jacobian blocks of a recording.
+
+    Block ``k+1``'s ``previous`` part adds to state ``k``'s rows: its products are formed at
+    ``k+1`` and shifted up (shifting the products, not the blocks, copies less).
+    """
     r, a, b, c = lin.residuals, lin.previous, lin.current, lin.parameters
-    a_next, c_next, r_next = _shift_up(a), _shift_up(c), _shift_up(r)
+
+    def products(x, y):
+        return jnp.einsum("kmi,kmj->kij", x, y)
+
+    def gradient(x):
+        return jnp.einsum("kmi,km->ki", x, r)
+
     return NormalEquations(
-        diagonal=jnp.einsum("kmi,kmj->kij", b, b) + jnp.einsum("kmi,kmj->kij", a_next, a_next),
-        lower=jnp.einsum("kmi,kmj->kij", b, a),
-        coupling=jnp.einsum("kmi,kmj->kij", b, c) + jnp.einsum("kmi,kmj->kij", a_next, c_next),
-        state_gradient=jnp.einsum("kmi,km->ki", b, r) + jnp.einsum("kmi,km->ki", a_next, r_next),
+        diagonal=products(b, b) + _shift_up(products(a, a)),
+        lower=products(b, a),
+        coupling=products(b, c) + _shift_up(products(a, c)),
+        state_gradient=gradient(b) + _shift_up(gradient(a)),
         parameter_matrix=jnp.einsum("kmi,kmj->ij", c, c),
         parameter_gradient=jnp.einsum("kmi,km->i", c, r),
     )
