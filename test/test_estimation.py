@@ -344,10 +344,7 @@ def test_predictions_in_batches_reproduce_the_model_from_its_own_states(furuta_c
                              rate_hz=1.0 / STEP)
     grid = prepare_recording(Recording("m", sim.time_s, sim.joint_angles, sim.time_s,
                                        sim.inputs), STEP, 10.0)
-    states = dataclasses.make_dataclass("States", ["position", "orientation", "linear_velocity",
-                                                   "angular_velocity"])(
-        *(np.asarray(getattr(sim.states, part)) for part in (
-            "position", "orientation", "linear_velocity", "angular_velocity")))
+    states = jax.tree_util.tree_map(np.asarray, sim.states)  # its body states on the grid
     check = prediction_check(rig, truth.parameters, grid, states, horizon_s=0.1,
                              simulation_dt=STEP)
     assert check.starts == 15 and check.starts % PREDICTION_BATCH

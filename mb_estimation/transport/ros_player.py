@@ -31,6 +31,7 @@ from mb_estimation.transport.ros_messages import message_class, to_ros
 # after discovery and again after its last message.
 SETTLE_S = 0.3
 
+
 class RosSink:
     """A :func:`~mb_estimation.transport.players.play` sink publishing through rclpy.
 
