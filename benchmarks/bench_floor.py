@@ -67,7 +67,7 @@ def main() -> None:
     per_call = {name: spent_s[name] / count[name] for name in spent_s}
     # transition_jacobians runs once per chunk: a linearisation is all the chunks of one pass
     linearizations = count["normal_equations"]
-    linearization = (spent_s["transition_jacobians"] + spent_s["_first_with_previous"]
+    linearization = (spent_s["transition_jacobians"] + spent_s["first_jacobians"]
                      + spent_s["normal_equations"]) / linearizations
     solve = per_call["eliminate_states"] + per_call["trial_states"]
     floor = linearization + solve

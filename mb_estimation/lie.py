@@ -27,10 +27,19 @@ jnp = jax.numpy
 _SMALL_ANGLE_SQUARED = 1e-4
 
 
+def _components(array):
+    """The entries along the last axis, each ``[...]``.
+
+    Sliced, not unpacked from ``moveaxis``: under ``vmap`` and forward-mode AD the move is a
+    transpose of every batched operand, which XLA keeps (issue 16).
+    """
+    return tuple(array[..., i] for i in range(array.shape[-1]))
+
+
 def quat_multiply(a, b):
     """Hamilton product ``a ⋆ b`` of quaternions ``[..., 4]``."""
-    aw, ax, ay, az = jnp.moveaxis(a, -1, 0)
-    bw, bx, by, bz = jnp.moveaxis(b, -1, 0)
+    aw, ax, ay, az = _components(a)
+    bw, bx, by, bz = _components(b)
     return jnp.stack(
         [
             aw * bw - ax * bx - ay * by - az * bz,
@@ -54,7 +63,7 @@ def quat_normalize(e):
 
 def quat_to_matrix(e):
     """Rotation matrix ``R(e)`` ``[..., 3, 3]`` of a unit quaternion (body → world)."""
-    w, x, y, z = jnp.moveaxis(e, -1, 0)
+    w, x, y, z = _components(e)
     return jnp.stack(
         [
             jnp.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
@@ -63,6 +72,34 @@ def quat_to_matrix(e):
         ],
         axis=-2,
     )
+
+
+def dot(a, b):
+    """``a · b`` over the last axis of vectors ``[..., 3]``, written like :func:`matrix_times`."""
+    return a[..., 0] * b[..., 0] + a[..., 1] * b[..., 1] + a[..., 2] * b[..., 2]
+
+
+def matrix_times(rotation, v):
+    """``R v`` for matrices ``[..., 3, 3]`` and vectors ``[..., 3]``, as a sum of three columns.
+
+    Written with broadcast products rather than ``@``: under ``vmap`` and forward-mode AD a
+    product of tiny matrices becomes a batched dot that XLA's CPU backend neither fuses nor runs
+    fast, while these products fuse with their neighbours (benchmarks/RESULTS.md, issue 16).
+    """
+    return (rotation[..., :, 0] * v[..., 0:1] + rotation[..., :, 1] * v[..., 1:2]
+            + rotation[..., :, 2] * v[..., 2:3])
+
+
+def matrix_transpose_times(rotation, v):
+    """``Rᵀ v`` ``[..., 3]``, written like :func:`matrix_times`."""
+    return (rotation[..., 0, :] * v[..., 0:1] + rotation[..., 1, :] * v[..., 1:2]
+            + rotation[..., 2, :] * v[..., 2:3])
+
+
+def matrix_product(a, b):
+    """``A B`` of matrices ``[..., 3, 3]``, written like :func:`matrix_times`."""
+    return (a[..., :, 0:1] * b[..., 0:1, :] + a[..., :, 1:2] * b[..., 1:2, :]
+            + a[..., :, 2:3] * b[..., 2:3, :])
 
 
 def quat_rotate(e, v):
@@ -148,7 +185,7 @@ def boxminus_small_angle(a, b):
 
 def skew(v):
     """Cross-product matrix ``[v]×`` ``[..., 3, 3]`` with ``[v]× w = v × w``."""
-    x, y, z = jnp.moveaxis(v, -1, 0)
+    x, y, z = _components(v)
     zero = jnp.zeros_like(x)
     return jnp.stack(
         [

@@ -37,7 +37,7 @@ from mb_estimation.multibody.joint_space import (
     joint_states,
     variational_residuals,
 )
-from mb_estimation.multibody.state import state_boxplus_parts, with_velocity
+from mb_estimation.multibody.state import state_boxplus_linearized, with_velocity
 from mb_estimation.numerics import jax
 
 jnp = jax.numpy
@@ -56,11 +56,14 @@ class MaximalCoordinates:
         return 6 * states.position.shape[-2]
 
     @staticmethod
-    def tangent_columns(configuration, velocity):
-        """Jacobian columns of both parts in the ⊞ layout, ``[δr, δψ, δv, δω]`` per body."""
-        rows = configuration.shape[0]
-        return jnp.concatenate([configuration.reshape(rows, -1, 6),
-                                velocity.reshape(rows, -1, 6)], axis=-1).reshape(rows, -1)
+    def tangent_columns(configuration, velocity, xp=jnp):
+        """Jacobian columns ``[..., 12 nb]`` of both parts in the ⊞ layout.
+
+        ``[δr, δψ, δv, δω]`` per body; ``xp`` is the array module.
+        """
+        lead = configuration.shape[:-1]
+        return xp.concatenate([configuration.reshape(*lead, -1, 6),
+                               velocity.reshape(*lead, -1, 6)], axis=-1).reshape(*lead, -1)
 
     @staticmethod
     def initial_residual(system, state: BodyStates, dt):
@@ -80,10 +83,14 @@ class MaximalCoordinates:
 
     @staticmethod
     def moved(state: BodyStates, delta_configuration, delta_velocity) -> BodyStates:
-        """``x ⊞ δ`` from the flat parts ``[δr, δψ]`` and ``[δv, δω]`` (``[6 nb]`` each)."""
+        """``x ⊞ δ`` to first order, from the flat parts ``[δr, δψ]`` and ``[δv, δω]``.
+
+        ``[6 nb]`` each. What the Jacobian blocks differentiate at ``δ = 0``
+        (:func:`~mb_estimation.multibody.state.state_boxplus_linearized`).
+        """
         num_bodies = state.num_bodies
-        return state_boxplus_parts(state, delta_configuration.reshape(num_bodies, 6),
-                                   delta_velocity.reshape(num_bodies, 6))
+        return state_boxplus_linearized(state, delta_configuration.reshape(num_bodies, 6),
+                                        delta_velocity.reshape(num_bodies, 6))
 
     @staticmethod
     def boxplus(states: BodyStates, step) -> BodyStates:
@@ -126,9 +133,9 @@ class JointCoordinates:
         return states.angles.shape[-1]
 
     @staticmethod
-    def tangent_columns(configuration, velocity):
+    def tangent_columns(configuration, velocity, xp=jnp):
         """``[δθ, δθ̇]``."""
-        return jnp.concatenate([configuration, velocity], axis=-1)
+        return xp.concatenate([configuration, velocity], axis=-1)
 
     @staticmethod
     def initial_residual(system, state: JointStates, dt):

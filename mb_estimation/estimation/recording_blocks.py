@@ -20,6 +20,7 @@ from mb_estimation.estimation.residuals import (
     ModelStructure,
     StepData,
     first_jacobians,
+    joined,
     transition_jacobians,
 )
 from mb_estimation.numerics import jax
@@ -155,19 +156,9 @@ def linearization(compiler, structure: ModelStructure, fixed, free_values, state
     ``size``: a :func:`bucket_length` at least the recording's length. Block 0 has no previous
     state: its ``previous`` block is zero.
     """
-    blocks = in_chunks(compiler, _first_with_previous, transition_jacobians, structure, fixed,
-                       free_values, states, data, size)
-    residuals, previous, current, parameters = (jax.device_put(block) for block in blocks)
-    return Linearization(residuals=residuals, previous=previous, current=current,
-                         parameters=parameters)
-
-
-def _first_with_previous(structure, fixed, free_values, state, measured_angles, observed, dt,
-                         sqrt_kappa):
-    """Block 0 in the transitions' layout ``(value, ∂/∂δx_prev = 0, ∂/∂δx_0, ∂/∂δχ)``."""
-    value, current, parameters = first_jacobians(structure, fixed, free_values, state,
-                                                 measured_angles, observed, dt, sqrt_kappa)
-    return value, jnp.zeros_like(current), current, parameters
+    parts = in_chunks(compiler, first_jacobians, transition_jacobians, structure, fixed,
+                      free_values, states, data, size)
+    return jax.device_put(joined(structure.formulation, parts, xp=np))
 
 
 def trial_states(structure, states, lin: Linearization, elimination, parameter_step):

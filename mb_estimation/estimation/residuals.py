@@ -125,6 +125,40 @@ def recording_residuals(structure: ModelStructure, fixed, free_values, states, d
     return jnp.concatenate([first[None], rest])
 
 
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True)
+class JacobianParts:
+    """Residual blocks and their Jacobian blocks, the state columns by part, ``[c, m, ·]``.
+
+    ``previous_configuration``, ``previous_velocity``, ``current_configuration`` and
+    ``current_velocity`` are ``∂r/∂δq`` and ``∂r/∂δv`` of both states (``[c, m, s/2]`` each);
+    ``parameters`` is ``∂r/∂δχ``. The compiled model programs return them so, and
+    :func:`joined` forms the :class:`Linearization`'s columns outside: interleaved inside the
+    program, they made XLA compile the transition program 1.5× longer (10.8 against 7.0 s,
+    benchmarks/RESULTS.md, issue 16).
+    """
+
+    residuals: jax.Array
+    previous_configuration: jax.Array
+    previous_velocity: jax.Array
+    current_configuration: jax.Array
+    current_velocity: jax.Array
+    parameters: jax.Array
+
+
+def joined(formulation, parts: JacobianParts, xp=jnp) -> Linearization:
+    """:class:`Linearization` of ``parts``: the state columns in the formulation's ⊞ layout.
+
+    ``xp``: the array module (``numpy`` for blocks assembled on the host).
+    """
+    stack = formulation.tangent_columns
+    return Linearization(
+        residuals=parts.residuals,
+        previous=stack(parts.previous_configuration, parts.previous_velocity, xp),
+        current=stack(parts.current_configuration, parts.current_velocity, xp),
+        parameters=parts.parameters)
+
+
 def _jacobians_by_part(function, formulation, half_size, num_parameters, split=None):
     """Value and Jacobian blocks of ``function(δq_prev, δv_prev, δq_cur, δv_cur, δχ)`` at zero.
 
@@ -134,8 +168,8 @@ def _jacobians_by_part(function, formulation, half_size, num_parameters, split=N
     of the residual depends on the previous configuration alone (mass matrix, constraint rows);
     the velocities enter almost linearly. On the 10 s swing-up this alone made the Jacobian
     2.3× cheaper than one pass over all 61 directions (312 → 136 ms, benchmarks/RESULTS.md).
-    Returns ``(value, ∂/∂δx_prev, ∂/∂δx_cur, ∂/∂δχ)`` with the state blocks in the layout of
-    the formulation's ⊞ (maximal: ``[δr, δψ, δv, δω]`` per body; joints: ``[δθ, δθ̇]``).
+    Returns ``(value, ∂/∂δq_prev, ∂/∂δv_prev, ∂/∂δq_cur, ∂/∂δv_cur, ∂/∂δχ)`` (see
+    :class:`JacobianParts`).
     """
     half = jnp.zeros(half_size)
     zeros = (half, half, half, half, jnp.zeros(num_parameters))
@@ -143,13 +177,12 @@ def _jacobians_by_part(function, formulation, half_size, num_parameters, split=N
         parts = [jax.jacfwd(function, argnums=i)(*zeros) for i in range(5)]
     else:  # few directions: one pass compiles once instead of five times
         parts = jax.jacfwd(function, argnums=(0, 1, 2, 3, 4))(*zeros)
-    stack = formulation.tangent_columns
-    return function(*zeros), stack(parts[0], parts[1]), stack(parts[2], parts[3]), parts[4]
+    return (function(*zeros), *parts)
 
 
 def first_jacobians(structure: ModelStructure, fixed, free_values, state, measured_angles,
-                    observed, dt, sqrt_kappa):
-    """Block 0 and its Jacobian blocks ``(value [m], ∂/∂δx_0 [m, s], ∂/∂δχ [m, p])``."""
+                    observed, dt, sqrt_kappa) -> JacobianParts:
+    """Block 0 and its Jacobian blocks (no previous state: those columns are zero)."""
     free = structure.free
     formulation = structure.formulation
 
@@ -161,17 +194,13 @@ def first_jacobians(structure: ModelStructure, fixed, free_values, state, measur
 
     # One forward pass: block 0 is evaluated once per linearisation, so its run time does not
     # matter, and one pass compiles in a third of the time of three (issue 16).
-    value, _, current, parameters = _jacobians_by_part(
-        first, formulation, formulation.half_size_of(state), free.size, split=False)
-    return value, current, parameters
+    return JacobianParts(*_jacobians_by_part(
+        first, formulation, formulation.half_size_of(state), free.size, split=False))
 
 
 def transition_jacobians(structure: ModelStructure, fixed, free_values, previous, current,
-                         inputs, measured_angles, observed, dt, sqrt_kappa):
-    """Residual and Jacobian blocks of ``c`` transitions (see :func:`transition_residuals`).
-
-    Returns ``(value, ∂/∂δx_{k-1}, ∂/∂δx_k, ∂/∂δχ)``, each ``[c, ...]``.
-    """
+                         inputs, measured_angles, observed, dt, sqrt_kappa) -> JacobianParts:
+    """Residual and Jacobian blocks of ``c`` transitions (see :func:`transition_residuals`)."""
     free = structure.free
     formulation = structure.formulation
     moved = formulation.moved
@@ -187,21 +216,9 @@ def transition_jacobians(structure: ModelStructure, fixed, free_values, previous
                 moved(current, current_configuration, current_velocity),
                 inputs, measured, observed, dt, sqrt_kappa)
 
-        return _jacobians_by_part(residual, formulation, half_size, free.size)
+        return JacobianParts(*_jacobians_by_part(residual, formulation, half_size, free.size))
 
     return jax.vmap(transition)(previous, current, inputs, measured_angles, observed)
-
-
-def assemble_linearization(first, transitions) -> Linearization:
-    """:class:`Linearization` from :func:`first_jacobians` and :func:`transition_jacobians`."""
-    value0, current0, parameters0 = first
-    value, previous, current, parameters = transitions
-    return Linearization(
-        residuals=jnp.concatenate([value0[None], value]),
-        previous=jnp.concatenate([jnp.zeros_like(current0)[None], previous]),
-        current=jnp.concatenate([current0[None], current]),
-        parameters=jnp.concatenate([parameters0[None], parameters]),
-    )
 
 
 def linearize(structure: ModelStructure, fixed, free_values, states,
@@ -212,4 +229,6 @@ def linearize(structure: ModelStructure, fixed, free_values, states,
     transitions = transition_jacobians(structure, fixed, free_values, states[:-1], states[1:],
                                        data.inputs, data.measured_angles[1:], data.observed[1:],
                                        data.dt, data.sqrt_kappa)
-    return assemble_linearization(first, transitions)
+    both = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first,
+                                  transitions)
+    return joined(structure.formulation, both)

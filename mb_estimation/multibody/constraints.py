@@ -35,6 +35,7 @@ from mb_estimation.multibody.system import (
     WORLD,
     Hinge,
     Multibody,
+    body_rotation,
     hinge_frames,
     rigid_body_energy,
 )
@@ -126,10 +127,9 @@ class ConstraintRows:
         return jax.jacfwd(lambda v: row_rates(self, v)[1])(jnp.zeros(6 * self.num_bodies))
 
 
-def _pose(state: BodyStates, index: int):
-    if index == WORLD:
-        return jnp.array([1.0, 0.0, 0.0, 0.0]), jnp.zeros(3)
-    return state.orientation[index], state.position[index]
+def _position(state: BodyStates, index: int):
+    """Centre of mass ``[3]`` [m] of body ``index`` (the origin for the world)."""
+    return jnp.zeros(3) if index == WORLD else state.position[index]
 
 
 def _body_velocity(velocity, index: int):
@@ -141,14 +141,12 @@ def _body_velocity(velocity, index: int):
 
 def _hinge_vectors(hinge: Hinge, state: BodyStates):
     """World lever arms ``s_p, s_c`` [m] and frame axes ``x_a, y_b, z_b, x_b`` of a hinge."""
-    e_p, _ = _pose(state, hinge.parent)
-    e_c, _ = _pose(state, hinge.child)
-    frame_a, frame_b = hinge_frames(hinge, state)
-    return (lie.quat_rotate(e_p, hinge.parent_anchor), lie.quat_rotate(e_c, hinge.child_anchor),
-            lie.quat_rotate(frame_a, jnp.array([1.0, 0.0, 0.0])),
-            lie.quat_rotate(frame_b, jnp.array([0.0, 1.0, 0.0])),
-            lie.quat_rotate(frame_b, jnp.array([0.0, 0.0, 1.0])),
-            lie.quat_rotate(frame_b, jnp.array([1.0, 0.0, 0.0])))
+    axes_a, axes_b = hinge_frames(hinge, state)
+    parent = body_rotation(state, hinge.parent)
+    parent_lever = (hinge.parent_anchor if parent is None
+                    else lie.matrix_times(parent, hinge.parent_anchor))
+    child_lever = lie.matrix_times(body_rotation(state, hinge.child), hinge.child_anchor)
+    return (parent_lever, child_lever, axes_a[:, 0], axes_b[:, 1], axes_b[:, 2], axes_b[:, 0])
 
 
 def hinge_holonomic(hinge: Hinge, state: BodyStates):
@@ -156,10 +154,11 @@ def hinge_holonomic(hinge: Hinge, state: BodyStates):
 
     Rows: the three components of ``anchor_a - anchor_b`` [m], then ``x_a·y_b`` and ``x_a·z_b``.
     """
-    r_p = _pose(state, hinge.parent)[1]
-    r_c = _pose(state, hinge.child)[1]
+    r_p = _position(state, hinge.parent)
+    r_c = _position(state, hinge.child)
     s_p, s_c, x_a, y_b, z_b, x_b = _hinge_vectors(hinge, state)
-    violation = jnp.concatenate([(r_p + s_p) - (r_c + s_c), jnp.stack([x_a @ y_b, x_a @ z_b])])
+    violation = jnp.concatenate([(r_p + s_p) - (r_c + s_c),
+                                 jnp.stack([lie.dot(x_a, y_b), lie.dot(x_a, z_b)])])
     normals = jnp.stack([jnp.cross(x_a, y_b), jnp.cross(x_a, z_b)])
     return violation, HingeGeometry(s_p, s_c, normals, x_b)
 
@@ -175,23 +174,22 @@ def hinge_rates(hinge: HingeLayout, geometry: HingeGeometry, velocity):
     linear = (v_p + jnp.cross(w_p, geometry.parent_lever)) - (
         v_c + jnp.cross(w_c, geometry.child_lever))
     relative = w_p - w_c
-    return jnp.concatenate([linear, geometry.normals @ relative, (-relative @ geometry.axis)[None]])
+    return jnp.concatenate([linear, lie.dot(geometry.normals, relative),
+                            -lie.dot(relative, geometry.axis)[None]])
 
 
-def hinge_impulses(hinge: HingeLayout, geometry: HingeGeometry, holonomic, axial, num_bodies):
-    """``Gᵀ λ + Ḡᵀ λ_axis`` ``[nb, 6]``: the generalised impulses of one hinge's rows.
+def hinge_impulses(geometry: HingeGeometry, holonomic, axial):
+    """``Gᵀ λ + Ḡᵀ λ_axis`` of one hinge's rows: the impulses ``[6]`` on its child and parent.
 
     ``holonomic [5]`` are the multipliers of the rows of :func:`hinge_rates`, ``axial`` the sum
-    of those acting on the axis (viscous, motor, dry friction).
+    of those acting on the axis (viscous, motor, dry friction). Returns ``(child, parent)``.
     """
     force = holonomic[:3]
-    torque = geometry.normals.T @ holonomic[3:] - axial * geometry.axis
+    torque = (geometry.normals[0] * holonomic[3] + geometry.normals[1] * holonomic[4]
+              - axial * geometry.axis)
     child = jnp.concatenate([-force, -jnp.cross(geometry.child_lever, force) - torque])
-    impulses = jnp.zeros((num_bodies, 6)).at[hinge.child].set(child)
-    if hinge.parent != WORLD:
-        parent = jnp.concatenate([force, jnp.cross(geometry.parent_lever, force) + torque])
-        impulses = impulses.at[hinge.parent].add(parent)
-    return impulses
+    parent = jnp.concatenate([force, jnp.cross(geometry.parent_lever, force) + torque])
+    return child, parent
 
 
 def row_rates(rows: ConstraintRows, velocity):
@@ -210,7 +208,7 @@ def row_rates(rows: ConstraintRows, velocity):
 
 def row_impulses(rows: ConstraintRows, multipliers, friction_multipliers):
     """``Jᵀ λ + J_Fᵀ λ_F`` ``[6nb]``: the generalised impulse of all rows' multipliers."""
-    total = jnp.zeros((rows.num_bodies, 6))
+    on_body = [[] for _ in range(rows.num_bodies)]
     row, friction_row = 0, 0
     for hinge, geometry in zip(rows.layout, rows.geometry, strict=True):
         holonomic = multipliers[row:row + HOLONOMIC_ROWS_PER_HINGE]
@@ -223,8 +221,12 @@ def row_impulses(rows: ConstraintRows, multipliers, friction_multipliers):
         if hinge.has_dry_friction:
             axial = axial + friction_multipliers[friction_row]
             friction_row += 1
-        total = total + hinge_impulses(hinge, geometry, holonomic, axial, rows.num_bodies)
-    return total.reshape(-1)
+        child, parent = hinge_impulses(geometry, holonomic, axial)
+        on_body[hinge.child].append(child)
+        if hinge.parent != WORLD:
+            on_body[hinge.parent].append(parent)
+    # Summed per body from a static list rather than scattered into an array: no scatter ops.
+    return jnp.concatenate([sum(parts) if parts else jnp.zeros(6) for parts in on_body])
 
 
 def holonomic_constraints(system: Multibody, state: BodyStates):

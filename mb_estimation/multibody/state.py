@@ -70,17 +70,28 @@ def configuration_boxminus(a: BodyStates, b: BodyStates, *, exact: bool = True):
 
 def state_boxplus(state: BodyStates, delta) -> BodyStates:
     """``x ⊞ δ`` on the tangent bundle with ``δ [..., nb, 12] = [δr, δψ, δv, δω]``."""
-    return state_boxplus_parts(state, delta[..., :6], delta[..., 6:])
+    moved = configuration_boxplus(state, delta[..., :6])
+    return with_velocity(moved, state.velocity + delta[..., 6:])
 
 
-def state_boxplus_parts(state: BodyStates, delta_configuration, delta_velocity) -> BodyStates:
-    """:func:`state_boxplus` with ``δ``'s two parts given apart.
+def state_boxplus_linearized(state: BodyStates, delta_configuration,
+                             delta_velocity) -> BodyStates:
+    """``x ⊞ δ`` to first order in ``δ``: equal at ``δ = 0``, and with the same derivative there.
 
-    ``delta_configuration = [δr, δψ]`` and ``delta_velocity = [δv, δω]``, ``[..., nb, 6]`` each:
-    a forward pass over one part then sees the other as a constant.
+    ``delta_configuration = [δr, δψ]`` and ``delta_velocity = [δv, δω]``, ``[..., nb, 6]`` each
+    (given apart, so that a forward pass over one part sees the other as a constant). The
+    orientation moves along its tangent, ``e + ½ [0; δψ] ⋆ e``: the derivative of
+    ``exp(δψ) ⋆ e`` (2.14) at zero (D.12), without the exponential and the normalisation.
+    For the Jacobians in the tangent space (§3.6), which take only that derivative: forward-mode
+    AD through it compiles a ~12 % smaller program than through :func:`state_boxplus`
+    (benchmarks/RESULTS.md, issue 16). Not a retraction: finite steps use :func:`state_boxplus`.
     """
-    moved = configuration_boxplus(state, delta_configuration)
-    return with_velocity(moved, state.velocity + delta_velocity)
+    rotation = delta_configuration[..., 3:]
+    pure = jnp.concatenate([jnp.zeros_like(rotation[..., :1]), rotation], axis=-1)
+    orientation = state.orientation + 0.5 * lie.quat_multiply(pure, state.orientation)
+    velocity = state.velocity + delta_velocity
+    return BodyStates(state.position + delta_configuration[..., :3], orientation,
+                      velocity[..., :3], velocity[..., 3:])
 
 
 def state_boxminus(a: BodyStates, b: BodyStates, *, exact: bool = True):

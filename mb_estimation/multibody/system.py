@@ -136,8 +136,9 @@ def without_dry_friction(system: Multibody, hinges: tuple[bool, ...]) -> Multibo
 
 def world_inertia_times(system: Multibody, orientation, omega):
     """``J(q) ω = R (J_body ⊙ Rᵀ ω)`` (2.3) per body, ``[nb, 3]`` [kg m²/s], without forming J."""
-    body_omega = lie.quat_rotate(lie.quat_conjugate(orientation), omega)
-    return lie.quat_rotate(orientation, system.bodies.inertia * body_omega)
+    rotation = lie.quat_to_matrix(orientation)
+    return lie.matrix_times(rotation,
+                            system.bodies.inertia * lie.matrix_transpose_times(rotation, omega))
 
 
 def mass_times(system: Multibody, state: BodyStates, velocity):
@@ -219,28 +220,40 @@ def _body_pose(state: BodyStates, index: int):
     )
 
 
+def body_rotation(state: BodyStates, index: int):
+    """Rotation matrix body → world ``[3, 3]`` of body ``index``, or ``None`` for the world."""
+    return None if index == WORLD else lie.quat_to_matrix(state.orientation[index])
+
+
 def hinge_frames(hinge: Hinge, state: BodyStates):
-    """World quaternions of the attachment frames ``a`` (parent) and ``b`` (child)."""
-    parent_orientation = _body_pose(state, hinge.parent)[0]
-    frame_a = lie.quat_multiply(parent_orientation, hinge.parent_frame)
-    frame_b = lie.quat_multiply(state.orientation[hinge.child], hinge.child_frame)
+    """World axes of the attachment frames ``a`` (parent) and ``b`` (child): ``A, B [3, 3]``.
+
+    Their columns are the frames' x, y, z axes in world coordinates, ``A = R_p R(parent_frame)``
+    and ``B = R_c R(child_frame)``. Rotation matrices rather than quaternion products: every
+    world vector of a hinge is then one matrix column or one matrix-vector product, which makes
+    the model's compiled programs about a fifth smaller (benchmarks/RESULTS.md, issue 16).
+    """
+    parent = body_rotation(state, hinge.parent)
+    frame_a = lie.quat_to_matrix(hinge.parent_frame)
+    if parent is not None:
+        frame_a = lie.matrix_product(parent, frame_a)
+    frame_b = lie.matrix_product(body_rotation(state, hinge.child),
+                                 lie.quat_to_matrix(hinge.child_frame))
     return frame_a, frame_b
 
 
 def hinge_angle(hinge: Hinge, state: BodyStates):
     """Joint angle [rad] in (-π, π]: rotation of frame ``b`` relative to ``a`` about x."""
-    frame_a, frame_b = hinge_frames(hinge, state)
-    axes_a = lie.quat_to_matrix(frame_a)
-    y_b = lie.quat_rotate(frame_b, jnp.array([0.0, 1.0, 0.0]))
-    return jnp.arctan2(axes_a[:, 2] @ y_b, axes_a[:, 1] @ y_b)
+    axes_a, axes_b = hinge_frames(hinge, state)
+    y_b = axes_b[:, 1]
+    return jnp.arctan2(lie.dot(axes_a[:, 2], y_b), lie.dot(axes_a[:, 1], y_b))
 
 
 def hinge_rate(hinge: Hinge, state: BodyStates):
     """Relative angular velocity about the hinge axis ``x_b`` [rad/s] (the row Ḡ of F.2)."""
-    _, frame_b = hinge_frames(hinge, state)
-    axis = lie.quat_rotate(frame_b, jnp.array([1.0, 0.0, 0.0]))
+    _, axes_b = hinge_frames(hinge, state)
     parent_omega = _body_pose(state, hinge.parent)[3]
-    return (state.angular_velocity[hinge.child] - parent_omega) @ axis
+    return lie.dot(state.angular_velocity[hinge.child] - parent_omega, axes_b[:, 0])
 
 
 def joint_angles(system: Multibody, state: BodyStates):
