@@ -10,12 +10,14 @@ import pytest
 from finite_differences import assert_parameter_columns
 
 from mb_estimation.config import apply_overrides, load_config
-from mb_estimation.estimation import EstimationProblem, SolverSettings, estimate
+from mb_estimation.estimation import EstimationProblem, SolverSettings, estimate, recording_blocks
+from mb_estimation.estimation.compiled import Compiler
 from mb_estimation.estimation.covariance import (
     gravity_frame,
     parameter_covariance,
     parameter_std,
 )
+from mb_estimation.estimation.formulations import JointCoordinates, MaximalCoordinates
 from mb_estimation.estimation.linear_algebra import (
     eliminate_states,
     normal_equations,
@@ -28,7 +30,7 @@ from mb_estimation.estimation.parameters import (
     parameters_boxplus,
     tangent_bounds,
 )
-from mb_estimation.estimation.recording_blocks import bucket_length
+from mb_estimation.estimation.recording_blocks import bucket_length, linearization
 from mb_estimation.estimation.residuals import (
     Linearization,
     ModelStructure,
@@ -259,6 +261,41 @@ def test_jacobian_blocks_match_finite_differences(furuta_case):
         np.testing.assert_allclose(column[k + 1], lin.previous[k + 1][:, component],
                                    atol=1e-6 * scale)
     assert_parameter_columns(residuals, states, free, free_values, lin.parameters, eps)
+
+
+@pytest.mark.parametrize("formulation", ["maximal", "joint"])
+def test_chunked_linearization_assembled_on_the_host_is_the_whole_recordings(
+        furuta_case, formulation, monkeypatch):
+    """Chunk by chunk, joined on the host, equal to the whole recording in one program.
+
+    The model's programs run on three chunks (the last one cut); their parts are placed in the
+    formulation's ⊞ layout and padded on the host.
+    """
+    monkeypatch.setattr(recording_blocks, "CHUNK_TRANSITIONS", 64)
+    truth, rig, grid = furuta_case
+    values = parameter_arrays(truth.parameters)
+    structure = ModelStructure(rig, FreeParameters.of(rig.spec, ("J_Azz", "b1")),
+                               MaximalCoordinates() if formulation == "maximal"
+                               else JointCoordinates())
+    fixed = {k: v for k, v in values.items() if k not in structure.free.names}
+    free_values = {k: values[k] for k in structure.free.names}
+    n = grid.num_steps
+    assert 2 * 64 + 1 < n < 3 * 64 + 1
+    data = StepData(jnp.asarray(grid.measured_angles[:n]), jnp.asarray(grid.inputs[:n - 1]),
+                    jnp.asarray(grid.observed[:n]), jnp.asarray(STEP), jnp.asarray(10.0))
+    states = structure.formulation.initial_states(structure.system(fixed, free_values),
+                                                  jnp.asarray(grid.filtered_angles[:n]), None,
+                                                  STEP)
+    whole = jax.jit(linearize, static_argnums=0)(structure, fixed, free_values, states, data)
+    size = bucket_length(n)
+    chunked = linearization(Compiler(), structure, fixed, free_values, states, data, size)
+    for name in ("residuals", "previous", "current", "parameters"):
+        expected, got = np.asarray(getattr(whole, name)), np.asarray(getattr(chunked, name))
+        assert got.shape == (size, *expected.shape[1:]), name
+        np.testing.assert_allclose(got[:n], expected, rtol=1e-12,
+                                   atol=1e-12 * np.abs(expected).max(), err_msg=name)
+        assert not np.any(got[n:]), name
+    assert not np.any(np.asarray(chunked.previous)[0])
 
 
 def test_estimate_recovers_the_truth_from_self_consistent_data(furuta_case):

@@ -56,14 +56,9 @@ class MaximalCoordinates:
         return 6 * states.position.shape[-2]
 
     @staticmethod
-    def tangent_columns(configuration, velocity, xp=jnp):
-        """Jacobian columns ``[..., 12 nb]`` of both parts in the ⊞ layout.
-
-        ``[δr, δψ, δv, δω]`` per body; ``xp`` is the array module.
-        """
-        lead = configuration.shape[:-1]
-        return xp.concatenate([configuration.reshape(*lead, -1, 6),
-                               velocity.reshape(*lead, -1, 6)], axis=-1).reshape(*lead, -1)
+    def tangent_group(half_size: int) -> int:
+        """Columns per group of the ⊞ layout: ``[δr, δψ]`` then ``[δv, δω]`` of each body."""
+        return 6
 
     @staticmethod
     def initial_residual(system, state: BodyStates, dt):
@@ -133,9 +128,9 @@ class JointCoordinates:
         return states.angles.shape[-1]
 
     @staticmethod
-    def tangent_columns(configuration, velocity, xp=jnp):
-        """``[δθ, δθ̇]``."""
-        return xp.concatenate([configuration, velocity], axis=-1)
+    def tangent_group(half_size: int) -> int:
+        """One group: ``[δθ, δθ̇]``."""
+        return half_size
 
     @staticmethod
     def initial_residual(system, state: JointStates, dt):
@@ -176,6 +171,18 @@ class JointCoordinates:
         rates = jax.vmap(lambda s: joint_space.joint_rates(system, s))(states)
         bodies = jax.vmap(lambda a, r: states_from_joints(system, a, r))(states.angles, rates)
         return states.angles, rates, bodies
+
+
+def tangent_columns(formulation, configuration, velocity):
+    """The state's Jacobian columns ``[..., s]`` in the formulation's ⊞ layout.
+
+    From the columns of its two parts, ``configuration`` and ``velocity`` ``[..., s/2]``: groups
+    of ``formulation.tangent_group`` configuration columns, each followed by as many velocity
+    columns.
+    """
+    lead, group = configuration.shape[:-1], formulation.tangent_group(configuration.shape[-1])
+    return jnp.concatenate([configuration.reshape(*lead, -1, group),
+                            velocity.reshape(*lead, -1, group)], axis=-1).reshape(*lead, -1)
 
 
 FORMULATIONS = {f.name: f() for f in (MaximalCoordinates, JointCoordinates)}

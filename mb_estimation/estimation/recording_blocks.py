@@ -20,7 +20,6 @@ from mb_estimation.estimation.residuals import (
     ModelStructure,
     StepData,
     first_jacobians,
-    joined,
     transition_jacobians,
 )
 from mb_estimation.numerics import jax
@@ -56,7 +55,7 @@ def padded(tree, length: int, mode: str):
     the last difference, so that a central difference at the last real sample is the one-sided
     difference it would be without padding). Host arrays and one transfer: device-side padding
     would compile a small program for every length. (Residual and Jacobian blocks are padded
-    with zeros as they are assembled, :func:`in_chunks`: padded steps add nothing to any sum,
+    with zeros as they are assembled, :func:`linearization`: padded steps add nothing to any sum,
     and their states decouple.)
     """
     def pad(leaf):
@@ -120,45 +119,55 @@ def first_state(states):
     return jax.tree_util.tree_map(lambda a: np.asarray(a)[0], states)
 
 
-def in_chunks(compiler, first_function, transition_function, structure, fixed, free_values,
-              states, data: StepData, length: int | None = None):
-    """Block 0 by ``first_function``, then the transitions by ``transition_function``.
-
-    The transitions go chunk by chunk; each output (a tuple or one array) is assembled on the
-    host into one array per leaf: block 0, the recording's transitions, then zeros up to
-    ``length`` (default: the recording's own length). One copy per leaf, no program per length.
-    """
-    first = compiler(first_function, structure, fixed, free_values, first_state(states),
-                     data.measured_angles[0], data.observed[0], data.dt, data.sqrt_kappa)
-    chunks, count = transition_chunks(states, data, CHUNK_TRANSITIONS)
-    parts = [compiler(transition_function, structure, fixed, free_values, *chunk, data.dt,
-                      data.sqrt_kappa) for chunk in chunks]
-    size = count + 1 if length is None else length
-
-    def assembled(first_block, *pieces):
-        first_block = np.asarray(first_block)
-        out = np.zeros((size, *first_block.shape), first_block.dtype)
-        out[0] = first_block
-        start = 1
-        for piece in pieces:
-            piece = np.asarray(piece)[:count + 1 - start]
-            out[start:start + piece.shape[0]] = piece
-            start += piece.shape[0]
-        return out
-
-    return jax.tree_util.tree_map(assembled, first, *parts)
-
-
 def linearization(compiler, structure: ModelStructure, fixed, free_values, states,
                   data: StepData, size: int) -> Linearization:
     """:class:`Linearization` of one recording, chunk by chunk, zero-padded to ``size`` steps.
 
     ``size``: a :func:`bucket_length` at least the recording's length. Block 0 has no previous
-    state: its ``previous`` block is zero.
+    state: its ``previous`` block is zero. The programs' ``JacobianParts`` (block 0's, then
+    each chunk's) are assembled on the host with one copy per block: the state columns go
+    straight to their places in the formulation's ⊞ layout. No program per length.
     """
-    parts = in_chunks(compiler, first_jacobians, transition_jacobians, structure, fixed,
-                      free_values, states, data, size)
-    return jax.device_put(joined(structure.formulation, parts, xp=np))
+    first = compiler(first_jacobians, structure, fixed, free_values, first_state(states),
+                     data.measured_angles[0], data.observed[0], data.dt, data.sqrt_kappa)
+    chunks, count = transition_chunks(states, data, CHUNK_TRANSITIONS)
+    parts = [compiler(transition_jacobians, structure, fixed, free_values, *chunk, data.dt,
+                      data.sqrt_kappa) for chunk in chunks]
+
+    def pieces(name):
+        """``(first row, rows)`` of one block: block 0's, then each chunk's up to ``count``."""
+        yield 0, np.asarray(getattr(first, name))[None]
+        start = 1
+        for part in parts:
+            rows = np.asarray(getattr(part, name))[:count + 1 - start]
+            yield start, rows
+            start += rows.shape[0]
+
+    def block(name):
+        rows = np.asarray(getattr(first, name))
+        out = np.zeros((size, *rows.shape), rows.dtype)
+        for start, rows in pieces(name):
+            out[start:start + rows.shape[0]] = rows
+        return out
+
+    half = first.current_configuration.shape[-1]
+    group = structure.formulation.tangent_group(half)
+
+    def state_columns(configuration, velocity):
+        """The two parts written straight into their places of the ⊞ layout (``joined``)."""
+        rows = np.asarray(getattr(first, configuration))
+        out = np.zeros((size, rows.shape[0], half // group, 2, group), rows.dtype)
+        for slot, name in enumerate((configuration, velocity)):
+            for start, rows in pieces(name):
+                out[start:start + rows.shape[0], :, :, slot] = rows.reshape(
+                    *rows.shape[:2], -1, group)
+        return out.reshape(size, -1, 2 * half)
+
+    return jax.device_put(Linearization(
+        residuals=block("residuals"),
+        previous=state_columns("previous_configuration", "previous_velocity"),
+        current=state_columns("current_configuration", "current_velocity"),
+        parameters=block("parameters")))
 
 
 def trial_states(structure, states, lin: Linearization, elimination, parameter_step):

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mb_estimation.estimation.formulations import MaximalCoordinates
+from mb_estimation.estimation.formulations import MaximalCoordinates, tangent_columns
 from mb_estimation.estimation.parameters import FreeParameters, parameters_boxplus
 from mb_estimation.numerics import jax
 from mb_estimation.rigs import Rig
@@ -132,10 +132,10 @@ class JacobianParts:
 
     ``previous_configuration``, ``previous_velocity``, ``current_configuration`` and
     ``current_velocity`` are ``∂r/∂δq`` and ``∂r/∂δv`` of both states (``[c, m, s/2]`` each);
-    ``parameters`` is ``∂r/∂δχ``. The compiled model programs return them so, and
-    :func:`joined` forms the :class:`Linearization`'s columns outside: interleaved inside the
-    program, they made XLA compile the transition program 1.5× longer (10.8 against 7.0 s,
-    benchmarks/RESULTS.md, issue 16).
+    ``parameters`` is ``∂r/∂δχ``. The compiled model programs return them so, and the
+    :class:`Linearization`'s columns are formed outside (:func:`joined`, or on the host in
+    ``recording_blocks.linearization``): interleaved inside the program, they made XLA compile
+    the transition program 1.5× longer (10.8 against 7.0 s, benchmarks/RESULTS.md, issue 16).
     """
 
     residuals: jax.Array
@@ -146,16 +146,14 @@ class JacobianParts:
     parameters: jax.Array
 
 
-def joined(formulation, parts: JacobianParts, xp=jnp) -> Linearization:
-    """:class:`Linearization` of ``parts``: the state columns in the formulation's ⊞ layout.
-
-    ``xp``: the array module (``numpy`` for blocks assembled on the host).
-    """
-    stack = formulation.tangent_columns
+def joined(formulation, parts: JacobianParts) -> Linearization:
+    """:class:`Linearization` of ``parts``: the state columns in the formulation's ⊞ layout."""
     return Linearization(
         residuals=parts.residuals,
-        previous=stack(parts.previous_configuration, parts.previous_velocity, xp),
-        current=stack(parts.current_configuration, parts.current_velocity, xp),
+        previous=tangent_columns(formulation, parts.previous_configuration,
+                                 parts.previous_velocity),
+        current=tangent_columns(formulation, parts.current_configuration,
+                                parts.current_velocity),
         parameters=parts.parameters)
 
 
