@@ -110,6 +110,24 @@ def quat_rotate(e, v):
     return v + w * t + jnp.cross(u, t)
 
 
+def quat_turned_about_x(e, angle):
+    """``e ⋆ q_x(angle)``: ``e`` followed by a rotation by ``angle`` [rad] about its own x axis.
+
+    The Hamilton product with ``[cos(θ/2), sin(θ/2), 0, 0]`` written out: half the arithmetic
+    of :func:`quat_multiply`, which forward kinematics and its nested derivatives repeat often.
+    """
+    w, x, y, z = _components(e)
+    half = 0.5 * jnp.asarray(angle)
+    c, s = jnp.cos(half), jnp.sin(half)
+    return jnp.stack([w * c - x * s, x * c + w * s, y * c + z * s, z * c - y * s], axis=-1)
+
+
+def quat_x_axis(e):
+    """``R(e) [1, 0, 0]``: the first column of :func:`quat_to_matrix`, ``[..., 3]``."""
+    w, x, y, z = _components(e)
+    return jnp.stack([1 - 2 * (y * y + z * z), 2 * (x * y + w * z), 2 * (x * z - w * y)], -1)
+
+
 def quat_from_axis_angle(axis, angle):
     """Unit quaternion of a rotation by ``angle`` [rad] about the unit vector ``axis``."""
     half = 0.5 * jnp.asarray(angle)[..., None]

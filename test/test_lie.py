@@ -237,6 +237,17 @@ def test_matrix_helpers_are_the_matrix_products(a, b, v):
                                [rotation_a @ v, 2.0 * rotation_b @ v], rtol=0.0, atol=1e-13)
 
 
+@CHEAP
+@given(unit_quaternions, st.floats(-10.0, 10.0))
+def test_turn_about_x_and_x_axis_are_the_general_product_and_rotation(e, angle):
+    x_axis = np.array([1.0, 0.0, 0.0])
+    np.testing.assert_allclose(
+        jax.jit(lie.quat_turned_about_x)(e, angle),
+        quat_multiply(e, jax.jit(lie.quat_from_axis_angle)(x_axis, angle)), rtol=0.0, atol=1e-15)
+    np.testing.assert_allclose(jax.jit(lie.quat_x_axis)(e), quat_rotate(e, x_axis), rtol=0.0,
+                               atol=1e-15)
+
+
 def test_batched_inputs_broadcast():
     rng = np.random.default_rng(0)
     e = rng.normal(size=(5, 2, 4))

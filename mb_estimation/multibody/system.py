@@ -277,7 +277,6 @@ def states_from_joints(system: Multibody, angles, rates) -> BodyStates:
     position = [None] * nb
     linear = [None] * nb
     angular = [None] * nb
-    x_axis = jnp.array([1.0, 0.0, 0.0])
     for i, hinge in enumerate(system.hinges):
         if hinge.child != i:
             raise ValueError(f"hinge {i} must carry body {i}, it carries body {hinge.child}")
@@ -288,11 +287,11 @@ def states_from_joints(system: Multibody, angles, rates) -> BodyStates:
             e_p, r_p, v_p, w_p = (orientation[hinge.parent], position[hinge.parent],
                                   linear[hinge.parent], angular[hinge.parent])
         frame_a = lie.quat_multiply(e_p, hinge.parent_frame)
-        frame_b = lie.quat_multiply(frame_a, lie.quat_from_axis_angle(x_axis, angles[i]))
+        frame_b = lie.quat_turned_about_x(frame_a, angles[i])
         e_c = lie.quat_multiply(frame_b, lie.quat_conjugate(hinge.child_frame))
-        anchor = r_p + lie.quat_rotate(e_p, hinge.parent_anchor)
-        r_c = anchor - lie.quat_rotate(e_c, hinge.child_anchor)
-        axis = lie.quat_rotate(frame_a, x_axis)
+        anchor = r_p + lie.matrix_times(lie.quat_to_matrix(e_p), hinge.parent_anchor)
+        r_c = anchor - lie.matrix_times(lie.quat_to_matrix(e_c), hinge.child_anchor)
+        axis = lie.quat_x_axis(frame_a)
         w_c = w_p + rates[i] * axis
         v_anchor = v_p + jnp.cross(w_p, anchor - r_p)
         orientation[i], position[i] = e_c, r_c
