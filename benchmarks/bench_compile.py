@@ -6,6 +6,7 @@ Run pinned to one core, each in its own process::
     taskset -c 0 python benchmarks/bench_compile.py --cache DIR     # run twice: fill, then read
     taskset -c 0 python benchmarks/bench_compile.py --levels        # the model's Jacobian program
                                                                     # at LLVM levels 2, 1, 0
+    taskset -c 0 python benchmarks/bench_compile.py --formulation joint   # the rigid-limit fit
 
 The problem of ``bench_estimator.py`` (the 10 s swing-up, h = 0.01, 13 parameter dimensions).
 Every program the solve compiles is traced, lowered and compiled apart and timed; the table
@@ -18,6 +19,7 @@ and times one call of each: compilation against run time.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import os
 import time
@@ -66,6 +68,7 @@ def compile_table(problem) -> None:
 
 def level_table(problem) -> None:
     """The transition Jacobian program of one chunk at LLVM optimisation levels 2, 1, 0."""
+    from mb_estimation.estimation.formulations import formulation_named
     from mb_estimation.estimation.parameters import FreeParameters
     from mb_estimation.estimation.recording_blocks import CHUNK_TRANSITIONS
     from mb_estimation.estimation.residuals import ModelStructure, transition_jacobians
@@ -73,7 +76,8 @@ def level_table(problem) -> None:
     from mb_estimation.rigs import parameter_arrays
 
     grid = problem.recordings[0]
-    structure = ModelStructure(problem.rig, FreeParameters.of(problem.rig.spec, problem.free))
+    structure = ModelStructure(problem.rig, FreeParameters.of(problem.rig.spec, problem.free),
+                               formulation_named(problem.formulation))
     values = parameter_arrays(problem.parameters)
     fixed = {k: v for k, v in values.items() if k not in structure.free.names}
     free_values = {k: values[k] for k in structure.free.names}
@@ -105,10 +109,14 @@ def main() -> None:
     parser.add_argument("--cache", metavar="DIR", help="persistent compile cache (default: off)")
     parser.add_argument("--levels", action="store_true",
                         help="the Jacobian program at LLVM optimisation levels 2, 1, 0")
+    parser.add_argument("--formulation", choices=("maximal", "joint"), default="maximal",
+                        help="the paper's maximal coordinates (default) or the rigid limit in "
+                             "joint coordinates (calibrate's first fit)")
     args = parser.parse_args()
     os.environ[CACHE_ENVIRONMENT_VARIABLE] = args.cache or ""
     configure_jax()
-    problem = bench_estimator.swingup_problem(10.0)
+    problem = dataclasses.replace(bench_estimator.swingup_problem(10.0),
+                                  formulation=args.formulation)
     (level_table if args.levels else compile_table)(problem)
 
 
