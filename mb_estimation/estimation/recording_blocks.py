@@ -144,8 +144,7 @@ def linearization(compiler, structure: ModelStructure, fixed, free_values, state
             start += rows.shape[0]
 
     def block(name):
-        rows = np.asarray(getattr(first, name))
-        out = np.zeros((size, *rows.shape), rows.dtype)
+        out = np.zeros((size, *np.shape(getattr(first, name))))
         for start, rows in pieces(name):
             out[start:start + rows.shape[0]] = rows
         return out
@@ -155,8 +154,8 @@ def linearization(compiler, structure: ModelStructure, fixed, free_values, state
 
     def state_columns(configuration, velocity):
         """The two parts written straight into their places of the ⊞ layout (``joined``)."""
-        rows = np.asarray(getattr(first, configuration))
-        out = np.zeros((size, rows.shape[0], half // group, 2, group), rows.dtype)
+        num_rows = np.shape(getattr(first, configuration))[0]
+        out = np.zeros((size, num_rows, half // group, 2, group))
         for slot, name in enumerate((configuration, velocity)):
             for start, rows in pieces(name):
                 out[start:start + rows.shape[0], :, :, slot] = rows.reshape(
