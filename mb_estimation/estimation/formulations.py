@@ -48,7 +48,11 @@ class MaximalCoordinates:
     """Body states in maximal coordinates and the paper's inverse dynamics (§2.6, §3.2-3.3)."""
 
     name = "maximal"
-    split_jacobian = True  # 12 nb directions per part: one forward pass per part is cheaper
+    # The transition Jacobian's forward passes, as groups of the residual's arguments
+    # (δq_prev, δv_prev, δq_cur, δv_cur, δχ): one pass per argument. Each carries tangents only
+    # through what depends on it; one pass over all 61 directions ran 2.3× slower, the states
+    # in one pass 2.2× slower (benchmarks/RESULTS.md, issue 16).
+    jacobian_passes = ((0,), (1,), (2,), (3,), (4,))
 
     @staticmethod
     def half_size_of(states: BodyStates) -> int:
@@ -121,7 +125,9 @@ class JointCoordinates:
     """Joint angles and momenta with the rigid-limit variational residuals (module docstring)."""
 
     name = "joint"
-    split_jacobian = False  # 2 n_joints directions per state: one pass over all of them
+    # The states' few directions in one pass, the parameters' in another: the same compile
+    # time as one pass over all, 2.7× faster to run (43 → 16 ms per chunk; RESULTS.md, issue 16).
+    jacobian_passes = ((0, 1, 2, 3), (4,))
 
     @staticmethod
     def half_size_of(states: JointStates) -> int:

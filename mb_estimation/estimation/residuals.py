@@ -157,25 +157,24 @@ def joined(formulation, parts: JacobianParts) -> Linearization:
         parameters=parts.parameters)
 
 
-def _jacobians_by_part(function, formulation, half_size, num_parameters, split=None):
+def _jacobians_by_part(function, half_size, num_parameters, passes):
     """Value and Jacobian blocks of ``function(δq_prev, δv_prev, δq_cur, δv_cur, δχ)`` at zero.
 
-    With ``split`` (default ``formulation.split_jacobian``) each argument gets its own forward
-    pass (five passes instead of one over all directions):
-    a pass carries tangents only through the operations that depend on its argument, and most
-    of the residual depends on the previous configuration alone (mass matrix, constraint rows);
-    the velocities enter almost linearly. On the 10 s swing-up this alone made the Jacobian
-    2.3× cheaper than one pass over all 61 directions (312 → 136 ms, benchmarks/RESULTS.md).
+    ``passes``: groups of argument indices, one forward pass each (the formulation's
+    ``jacobian_passes``). A pass carries tangents only through the operations that depend on its
+    arguments: in maximal coordinates most of the residual depends on the previous
+    configuration alone (mass matrix, constraint rows) and the velocities enter almost linearly,
+    so one pass per argument made the Jacobian 2.3× cheaper than one over all 61 directions
+    (312 → 136 ms, benchmarks/RESULTS.md).
     Returns ``(value, ∂/∂δq_prev, ∂/∂δv_prev, ∂/∂δq_cur, ∂/∂δv_cur, ∂/∂δχ)`` (see
     :class:`JacobianParts`).
     """
     half = jnp.zeros(half_size)
     zeros = (half, half, half, half, jnp.zeros(num_parameters))
-    if formulation.split_jacobian if split is None else split:
-        parts = [jax.jacfwd(function, argnums=i)(*zeros) for i in range(5)]
-    else:  # few directions: one pass compiles once instead of five times
-        parts = jax.jacfwd(function, argnums=(0, 1, 2, 3, 4))(*zeros)
-    return (function(*zeros), *parts)
+    parts = {}
+    for group in passes:
+        parts.update(zip(group, jax.jacfwd(function, argnums=group)(*zeros), strict=True))
+    return (function(*zeros), *(parts[argument] for argument in range(5)))
 
 
 def first_jacobians(structure: ModelStructure, fixed, free_values, state, measured_angles,
@@ -192,8 +191,8 @@ def first_jacobians(structure: ModelStructure, fixed, free_values, state, measur
 
     # One forward pass: block 0 is evaluated once per linearisation, so its run time does not
     # matter, and one pass compiles in a third of the time of three (issue 16).
-    return JacobianParts(*_jacobians_by_part(
-        first, formulation, formulation.half_size_of(state), free.size, split=False))
+    return JacobianParts(*_jacobians_by_part(first, formulation.half_size_of(state), free.size,
+                                             passes=((0, 1, 2, 3, 4),)))
 
 
 def transition_jacobians(structure: ModelStructure, fixed, free_values, previous, current,
@@ -214,7 +213,8 @@ def transition_jacobians(structure: ModelStructure, fixed, free_values, previous
                 moved(current, current_configuration, current_velocity),
                 inputs, measured, observed, dt, sqrt_kappa)
 
-        return JacobianParts(*_jacobians_by_part(residual, formulation, half_size, free.size))
+        return JacobianParts(*_jacobians_by_part(residual, half_size, free.size,
+                                                 formulation.jacobian_passes))
 
     return jax.vmap(transition)(previous, current, inputs, measured_angles, observed)
 
