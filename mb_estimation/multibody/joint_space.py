@@ -67,11 +67,14 @@ class JointStates:
         return jax.tree_util.tree_map(lambda a: a[index], self)
 
 
+@jax.jit
 def lagrangian(system: Multibody, angles, rates):
     """``L = T - V`` [J] of the rigid tree at joint angles [rad] and rates [rad/s] (2.3).
 
     The energies of the body states :func:`states_from_joints` builds (motor shafts' ``½
-    J_shaft θ̇²`` included, F.3).
+    J_shaft θ̇²`` included, F.3). Jitted so that the estimator's programs, which differentiate
+    it many times over, trace it once (lowering the rigid-limit Jacobian program 4.5 → 3.8 s,
+    benchmarks/RESULTS.md, issue 16).
     """
     state = states_from_joints(system, angles, rates)
     return kinetic_energy(system, state) - potential_energy(system, state)
