@@ -128,12 +128,6 @@ def quat_x_axis(e):
     return jnp.stack([1 - 2 * (y * y + z * z), 2 * (x * y + w * z), 2 * (x * z - w * y)], -1)
 
 
-def quat_from_axis_angle(axis, angle):
-    """Unit quaternion of a rotation by ``angle`` [rad] about the unit vector ``axis``."""
-    half = 0.5 * jnp.asarray(angle)[..., None]
-    return jnp.concatenate([jnp.cos(half), jnp.sin(half) * axis], axis=-1)
-
-
 def quat_exp(rotation_vector):
     """Quaternion ``exp(ψ) = [cos(|ψ|/2); sin(|ψ|/2) ψ/|ψ|]`` of a rotation vector (2.13), (D.8).
 
