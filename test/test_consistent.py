@@ -34,11 +34,16 @@ from mb_estimation.multibody import states_from_joints
 from mb_estimation.multibody.joint_space import (
     JointStates,
     body_impulse_norm_weights,
+    joint_mass_matrix,
     joint_momenta,
     joint_rates,
     joint_states,
+    lagrangian,
+    lagrangian_angle_gradient,
     rate_basis,
     reaction_impulses,
+    tree_motion,
+    tree_pose,
     variational_residuals,
     variational_step,
 )
@@ -98,6 +103,47 @@ def test_momenta_are_the_reference_mass_matrix_times_the_rates(truth):
                                    rtol=1e-12)
         state = joint_states(system, jnp.asarray(angles), jnp.asarray(rates))
         np.testing.assert_allclose(joint_rates(system, state), rates, rtol=1e-12)
+
+
+def test_closed_form_derivatives_are_those_of_the_lagrangian(truth):
+    """Forward kinematics, momenta, ``∂L/∂θ`` and ``M(θ)`` written out equal the Lagrangian's.
+
+    Against forward-mode AD of :func:`lagrangian` over the body states of
+    :func:`states_from_joints` and against central differences, with gravity tilted so that
+    no term vanishes by symmetry.
+    """
+    tilt = np.array([0.99, 0.05, 0.1, 0.02]) / np.linalg.norm([0.99, 0.05, 0.1, 0.02])
+    config = apply_overrides(truth, set_values={"tilt": list(tilt)})
+    system = get_rig("furuta").build(parameter_arrays(config.parameters))
+    rng = np.random.default_rng(3)
+    for _ in range(3):
+        angles, rates = jnp.asarray(rng.normal(size=2) * 2), jnp.asarray(rng.normal(size=2) * 3)
+        pose = tree_pose(system, angles)
+        motion = tree_motion(system, pose, rates)
+        bodies = states_from_joints(system, angles, rates)
+        for closed, reference in ((pose.position, bodies.position),
+                                  (motion.linear, bodies.linear_velocity),
+                                  (motion.angular, bodies.angular_velocity)):
+            np.testing.assert_allclose(np.stack(closed), reference, rtol=0, atol=1e-14)
+        gradient = np.asarray(lagrangian_angle_gradient(system, pose, motion))
+        np.testing.assert_allclose(
+            gradient, jax.jacfwd(lagrangian, argnums=1)(system, angles, rates), rtol=1e-12)
+        step = 1e-6
+        central = [(lagrangian(system, angles + step * e, rates)
+                    - lagrangian(system, angles - step * e, rates)) / (2 * step)
+                   for e in np.eye(2)]
+        np.testing.assert_allclose(gradient, central, rtol=1e-7, atol=1e-9)
+        np.testing.assert_allclose(joint_momenta(system, angles, rates),
+                                   jax.jacfwd(lagrangian, argnums=2)(system, angles, rates),
+                                   rtol=1e-12)
+        np.testing.assert_allclose(
+            joint_mass_matrix(system, angles),
+            jax.jacfwd(jax.jacfwd(lagrangian, argnums=2), argnums=2)(system, angles, rates),
+            rtol=1e-12)
+        np.testing.assert_allclose(
+            rate_basis(system, angles),
+            jax.jacfwd(lambda a, r: states_from_joints(system, a, r).velocity.reshape(-1),
+                       argnums=1)(angles, jnp.zeros(2)), rtol=0, atol=1e-14)
 
 
 def test_weights_give_the_smallest_body_impulse_norm(truth):
@@ -184,9 +230,10 @@ def test_rigid_prediction_of_the_true_model_is_at_the_noise(truth):
 def test_reaction_impulses_of_a_pendulum_hanging_at_rest(truth):
     """At rest the hinges carry the weight below them: (m_A + m_B) g h and m_B g h [N s]."""
     system = get_rig("furuta").build(parameter_arrays(truth.parameters))
-    state = states_from_joints(system, jnp.zeros(2), jnp.zeros(2))
+    pose = tree_pose(system, jnp.zeros(2))
+    rest = tree_motion(system, pose, jnp.zeros(2))
     h = 1e-3
-    reactions = np.asarray(reaction_impulses(system, state, state, h))
+    reactions = np.asarray(reaction_impulses(system, pose, rest, rest, h))
     m_a, m_b = float(truth.parameters["m_A"]), float(truth.parameters["m_B"])
     weight = np.array([0.0, -9.82, 0.0])
     np.testing.assert_allclose(reactions[0, :3], (m_a + m_b) * weight * h, atol=1e-12)

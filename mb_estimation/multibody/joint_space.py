@@ -32,16 +32,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mb_estimation import lie
 from mb_estimation.multibody import small_solve
-from mb_estimation.multibody.constraints import hinge_holonomic, spook_gamma
-from mb_estimation.multibody.state import BodyStates
+from mb_estimation.multibody.constraints import spook_gamma
 from mb_estimation.multibody.system import (
     WORLD,
     Multibody,
-    applied_forces,
-    hinge_rate,
     kinetic_energy,
-    mass_times,
     potential_energy,
     states_from_joints,
 )
@@ -72,27 +69,189 @@ def lagrangian(system: Multibody, angles, rates):
     """``L = T - V`` [J] of the rigid tree at joint angles [rad] and rates [rad/s] (2.3).
 
     The energies of the body states :func:`states_from_joints` builds (motor shafts' ``½
-    J_shaft θ̇²`` included, F.3). Jitted so that the estimator's programs, which differentiate
-    it many times over, trace it once (lowering the rigid-limit Jacobian program 4.5 → 3.8 s,
-    benchmarks/RESULTS.md, issue 16).
+    J_shaft θ̇²`` included, F.3): the definition the closed forms below
+    (:func:`joint_momenta`, :func:`lagrangian_angle_gradient`) are derivatives of, and what the
+    tests check them against.
     """
     state = states_from_joints(system, angles, rates)
     return kinetic_energy(system, state) - potential_energy(system, state)
 
 
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True)
+class TreePose:
+    """The rigid tree at given joint angles, in world coordinates (forward kinematics).
+
+    Per body (tuples of ``nb``, hinge ``i`` carries body ``i``): ``rotation`` body → world
+    ``[3, 3]`` and ``position`` of the centre of mass ``[3]`` [m]. Per hinge: ``axis`` (unit,
+    ``[3]``), ``anchor`` the point on it ``[3]`` [m] and ``child_axes`` the world axes of the
+    child's attachment frame ``b`` ``[3, 3]`` (its first column is the axis).
+    """
+
+    rotation: tuple
+    position: tuple
+    axis: tuple
+    anchor: tuple
+    child_axes: tuple
+
+
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True)
+class TreeMotion:
+    """The bodies' velocities at given joint rates, tuples of ``nb`` world vectors ``[3]``.
+
+    ``linear``: of the centres of mass [m/s]; ``angular`` [rad/s].
+    """
+
+    linear: tuple
+    angular: tuple
+
+
+def tree_pose(system: Multibody, angles) -> TreePose:
+    """Forward kinematics of the rigid tree at joint angles ``[n_joints]`` [rad].
+
+    The same poses as :func:`~mb_estimation.multibody.states_from_joints`, as rotation matrices:
+    frame ``a`` is ``A = R_p R(parent_frame)``, frame ``b`` is ``A`` turned by θ about its x
+    axis, and the child's rotation ``B R(child_frame)ᵀ``; the anchor ``r_p + R_p s_p`` and the
+    child's centre of mass ``anchor - R_c s_c``.
+    """
+    rotation, position, axis, anchor, child_axes = [], [], [], [], []
+    for i, hinge in enumerate(system.hinges):
+        if hinge.child != i:
+            raise ValueError(f"hinge {i} must carry body {i}, it carries body {hinge.child}")
+        frame_a = lie.quat_to_matrix(hinge.parent_frame)
+        point = hinge.parent_anchor
+        if hinge.parent != WORLD:
+            frame_a = lie.matrix_product(rotation[hinge.parent], frame_a)
+            point = position[hinge.parent] + lie.matrix_times(rotation[hinge.parent], point)
+        c, s = jnp.cos(angles[i]), jnp.sin(angles[i])
+        frame_b = jnp.stack([frame_a[:, 0], c * frame_a[:, 1] + s * frame_a[:, 2],
+                             c * frame_a[:, 2] - s * frame_a[:, 1]], axis=1)
+        child = lie.matrix_product(frame_b, lie.quat_to_matrix(hinge.child_frame).T)
+        rotation.append(child)
+        position.append(point - lie.matrix_times(child, hinge.child_anchor))
+        axis.append(frame_b[:, 0])
+        anchor.append(point)
+        child_axes.append(frame_b)
+    return TreePose(tuple(rotation), tuple(position), tuple(axis), tuple(anchor),
+                    tuple(child_axes))
+
+
+def _parent_motion(system: Multibody, pose: TreePose, motion: TreeMotion, hinge):
+    """Angular velocity of hinge's parent and the velocity of its points ``x ↦ v_P(x)``."""
+    if hinge.parent == WORLD:
+        zero = jnp.zeros(3)
+        return zero, lambda point: zero
+    omega, linear, centre = (motion.angular[hinge.parent], motion.linear[hinge.parent],
+                             pose.position[hinge.parent])
+    return omega, lambda point: linear + jnp.cross(omega, point - centre)
+
+
+def tree_motion(system: Multibody, pose: TreePose, rates) -> TreeMotion:
+    """Body velocities at joint rates ``[n_joints]`` [rad/s].
+
+    ``ω_c = ω_p + θ̇ a`` and ``v_c = v_p(anchor) + ω_c × (r_c - anchor)`` along the tree.
+    """
+    linear, angular = [], []
+    for i, hinge in enumerate(system.hinges):
+        parent_omega, parent_velocity = _parent_motion(
+            system, pose, TreeMotion(tuple(linear), tuple(angular)), hinge)
+        omega = parent_omega + rates[i] * pose.axis[i]
+        angular.append(omega)
+        linear.append(parent_velocity(pose.anchor[i])
+                      + jnp.cross(omega, pose.position[i] - pose.anchor[i]))
+    return TreeMotion(tuple(linear), tuple(angular))
+
+
+def subtrees(system: Multibody) -> list[list[int]]:
+    """Per hinge, the bodies it carries: its child and everything below it."""
+    carried = [{i} for i in range(len(system.hinges))]
+    for i in reversed(range(len(system.hinges))):  # parent-first order: children come later
+        parent = system.hinges[i].parent
+        if parent != WORLD:
+            carried[parent] |= carried[i]
+    return [sorted(bodies) for bodies in carried]
+
+
+def _angular_momentum(system: Multibody, pose: TreePose, motion: TreeMotion, body: int):
+    """``J_b(q) ω_b = R (J_body ⊙ Rᵀ ω)`` [kg m²/s] (2.3), about the centre of mass."""
+    rotation = pose.rotation[body]
+    return lie.matrix_times(rotation, system.bodies.inertia[body]
+                            * lie.matrix_transpose_times(rotation, motion.angular[body]))
+
+
+def _momenta(system: Multibody, pose: TreePose, motion: TreeMotion, rates):
+    """``p_j = a_j · Σ_{b carried} (J_b ω_b + (r_b - anchor_j) × m_b v_b) + J_shaft θ̇_j``."""
+    carried = subtrees(system)
+    momenta = []
+    for j, hinge in enumerate(system.hinges):
+        about_anchor = sum(
+            _angular_momentum(system, pose, motion, b)
+            + jnp.cross(pose.position[b] - pose.anchor[j],
+                        system.bodies.mass[b] * motion.linear[b])
+            for b in carried[j])
+        momentum = lie.dot(pose.axis[j], about_anchor)
+        if hinge.has_motor:
+            momentum = momentum + hinge.shaft_inertia * rates[j]
+        momenta.append(momentum)
+    return jnp.stack(momenta)
+
+
 def joint_momenta(system: Multibody, angles, rates):
     """Generalised momenta ``p = ∂L/∂θ̇`` ``[n_joints]`` [N m s] (the continuous Legendre map).
 
-    Forward mode over the few joints (here and below): it compiles far faster than reverse
-    mode nested inside the estimator's forward-mode Jacobians.
+    In closed form: hinge ``j``'s momentum is the angular momentum about its anchor of the
+    bodies it carries, along its axis, plus the motor shaft's ``J_shaft θ̇_j`` (F.3).
+    Derivatives written out rather than taken by forward-mode AD, which the estimator would
+    nest two and three deep (benchmarks/RESULTS.md, issue 16).
     """
-    return jax.jacfwd(lagrangian, argnums=2)(system, angles, rates)
+    pose = tree_pose(system, angles)
+    return _momenta(system, pose, tree_motion(system, pose, rates), rates)
+
+
+def _mass_matrix(system: Multibody, pose: TreePose):
+    """``M(θ)`` of a pose: column ``k`` the momenta of the unit rate of joint ``k``."""
+    unit = jnp.eye(len(system.hinges))
+    return jnp.stack([_momenta(system, pose, tree_motion(system, pose, unit[k]), unit[k])
+                      for k in range(len(system.hinges))], axis=1)
 
 
 def joint_mass_matrix(system: Multibody, angles):
     """``M(θ) = ∂²L/∂θ̇²`` ``[n_joints, n_joints]`` [kg m²], shaft inertias included."""
-    num_joints = angles.shape[-1]
-    return jax.jacfwd(lambda rates: joint_momenta(system, angles, rates))(jnp.zeros(num_joints))
+    return _mass_matrix(system, tree_pose(system, angles))
+
+
+def lagrangian_angle_gradient(system: Multibody, pose: TreePose, motion: TreeMotion):
+    """``∂L/∂θ`` ``[n_joints]`` [N m] at fixed rates, in closed form.
+
+    Turning hinge ``i`` by δθ turns the bodies it carries rigidly about its axis ``a`` through
+    its anchor ``s``: ``δr_b = a × (r_b - s)``, ``δω_b = a × (ω_b - ω_P)``, ``δv_b = a × (v_b -
+    v_P(r_b)) + ω_P × δr_b`` and ``δJ_b = [a]× J_b - J_b [a]×`` per unit δθ, with ``ω_P`` and
+    ``v_P(x)`` the motion of the hinge's parent. Collected, per carried body:
+
+        ∂T/∂θ_i ∋ J_b ω_b · (ω_P × a) + m_b v_b · (ω_P × δr_b - a × v_P(r_b))
+        -∂V/∂θ_i ∋ m_b g · δr_b
+
+    (the shaft energy ``½ J_shaft θ̇²`` does not depend on θ).
+    """
+    carried = subtrees(system)
+    gradient = []
+    for i, hinge in enumerate(system.hinges):
+        parent_omega, parent_velocity = _parent_motion(system, pose, motion, hinge)
+        axis, anchor = pose.axis[i], pose.anchor[i]
+        turn_axis = jnp.cross(parent_omega, axis)
+        total = 0.0
+        for b in carried[i]:
+            moved = jnp.cross(axis, pose.position[b] - anchor)
+            mass = system.bodies.mass[b]
+            total = total + lie.dot(_angular_momentum(system, pose, motion, b), turn_axis)
+            total = total + mass * lie.dot(
+                motion.linear[b],
+                jnp.cross(parent_omega, moved) - jnp.cross(axis, parent_velocity(
+                    pose.position[b])))
+            total = total + mass * lie.dot(system.gravity, moved)
+        gradient.append(total)
+    return jnp.stack(gradient)
 
 
 def solve_small(matrix, vector):
@@ -131,12 +290,17 @@ def joint_states(system: Multibody, angles, rates) -> JointStates:
 def rate_basis(system: Multibody, angles):
     """``N = ∂v/∂θ̇`` ``[6 nb, n_joints]``: body velocities per unit joint rate at ``angles``.
 
-    Its columns span the motions the rigid hinges allow (``G N = 0``).
+    Its columns span the motions the rigid hinges allow (``G N = 0``): column ``j`` is ``[a_j ×
+    (r_b - s_j); a_j]`` for each body ``b`` hinge ``j`` carries, zero for the others.
     """
-    num_joints = angles.shape[-1]
-    return jax.jacfwd(
-        lambda rates: states_from_joints(system, angles, rates).velocity.reshape(-1)
-    )(jnp.zeros(num_joints))
+    pose = tree_pose(system, angles)
+    unit = jnp.eye(len(system.hinges))
+    columns = []
+    for k in range(len(system.hinges)):
+        motion = tree_motion(system, pose, unit[k])
+        columns.append(jnp.concatenate([jnp.concatenate([linear, angular]) for linear, angular
+                                        in zip(motion.linear, motion.angular, strict=True)]))
+    return jnp.stack(columns, axis=1)
 
 
 def _orthonormal_factor(basis):
@@ -176,56 +340,56 @@ def body_impulse_norm_weights(system: Multibody, angles):
     return jnp.stack(columns, axis=1)
 
 
-def reaction_impulses(system: Multibody, state: BodyStates, next_state: BodyStates, h):
+def reaction_impulses(system: Multibody, pose: TreePose, motion: TreeMotion,
+                      next_motion: TreeMotion, h):
     """Holonomic multipliers ``[n_hinges, 5]`` [N s, N m s] of a rigid step ``x_k → x_{k+1}``.
 
     Every body ``b`` needs the impulse ``p_b = M_b (v_{k+1} - v_k) - h f_b`` (gravity and the
-    gyroscopic term at ``x_k``, as in (3.7)); hinge ``i`` must transmit the sum over the bodies
-    it carries, force ``F_i`` and torque ``T_i`` about its anchor. In the rows of (F.1) that is
-    ``λ_lin = -F_i`` and ``λ_rot = -(n · T_i)`` for the two normals (unit and orthogonal at
-    zero violation). The part of ``T_i`` along the axis is the hinge's own friction, viscous
-    and motor torque, which is not a holonomic multiplier.
+    gyroscopic term at the pose of ``x_k``, as in (3.7)); hinge ``i`` must transmit the sum over
+    the bodies it carries, force ``F_i`` and torque ``T_i`` about its anchor. In the rows of
+    (F.1) that is ``λ_lin = -F_i`` and ``λ_rot = -(n · T_i)`` for the normals ``x_a × y_b =
+    z_b`` and ``x_a × z_b = -y_b`` (the rigid hinge has ``x_a = x_b``). The part of ``T_i``
+    along the axis is the hinge's own friction, viscous and motor torque, which is not a
+    holonomic multiplier. ``motion`` is at ``pose``; ``next_motion`` at the next step's.
     """
-    change = (next_state.velocity - state.velocity)
-    needed = (mass_times(system, state, change).reshape(-1)
-              - h * applied_forces(system, state)).reshape(state.num_bodies, 6)
-    subtree = [{i} for i in range(len(system.hinges))]
-    for i in reversed(range(len(system.hinges))):  # parent-first order: children come later
-        parent = system.hinges[i].parent
-        if parent != WORLD:
-            subtree[parent] |= subtree[i]
+    needed = []
+    for b in range(system.num_bodies):
+        mass = system.bodies.mass[b]
+        spin = _angular_momentum(system, pose, motion, b)
+        turn = _angular_momentum(system, pose, TreeMotion(
+            motion.linear, tuple(n - o for n, o in zip(next_motion.angular, motion.angular,
+                                                       strict=True))), b)
+        needed.append((mass * (next_motion.linear[b] - motion.linear[b] - h * system.gravity),
+                       turn + h * jnp.cross(motion.angular[b], spin)))
     rows = []
-    for i, hinge in enumerate(system.hinges):
-        _, geometry = hinge_holonomic(hinge, state)
-        anchor = state.position[hinge.child] + geometry.child_lever
-        force = sum(needed[b, :3] for b in subtree[i])
-        torque = sum(needed[b, 3:] + jnp.cross(state.position[b] - anchor, needed[b, :3])
-                     for b in subtree[i])
-        rows.append(jnp.concatenate([-force, -(geometry.normals @ torque)]))
+    for i, carried in enumerate(subtrees(system)):
+        force = sum(needed[b][0] for b in carried)
+        torque = sum(needed[b][1] + jnp.cross(pose.position[b] - pose.anchor[i], needed[b][0])
+                     for b in carried)
+        axes = pose.child_axes[i]
+        rows.append(jnp.concatenate([-force, jnp.stack([-lie.dot(axes[:, 2], torque),
+                                                        lie.dot(axes[:, 1], torque)])]))
     return jnp.stack(rows)
 
 
-def joint_impulses(system: Multibody, state: BodyStates, next_state: BodyStates, inputs,
-                   mid_rates, h):
+def joint_impulses(system: Multibody, rates, reactions, mid_rates, inputs, h):
     """Non-conservative generalised impulses ``[n_joints]`` [N m s] over one step.
 
-    Viscous (F.2) at the mean rate, motor (F.3) with the held input, and dry friction clipped to
-    its reaction-dependent bound (2.31) (see the module docstring). ``inputs`` has one entry per
-    motorised hinge, in hinge order.
+    Viscous (F.2) at the mean rate ``mid_rates``, motor (F.3) with the held input, and dry
+    friction clipped to its reaction-dependent bound (2.31) (see the module docstring), the
+    Stribeck term at the step's starting ``rates`` and ``reactions``
+    (:func:`reaction_impulses`; only read for hinges with dry friction). ``inputs`` has one
+    entry per motorised hinge, in hinge order.
     """
     impulses, input_index = [], 0
-    reactions = None
     for i, hinge in enumerate(system.hinges):
         impulse = -hinge.viscous * mid_rates[i] * h
         if hinge.has_motor:
             impulse = impulse + hinge.motor_gain * inputs[input_index] * h
             input_index += 1
         if hinge.has_dry_friction:
-            if reactions is None:
-                reactions = reaction_impulses(system, state, next_state, h)
-            rate_k = hinge_rate(hinge, state)
             coefficient = (hinge.friction_coefficient
-                           + hinge.stribeck_delta * jnp.exp(-hinge.stribeck_zeta * rate_k**2))
+                           + hinge.stribeck_delta * jnp.exp(-hinge.stribeck_zeta * rates[i]**2))
             bound = coefficient * jnp.sum(jnp.abs(reactions[i]))
             regularization = 4.0 / h**2 * hinge.compliance_rotational * spook_gamma(
                 hinge.damping, h)
@@ -245,7 +409,9 @@ def variational_residuals(system: Multibody, state: JointStates, next_state: Joi
         r_a = p_k + D₁L_d + Q/2        (the impulse the step's start needs)
         r_b = p_{k+1} - D₂L_d - Q/2    (the impulse its end needs)
 
-    with ``p`` the states' momenta. These are the two discrete Legendre transforms of the
+    with ``p`` the states' momenta and ``D₁L_d = (h/2) ∂L/∂θ - ∂L/∂θ̇``, ``D₂L_d = (h/2) ∂L/∂θ +
+    ∂L/∂θ̇`` at the midpoint (in closed form: :func:`lagrangian_angle_gradient`,
+    :func:`joint_momenta`). These are the two discrete Legendre transforms of the
     position–momentum form; their sum is the discrete Euler–Lagrange equation. They play the
     parts of (3.7) and (3.8), vanish on the discrete motion and to O(h²) on the continuous rigid
     motion. Both are multiplied by ``weights`` ``[n_joints, n_joints]``, normally
@@ -253,18 +419,20 @@ def variational_residuals(system: Multibody, state: JointStates, next_state: Joi
     derivatives). [N m s]
     """
     a0, a1 = state.angles, next_state.angles
-
-    def discrete_lagrangian(first, second):
-        return h * lagrangian(system, 0.5 * (first + second), (second - first) / h)
-
-    d1, d2 = jax.jacfwd(discrete_lagrangian, argnums=(0, 1))(a0, a1)
     mid_rates = (a1 - a0) / h
+    middle = tree_pose(system, 0.5 * (a0 + a1))
+    mid_motion = tree_motion(system, middle, mid_rates)
+    angle_gradient = 0.5 * h * lagrangian_angle_gradient(system, middle, mid_motion)
+    rate_gradient = _momenta(system, middle, mid_motion, mid_rates)
+    d1, d2 = angle_gradient - rate_gradient, angle_gradient + rate_gradient
+    rates = reactions = None
     if any(hinge.has_dry_friction for hinge in system.hinges):  # needs the bodies' motion
-        bodies = states_from_joints(system, a0, joint_rates(system, state))
-        next_bodies = states_from_joints(system, a1, joint_rates(system, next_state))
-    else:
-        bodies = next_bodies = None
-    half = 0.5 * joint_impulses(system, bodies, next_bodies, inputs, mid_rates, h)
+        pose, next_pose = tree_pose(system, a0), tree_pose(system, a1)
+        rates = solve_small(_mass_matrix(system, pose), state.momenta)
+        next_rates = solve_small(_mass_matrix(system, next_pose), next_state.momenta)
+        reactions = reaction_impulses(system, pose, tree_motion(system, pose, rates),
+                                      tree_motion(system, next_pose, next_rates), h)
+    half = 0.5 * joint_impulses(system, rates, reactions, mid_rates, inputs, h)
     return jnp.concatenate([weights @ (state.momenta + d1 + half),
                             weights @ (next_state.momenta - d2 - half)])
 
