@@ -173,11 +173,16 @@ def subtrees(system: Multibody) -> list[list[int]]:
     return [sorted(bodies) for bodies in carried]
 
 
-def _angular_momentum(system: Multibody, pose: TreePose, motion: TreeMotion, body: int):
-    """``J_b(q) ω_b = R (J_body ⊙ Rᵀ ω)`` [kg m²/s] (2.3), about the centre of mass."""
+def _inertia_times(system: Multibody, pose: TreePose, body: int, vector):
+    """``J_b(q) w = R (J_body ⊙ Rᵀ w)`` (2.3): body ``body``'s world inertia times ``w``."""
     rotation = pose.rotation[body]
     return lie.matrix_times(rotation, system.bodies.inertia[body]
-                            * lie.matrix_transpose_times(rotation, motion.angular[body]))
+                            * lie.matrix_transpose_times(rotation, vector))
+
+
+def _angular_momentum(system: Multibody, pose: TreePose, motion: TreeMotion, body: int):
+    """``J_b(q) ω_b`` [kg m²/s], about the centre of mass."""
+    return _inertia_times(system, pose, body, motion.angular[body])
 
 
 def _momenta(system: Multibody, pose: TreePose, motion: TreeMotion, rates):
@@ -210,10 +215,27 @@ def joint_momenta(system: Multibody, angles, rates):
 
 
 def _mass_matrix(system: Multibody, pose: TreePose):
-    """``M(θ)`` of a pose: column ``k`` the momenta of the unit rate of joint ``k``."""
-    unit = jnp.eye(len(system.hinges))
-    return jnp.stack([_momenta(system, pose, tree_motion(system, pose, unit[k]), unit[k])
-                      for k in range(len(system.hinges))], axis=1)
+    """``M(θ)`` of a pose: ``M_jk = Σ_b m_b (a_j × (r_b - s_j))·(a_k × (r_b - s_k)) + a_j·J_b a_k``.
+
+    Over the bodies both hinges carry, plus ``J_shaft`` on a motorised hinge's diagonal (F.3);
+    symmetric, so each entry is written once.
+    """
+    carried = subtrees(system)
+    count = len(system.hinges)
+    entries = [[None] * count for _ in range(count)]
+    for j in range(count):
+        for k in range(j, count):
+            entry = 0.0
+            for b in sorted(set(carried[j]) & set(carried[k])):
+                lever_j = jnp.cross(pose.axis[j], pose.position[b] - pose.anchor[j])
+                lever_k = jnp.cross(pose.axis[k], pose.position[b] - pose.anchor[k])
+                entry = entry + (system.bodies.mass[b] * lie.dot(lever_j, lever_k)
+                                 + lie.dot(pose.axis[j], _inertia_times(system, pose, b,
+                                                                        pose.axis[k])))
+            if j == k and system.hinges[j].has_motor:
+                entry = entry + system.hinges[j].shaft_inertia
+            entries[j][k] = entries[k][j] = jnp.asarray(entry)
+    return jnp.stack([jnp.stack(row) for row in entries])
 
 
 def joint_mass_matrix(system: Multibody, angles):
@@ -254,18 +276,20 @@ def lagrangian_angle_gradient(system: Multibody, pose: TreePose, motion: TreeMot
     return jnp.stack(gradient)
 
 
-def solve_small(matrix, vector):
-    """``matrix⁻¹ vector`` for a small symmetric positive definite ``matrix``.
-
-    An unrolled Cholesky: no LAPACK call, which batched inside a vmap deadlocks jaxlib 0.10's
-    CPU runtime.
-    """
+def _cholesky(matrix):
+    """Lower Cholesky factor of a small SPD ``matrix``, as nested lists of scalars (unrolled)."""
     size = matrix.shape[0]
     factor = [[None] * size for _ in range(size)]
     for i in range(size):
         for j in range(i + 1):
             value = matrix[i, j] - sum((factor[i][k] * factor[j][k] for k in range(j)), 0.0)
             factor[i][j] = jnp.sqrt(value) if i == j else value / factor[j][j]
+    return factor
+
+
+def _cholesky_solve(factor, vector):
+    """``(L Lᵀ)⁻¹ vector`` by forward and back substitution with the factor ``L``."""
+    size = len(factor)
     forward = []
     for i in range(size):
         forward.append((vector[i] - sum((factor[i][k] * forward[k] for k in range(i)), 0.0))
@@ -275,6 +299,27 @@ def solve_small(matrix, vector):
         solution[i] = (forward[i] - sum((factor[k][i] * solution[k]
                                          for k in range(i + 1, size)), 0.0)) / factor[i][i]
     return jnp.stack(solution)
+
+
+@jax.custom_jvp
+def solve_small(matrix, vector):
+    """``matrix⁻¹ vector`` for a small symmetric positive definite ``matrix``.
+
+    An unrolled Cholesky: no LAPACK call, which batched inside a vmap deadlocks jaxlib 0.10's
+    CPU runtime. Its derivative ``matrix⁻¹ (δvector - δmatrix x)`` reuses the factor rather than
+    differentiating the factorisation (the rigid-fit Jacobian program 9.8 → 9.5 s to
+    compile, 4.2 → 3.3 ms per chunk; benchmarks/RESULTS.md, issue 16).
+    """
+    return _cholesky_solve(_cholesky(matrix), vector)
+
+
+@solve_small.defjvp
+def _solve_small_derivative(primals, tangents):
+    matrix, vector = primals
+    matrix_tangent, vector_tangent = tangents
+    factor = _cholesky(matrix)
+    solution = _cholesky_solve(factor, vector)
+    return solution, _cholesky_solve(factor, vector_tangent - matrix_tangent @ solution)
 
 
 def joint_rates(system: Multibody, state: JointStates):
