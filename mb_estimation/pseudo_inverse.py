@@ -14,6 +14,18 @@ import numpy as np
 SINGULAR_THRESHOLD = 1e-12
 # An entry whose squared loading on the dropped (null) directions exceeds this is not determined.
 LOADING_THRESHOLD = 1e-6
+# A diagonal entry of an information matrix below this fraction of the largest is the round-off
+# of a zero: its Jacobian column is under 1e-15 of the largest, float64's resolution (an arm's
+# inertia about an axis it never turns about: 1e-59 against 5e2). Scaled to unit diagonal, such
+# noise would pose as information and could hide a determined neighbour.
+ROUND_OFF_INFORMATION = 1e-30
+
+
+def informed(diagonal: np.ndarray) -> np.ndarray:
+    """Per entry of an information matrix's ``diagonal``: more than the round-off of a zero."""
+    diagonal = np.asarray(diagonal, dtype=np.float64)
+    largest = float(diagonal.max()) if diagonal.size else 0.0
+    return diagonal > ROUND_OFF_INFORMATION * max(largest, 0.0)
 
 
 def scaled_pseudo_inverse(matrix: np.ndarray, scale: np.ndarray):

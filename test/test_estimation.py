@@ -146,6 +146,25 @@ def test_covariance_reduces_to_inverse_information_and_flags_blind_directions():
     np.testing.assert_allclose(covariance[:3, :3], np.linalg.inv(information), rtol=1e-8)
 
 
+def test_round_off_information_does_not_hide_a_determined_parameter():
+    """A Jacobian column at the round-off of a zero, nearly parallel to a determined one.
+
+    Like an arm's inertia about an axis it never turns about (its column ~1e-30, a product of
+    rotation-matrix round-off and the determined inertia's column): scaled to unit diagonal it
+    would look like a copy of its neighbour and make both undetermined. It is undetermined and
+    the others keep their covariance.
+    """
+    rng = np.random.default_rng(4)
+    columns = rng.standard_normal((50, 3))
+    noise = 1e-30 * (columns[:, 0] + 1e-9 * rng.standard_normal(50))
+    jacobian = np.column_stack([columns, noise])
+    information = jacobian.T @ jacobian
+    covariance = parameter_covariance(information, information)
+    assert np.isinf(covariance[3, 3])
+    np.testing.assert_allclose(covariance[:3, :3], np.linalg.inv(columns.T @ columns),
+                               rtol=1e-8)
+
+
 # --- preprocessing ------------------------------------------------------------------------------
 
 def test_tilt_std_is_reported_for_the_two_directions_gravity_can_lean():

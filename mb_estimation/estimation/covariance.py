@@ -26,7 +26,12 @@ import numpy as np
 from mb_estimation.estimation.linear_algebra import Elimination, backward_solve
 from mb_estimation.estimation.residuals import Linearization
 from mb_estimation.numerics import jax
-from mb_estimation.pseudo_inverse import LOADING_THRESHOLD, mark_undetermined, scaled_pseudo_inverse
+from mb_estimation.pseudo_inverse import (
+    LOADING_THRESHOLD,
+    informed,
+    mark_undetermined,
+    scaled_pseudo_inverse,
+)
 
 jnp = jax.numpy
 
@@ -66,16 +71,18 @@ def parameter_covariance(information: np.ndarray, middle: np.ndarray) -> np.ndar
     """``Λ = (TᵀT)⁻¹ TᵀĈT (TᵀT)⁻¹`` (3.31), ``inf`` on the variance of undetermined directions.
 
     ``TᵀT`` is scaled to unit diagonal before its (pseudo-)inverse so that parameters of very
-    different magnitude (inertias ~1e-3 kg m², gains ~1 N m/V) do not mask each other.
+    different magnitude (inertias ~1e-3 kg m², gains ~1 N m/V) do not mask each other; an
+    entry with no more information than the round-off of a zero
+    (:func:`~mb_estimation.pseudo_inverse.informed`) is undetermined and left out of it.
     """
     size = len(information)
     if size == 0:
         return np.zeros((0, 0))
     if not (np.all(np.isfinite(information)) and np.all(np.isfinite(middle))):
         return np.diag(np.full(size, np.inf))
-    scale = np.sqrt(np.clip(np.diag(information), 0.0, None))
-    determined = scale > 0
-    safe = np.where(determined, scale, 1.0)
+    determined = informed(np.diag(information))
+    information = np.where(np.outer(determined, determined), information, 0.0)
+    safe = np.where(determined, np.sqrt(np.abs(np.diag(information))), 1.0)
     inverse, _, loading = scaled_pseudo_inverse(information, safe)
     covariance = inverse @ middle @ inverse
     return mark_undetermined(covariance, ~determined | (loading > LOADING_THRESHOLD))

@@ -65,7 +65,12 @@ from mb_estimation import lie
 from mb_estimation.config import QUATERNION_TOLERANCE  # |tilt| − 1 allowed, as in configs
 from mb_estimation.io.files import write_text_atomically
 from mb_estimation.numerics import jax
-from mb_estimation.pseudo_inverse import LOADING_THRESHOLD, mark_undetermined, scaled_pseudo_inverse
+from mb_estimation.pseudo_inverse import (
+    LOADING_THRESHOLD,
+    informed,
+    mark_undetermined,
+    scaled_pseudo_inverse,
+)
 from mb_estimation.rigs.parameters import tangent_size, tangent_slices
 
 __all__ = [
@@ -266,13 +271,14 @@ def covariance_from_information(information: np.ndarray) -> np.ndarray:
 def _pseudo_inverse(information: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Finite pseudo-inverse of an information matrix (0 where it has no information).
 
-    Also returns which tangent entries it determines: information on the diagonal and a
-    loading of at most ``LOADING_THRESHOLD`` on the null space.
+    Also returns which tangent entries it determines: information on the diagonal beyond the
+    round-off of a zero (:func:`~mb_estimation.pseudo_inverse.informed`) and a loading of at
+    most ``LOADING_THRESHOLD`` on the null space.
     """
     information = np.asarray(information, dtype=np.float64)
     size = len(information)
     out = np.zeros((size, size))
-    determined = np.diagonal(information) > 0.0
+    determined = informed(np.diagonal(information))
     if determined.any():
         block = information[np.ix_(determined, determined)]
         inverse, loading = _scaled_pseudo_inverse(0.5 * (block + block.T), "information")
