@@ -13,7 +13,11 @@ continuous trajectory up to O(h²) — a step-consistent replacement for the imp
 The bodies, hinges, masses, inertias, gravity, friction and motor are exactly those of the
 :class:`~mb_estimation.multibody.Multibody` (maximal coordinates, appendix F): the Lagrangian is
 evaluated on the body states :func:`~mb_estimation.multibody.states_from_joints` builds from
-(θ, θ̇), so both formulations describe the same rig.
+(θ, θ̇), so both formulations describe the same rig. What the residuals need of it — the
+momenta ``∂L/∂θ̇``, ``∂L/∂θ``, the mass matrix, the reactions — is written out in closed form
+over the tree's forward kinematics (:func:`tree_pose`, :func:`tree_motion`; rotation matrices),
+checked against forward-mode AD of :func:`lagrangian` and finite differences in the tests:
+nested AD compiled 1.6× longer and ran 3–5× slower (benchmarks/RESULTS.md, issue 16).
 
 Non-conservative generalised impulses per step of length h (paper (F.2), (F.3), appendix F):
 
@@ -400,10 +404,8 @@ def reaction_impulses(system: Multibody, pose: TreePose, motion: TreeMotion,
     needed = []
     for b in range(system.num_bodies):
         mass = system.bodies.mass[b]
+        turn = _inertia_times(system, pose, b, next_motion.angular[b] - motion.angular[b])
         spin = _angular_momentum(system, pose, motion, b)
-        turn = _angular_momentum(system, pose, TreeMotion(
-            motion.linear, tuple(n - o for n, o in zip(next_motion.angular, motion.angular,
-                                                       strict=True))), b)
         needed.append((mass * (next_motion.linear[b] - motion.linear[b] - h * system.gravity),
                        turn + h * jnp.cross(motion.angular[b], spin)))
     rows = []
