@@ -11,9 +11,10 @@ Run pinned to one core, each in its own process::
 The problem of ``bench_estimator.py`` (the 10 s swing-up, h = 0.01, 13 parameter dimensions).
 Every program the solve compiles is traced, lowered and compiled apart and timed; the table
 gives each one's seconds, its optimized HLO size in lines (what XLA's code generation works
-through) and the solve's ``compile_time_s``. ``--levels`` compiles the transition Jacobian
-program of one 256-step chunk at ``xla_backend_optimization_level`` 2 (XLA's default), 1 and 0
-and times one call of each: compilation against run time.
+through), the solve's ``compile_time_s`` and the median of three solves after compilation.
+``--levels`` compiles the transition Jacobian program of one 256-step chunk at
+``xla_backend_optimization_level`` 2 (XLA's default), 1 and 0 and times one call of each:
+compilation against run time.
 """
 
 from __future__ import annotations
@@ -58,8 +59,14 @@ def compile_table(problem) -> None:
     compiled.Compiler.__call__ = call
     started = time.perf_counter()
     result = estimate(problem, bench_estimator.SETTINGS)
-    print(f"first solve {time.perf_counter() - started:.2f} s, compile_time_s "
-          f"{result.compile_time_s:.2f} s, {result.iterations} iterations")
+    first = time.perf_counter() - started
+    again = []
+    for _ in range(3):  # the same solve, compiled: what every later fit of this shape costs
+        started = time.perf_counter()
+        estimate(problem, bench_estimator.SETTINGS)
+        again.append(time.perf_counter() - started)
+    print(f"first solve {first:.2f} s, compile_time_s {result.compile_time_s:.2f} s, "
+          f"{result.iterations} iterations; after compilation {np.median(again):.2f} s a solve")
     print("| program | trace + lower [s] | compile [s] | optimized HLO [lines] |")
     print("|---|---|---|---|")
     for name, lowering, compiling, lines in rows:
