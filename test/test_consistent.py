@@ -30,7 +30,7 @@ from mb_estimation.estimation.residuals import (
     linearize,
     recording_residuals,
 )
-from mb_estimation.multibody import states_from_joints
+from mb_estimation.multibody import WORLD, Bodies, Hinge, Multibody, states_from_joints
 from mb_estimation.multibody.joint_space import (
     JointStates,
     body_impulse_norm_weights,
@@ -145,6 +145,52 @@ def test_closed_form_derivatives_are_those_of_the_lagrangian(truth):
             rate_basis(system, angles),
             jax.jacfwd(lambda a, r: states_from_joints(system, a, r).velocity.reshape(-1),
                        argnums=1)(angles, jnp.zeros(2)), rtol=0, atol=1e-14)
+
+
+def _branched_tree(rng) -> Multibody:
+    """Three bodies, two of them hung on the first (a branch), random frames and inertias."""
+    def unit_quaternion():
+        q = rng.normal(size=4)
+        return jnp.asarray(q / np.linalg.norm(q))
+
+    def hinge(parent, child, motor):
+        return Hinge(parent=parent, child=child, has_motor=motor, has_dry_friction=False,
+                     parent_anchor=jnp.asarray(rng.normal(size=3) * 0.2),
+                     child_anchor=jnp.asarray(rng.normal(size=3) * 0.2),
+                     parent_frame=unit_quaternion(), child_frame=unit_quaternion(),
+                     compliance_linear=jnp.asarray(1e-8), compliance_rotational=jnp.asarray(1e-8),
+                     damping=jnp.asarray(0.01), viscous=jnp.asarray(1e-3),
+                     motor_gain=jnp.asarray(0.1), shaft_inertia=jnp.asarray(2e-4 if motor else 0),
+                     friction_coefficient=jnp.asarray(0.0), stribeck_delta=jnp.asarray(0.0),
+                     stribeck_zeta=jnp.asarray(0.0))
+
+    bodies = Bodies(mass=jnp.asarray(rng.uniform(0.1, 1.0, size=3)),
+                    inertia=jnp.asarray(rng.uniform(1e-3, 1e-2, size=(3, 3))))
+    return Multibody(bodies=bodies, hinges=(hinge(WORLD, 0, True), hinge(0, 1, False),
+                                            hinge(0, 2, True)),
+                     gravity=jnp.asarray(rng.normal(size=3) * 5))
+
+
+def test_closed_forms_hold_on_a_branched_tree():
+    """The recursive closed forms are the Lagrangian's on a tree that is not a chain."""
+    rng = np.random.default_rng(7)
+    system = _branched_tree(rng)
+    angles, rates = jnp.asarray(rng.normal(size=3) * 2), jnp.asarray(rng.normal(size=3) * 3)
+    pose = tree_pose(system, angles)
+    motion = tree_motion(system, pose, rates)
+    bodies = states_from_joints(system, angles, rates)
+    np.testing.assert_allclose(np.stack(motion.linear), bodies.linear_velocity, atol=1e-13)
+    np.testing.assert_allclose(lagrangian_angle_gradient(system, pose, motion),
+                               jax.jacfwd(lagrangian, argnums=1)(system, angles, rates),
+                               rtol=1e-11, atol=1e-13)
+    np.testing.assert_allclose(joint_momenta(system, angles, rates),
+                               jax.jacfwd(lagrangian, argnums=2)(system, angles, rates),
+                               rtol=1e-11, atol=1e-13)
+    np.testing.assert_allclose(
+        joint_mass_matrix(system, angles),
+        jax.jacfwd(jax.jacfwd(lagrangian, argnums=2), argnums=2)(system, angles, rates),
+        rtol=1e-11, atol=1e-13)
+    assert float(joint_mass_matrix(system, angles)[1, 2]) == 0.0  # siblings do not couple
 
 
 def test_small_solve_derivative_is_that_of_the_solution():
