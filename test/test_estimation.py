@@ -317,6 +317,34 @@ def test_chunked_linearization_assembled_on_the_host_is_the_whole_recordings(
     assert not np.any(np.asarray(chunked.previous)[0])
 
 
+@pytest.mark.parametrize("formulation", ["maximal", "joint"])
+def test_shadow_states_in_chunks_are_those_of_the_whole_trajectory(furuta_case, formulation,
+                                                                   monkeypatch):
+    """The shadow map run chunk by chunk (three chunks, the last one cut) equals one call."""
+    from mb_estimation.estimation.solver import _shadow
+
+    monkeypatch.setattr(recording_blocks, "CHUNK_TRANSITIONS", 64)
+    truth, rig, grid = furuta_case
+    values = parameter_arrays(truth.parameters)
+    structure = ModelStructure(rig, FreeParameters.of(rig.spec, ("J_Azz", "b1")),
+                               MaximalCoordinates() if formulation == "maximal"
+                               else JointCoordinates())
+    fixed = {k: v for k, v in values.items() if k not in structure.free.names}
+    free_values = {k: values[k] for k in structure.free.names}
+    n = grid.num_steps
+    assert 2 * 64 < n < 3 * 64
+    states = structure.formulation.initial_states(structure.system(fixed, free_values),
+                                                  jnp.asarray(grid.filtered_angles[:n]), None,
+                                                  STEP)
+    whole = _shadow(structure, fixed, free_values, states)
+    chunked = recording_blocks.per_state(Compiler(), _shadow, structure, fixed, free_values,
+                                         states)
+    for expected, got in zip(jax.tree_util.tree_leaves(whole),
+                             jax.tree_util.tree_leaves(chunked), strict=True):
+        assert got.shape == expected.shape
+        np.testing.assert_allclose(got, expected, rtol=1e-13, atol=1e-15)
+
+
 def test_estimate_recovers_the_truth_from_self_consistent_data(furuta_case):
     """Noise-free data from the estimation model itself: the truth is the exact minimum.
 

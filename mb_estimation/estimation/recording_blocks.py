@@ -87,6 +87,28 @@ def on_bucket(compiler, function, static, length: int, size: int, *args):
     return cut(compiler(function, static, *arguments), length)
 
 
+def per_state(compiler, function, static, fixed, free_values, states):
+    """``function(static, fixed, free_values, chunk)`` over a trajectory's states, in chunks.
+
+    For maps that treat every state alone (the shadow states): chunks of
+    :data:`CHUNK_TRANSITIONS` states, the last padded by repeating its final state, so one
+    compiled program serves every length and bucket. The leaves of the results are
+    concatenated along their first axis and cut to the trajectory's length, on the host.
+    """
+    host = jax.tree_util.tree_map(np.asarray, states)
+    count = int(jax.tree_util.tree_leaves(host)[0].shape[0])
+    size = CHUNK_TRANSITIONS
+    pieces = []
+    for start in range(0, count, size):
+        def chunk(leaf, start=start):
+            part = leaf[start:start + size]
+            return np.concatenate([part, np.repeat(part[-1:], size - len(part), axis=0)])
+
+        pieces.append(compiler(function, static, fixed, free_values,
+                               jax.tree_util.tree_map(chunk, host)))
+    return jax.tree_util.tree_map(lambda *parts: np.concatenate(parts)[:count], *pieces)
+
+
 def transition_chunks(states, data: StepData, size: int):
     """A recording's transitions as host arrays in chunks of ``size``, and their number.
 

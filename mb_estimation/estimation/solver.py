@@ -37,7 +37,7 @@ from mb_estimation.estimation.levenberg_marquardt import (
 )
 from mb_estimation.estimation.linear_algebra import eliminate_states
 from mb_estimation.estimation.parameters import FreeParameters
-from mb_estimation.estimation.recording_blocks import on_bucket
+from mb_estimation.estimation.recording_blocks import on_bucket, per_state
 from mb_estimation.estimation.residuals import ModelStructure, StepData
 from mb_estimation.estimation.result import (
     EstimationResult,
@@ -225,9 +225,7 @@ def _result(solver: LevenbergMarquardt, state: LMState, status: FitStatus,
 
     estimates = []
     for grid, x, r in zip(grids, state.states, state.residuals, strict=True):
-        angles, rates, bodies = on_bucket(compiler, _shadow, structure, grid.num_steps,
-                                          solver.bucket, (fixed, None), (free_values, None),
-                                          (x, "edge"))
+        angles, rates, bodies = per_state(compiler, _shadow, structure, fixed, free_values, x)
         angles = np.asarray(angles)
         # continue the measured (multi-turn) angles rather than wrap to (-π, π]
         angles = grid.measured_angles + np.arctan2(np.sin(angles - grid.measured_angles),
