@@ -282,6 +282,20 @@ def test_jacobian_blocks_match_finite_differences(furuta_case):
     assert_parameter_columns(residuals, states, free, free_values, lin.parameters, eps)
 
 
+def _case_states(furuta_case, formulation: str):
+    """The swing-up case's structure (J_Azz, b1 free), values and initial states."""
+    truth, rig, grid = furuta_case
+    values = parameter_arrays(truth.parameters)
+    structure = ModelStructure(rig, FreeParameters.of(rig.spec, ("J_Azz", "b1")),
+                               MaximalCoordinates() if formulation == "maximal"
+                               else JointCoordinates())
+    fixed = {k: v for k, v in values.items() if k not in structure.free.names}
+    free_values = {k: values[k] for k in structure.free.names}
+    states = structure.formulation.initial_states(structure.system(fixed, free_values),
+                                                  jnp.asarray(grid.filtered_angles), None, STEP)
+    return structure, fixed, free_values, states, grid
+
+
 @pytest.mark.parametrize("formulation", ["maximal", "joint"])
 def test_chunked_linearization_assembled_on_the_host_is_the_whole_recordings(
         furuta_case, formulation, monkeypatch):
@@ -291,20 +305,11 @@ def test_chunked_linearization_assembled_on_the_host_is_the_whole_recordings(
     formulation's ⊞ layout and padded on the host.
     """
     monkeypatch.setattr(recording_blocks, "CHUNK_TRANSITIONS", 64)
-    truth, rig, grid = furuta_case
-    values = parameter_arrays(truth.parameters)
-    structure = ModelStructure(rig, FreeParameters.of(rig.spec, ("J_Azz", "b1")),
-                               MaximalCoordinates() if formulation == "maximal"
-                               else JointCoordinates())
-    fixed = {k: v for k, v in values.items() if k not in structure.free.names}
-    free_values = {k: values[k] for k in structure.free.names}
+    structure, fixed, free_values, states, grid = _case_states(furuta_case, formulation)
     n = grid.num_steps
     assert 2 * 64 + 1 < n < 3 * 64 + 1
     data = StepData(jnp.asarray(grid.measured_angles[:n]), jnp.asarray(grid.inputs[:n - 1]),
                     jnp.asarray(grid.observed[:n]), jnp.asarray(STEP), jnp.asarray(10.0))
-    states = structure.formulation.initial_states(structure.system(fixed, free_values),
-                                                  jnp.asarray(grid.filtered_angles[:n]), None,
-                                                  STEP)
     whole = jax.jit(linearize, static_argnums=0)(structure, fixed, free_values, states, data)
     size = bucket_length(n)
     chunked = linearization(Compiler(), structure, fixed, free_values, states, data, size)
@@ -324,18 +329,8 @@ def test_shadow_states_in_chunks_are_those_of_the_whole_trajectory(furuta_case, 
     from mb_estimation.estimation.solver import _shadow
 
     monkeypatch.setattr(recording_blocks, "CHUNK_TRANSITIONS", 64)
-    truth, rig, grid = furuta_case
-    values = parameter_arrays(truth.parameters)
-    structure = ModelStructure(rig, FreeParameters.of(rig.spec, ("J_Azz", "b1")),
-                               MaximalCoordinates() if formulation == "maximal"
-                               else JointCoordinates())
-    fixed = {k: v for k, v in values.items() if k not in structure.free.names}
-    free_values = {k: values[k] for k in structure.free.names}
-    n = grid.num_steps
-    assert 2 * 64 < n < 3 * 64
-    states = structure.formulation.initial_states(structure.system(fixed, free_values),
-                                                  jnp.asarray(grid.filtered_angles[:n]), None,
-                                                  STEP)
+    structure, fixed, free_values, states, grid = _case_states(furuta_case, formulation)
+    assert 2 * 64 < grid.num_steps < 3 * 64
     whole = _shadow(structure, fixed, free_values, states)
     chunked = recording_blocks.per_state(Compiler(), _shadow, structure, fixed, free_values,
                                          states)
