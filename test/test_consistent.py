@@ -42,7 +42,6 @@ from mb_estimation.multibody.joint_space import (
     lagrangian_angle_gradient,
     rate_basis,
     reaction_impulses,
-    solve_small,
     tree_motion,
     tree_pose,
     variational_residuals,
@@ -191,25 +190,6 @@ def test_closed_forms_hold_on_a_branched_tree():
         jax.jacfwd(jax.jacfwd(lagrangian, argnums=2), argnums=2)(system, angles, rates),
         rtol=1e-11, atol=1e-13)
     assert float(joint_mass_matrix(system, angles)[1, 2]) == 0.0  # siblings do not couple
-
-
-def test_small_solve_derivative_is_that_of_the_solution():
-    """The written-out derivative of ``M⁻¹ p`` against central differences of the solve."""
-    rng = np.random.default_rng(5)
-    factor = rng.normal(size=(3, 3))
-    matrix, vector = factor @ factor.T + 3 * np.eye(3), rng.normal(size=3)
-    matrix_direction, vector_direction = rng.normal(size=(3, 3)), rng.normal(size=3)
-    matrix_direction = matrix_direction + matrix_direction.T
-
-    def along(t):
-        return solve_small(jnp.asarray(matrix + t * matrix_direction),
-                           jnp.asarray(vector + t * vector_direction))
-
-    np.testing.assert_allclose(along(0.0), np.linalg.solve(matrix, vector), rtol=1e-13)
-    _, derivative = jax.jvp(along, (0.0,), (1.0,))
-    step = 1e-6
-    np.testing.assert_allclose(derivative, (along(step) - along(-step)) / (2 * step),
-                               rtol=1e-7)
 
 
 def test_weights_give_the_smallest_body_impulse_norm(truth):

@@ -1,8 +1,8 @@
-"""The stepper's written-out small solve: values, forward derivatives and batching."""
+"""The written-out small solves (stepper, mass matrix): values, derivatives, batching."""
 
 import numpy as np
 
-from mb_estimation.multibody.small_solve import solve_small
+from mb_estimation.multibody.small_solve import solve_positive_definite, solve_small
 from mb_estimation.numerics import jax
 
 jnp = jax.numpy
@@ -58,3 +58,22 @@ def test_batches_under_jit_and_vmap():
     batched = jax.jit(jax.vmap(solve_small))(matrices, rhs)
     np.testing.assert_allclose(batched, np.linalg.solve(matrices, rhs[..., None])[..., 0],
                                rtol=1e-9, atol=1e-12)
+
+
+def test_positive_definite_solve_and_its_derivative():
+    """The unrolled Cholesky and its written-out derivative: LAPACK, central differences."""
+    rng = np.random.default_rng(5)
+    factor = rng.normal(size=(3, 3))
+    matrix, vector = factor @ factor.T + 3 * np.eye(3), rng.normal(size=3)
+    matrix_direction, vector_direction = rng.normal(size=(3, 3)), rng.normal(size=3)
+    matrix_direction = matrix_direction + matrix_direction.T
+
+    def along(t):
+        return solve_positive_definite(jnp.asarray(matrix + t * matrix_direction),
+                           jnp.asarray(vector + t * vector_direction))
+
+    np.testing.assert_allclose(along(0.0), np.linalg.solve(matrix, vector), rtol=1e-13)
+    _, derivative = jax.jvp(along, (0.0,), (1.0,))
+    step = 1e-6
+    np.testing.assert_allclose(derivative, (along(step) - along(-step)) / (2 * step),
+                               rtol=1e-7)

@@ -280,55 +280,10 @@ def lagrangian_angle_gradient(system: Multibody, pose: TreePose, motion: TreeMot
     return jnp.stack(gradient)
 
 
-def _cholesky(matrix):
-    """Lower Cholesky factor of a small SPD ``matrix``, as nested lists of scalars (unrolled)."""
-    size = matrix.shape[0]
-    factor = [[None] * size for _ in range(size)]
-    for i in range(size):
-        for j in range(i + 1):
-            value = matrix[i, j] - sum((factor[i][k] * factor[j][k] for k in range(j)), 0.0)
-            factor[i][j] = jnp.sqrt(value) if i == j else value / factor[j][j]
-    return factor
-
-
-def _cholesky_solve(factor, vector):
-    """``(L Lᵀ)⁻¹ vector`` by forward and back substitution with the factor ``L``."""
-    size = len(factor)
-    forward = []
-    for i in range(size):
-        forward.append((vector[i] - sum((factor[i][k] * forward[k] for k in range(i)), 0.0))
-                       / factor[i][i])
-    solution = [None] * size
-    for i in reversed(range(size)):
-        solution[i] = (forward[i] - sum((factor[k][i] * solution[k]
-                                         for k in range(i + 1, size)), 0.0)) / factor[i][i]
-    return jnp.stack(solution)
-
-
-@jax.custom_jvp
-def solve_small(matrix, vector):
-    """``matrix⁻¹ vector`` for a small symmetric positive definite ``matrix``.
-
-    An unrolled Cholesky: no LAPACK call, which batched inside a vmap deadlocks jaxlib 0.10's
-    CPU runtime. Its derivative ``matrix⁻¹ (δvector - δmatrix x)`` reuses the factor rather than
-    differentiating the factorisation (the rigid-fit Jacobian program 9.8 → 9.5 s to
-    compile, 4.2 → 3.3 ms per chunk; benchmarks/RESULTS.md, issue 16).
-    """
-    return _cholesky_solve(_cholesky(matrix), vector)
-
-
-@solve_small.defjvp
-def _solve_small_derivative(primals, tangents):
-    matrix, vector = primals
-    matrix_tangent, vector_tangent = tangents
-    factor = _cholesky(matrix)
-    solution = _cholesky_solve(factor, vector)
-    return solution, _cholesky_solve(factor, vector_tangent - matrix_tangent @ solution)
-
-
 def joint_rates(system: Multibody, state: JointStates):
     """Joint rates ``θ̇ = M(θ)⁻¹ p`` [rad/s] of a joint state (the inverse Legendre map)."""
-    return solve_small(joint_mass_matrix(system, state.angles), state.momenta)
+    return small_solve.solve_positive_definite(joint_mass_matrix(system, state.angles),
+                                               state.momenta)
 
 
 def joint_states(system: Multibody, angles, rates) -> JointStates:
@@ -475,8 +430,9 @@ def variational_residuals(system: Multibody, state: JointStates, next_state: Joi
     rates = reactions = None
     if any(hinge.has_dry_friction for hinge in system.hinges):  # needs the bodies' motion
         pose, next_pose = tree_pose(system, a0), tree_pose(system, a1)
-        rates = solve_small(_mass_matrix(system, pose), state.momenta)
-        next_rates = solve_small(_mass_matrix(system, next_pose), next_state.momenta)
+        rates = small_solve.solve_positive_definite(_mass_matrix(system, pose), state.momenta)
+        next_rates = small_solve.solve_positive_definite(_mass_matrix(system, next_pose),
+                                                         next_state.momenta)
         reactions = reaction_impulses(system, pose, tree_motion(system, pose, rates),
                                       tree_motion(system, next_pose, next_rates), h)
     half = 0.5 * joint_impulses(system, rates, reactions, mid_rates, inputs, h)

@@ -10,7 +10,8 @@ No pivoting: the step's matrices are ``D A + S`` with ``A`` positive semi-defini
 ``S`` non-negative diagonals whose sum is positive per row (SPOOK's multiplier system), or
 such a matrix with some rows replaced by unit rows (the dry-friction active sets) — every
 leading principal minor is positive, so Gaussian elimination in the given order is defined
-and, as for Cholesky, stable.
+and, as for Cholesky, stable. The rigid limit's joint-space mass matrices (symmetric positive
+definite, a few joints) use an unrolled Cholesky instead (:func:`solve_positive_definite`).
 """
 
 from __future__ import annotations
@@ -64,3 +65,50 @@ def _solve_small_jvp(primals, tangents):
     lu = _factor(matrix)
     solution = _substitute(lu, rhs)
     return solution, _substitute(lu, d_rhs - d_matrix @ solution)
+
+
+def _cholesky(matrix):
+    """Lower Cholesky factor of a small SPD ``matrix``, as nested lists of scalars (unrolled)."""
+    size = matrix.shape[0]
+    factor = [[None] * size for _ in range(size)]
+    for i in range(size):
+        for j in range(i + 1):
+            value = matrix[i, j] - sum((factor[i][k] * factor[j][k] for k in range(j)), 0.0)
+            factor[i][j] = jnp.sqrt(value) if i == j else value / factor[j][j]
+    return factor
+
+
+def _cholesky_solve(factor, vector):
+    """``(L Lᵀ)⁻¹ vector`` by forward and back substitution with the factor ``L``."""
+    size = len(factor)
+    forward = []
+    for i in range(size):
+        forward.append((vector[i] - sum((factor[i][k] * forward[k] for k in range(i)), 0.0))
+                       / factor[i][i])
+    solution = [None] * size
+    for i in reversed(range(size)):
+        solution[i] = (forward[i] - sum((factor[k][i] * solution[k]
+                                         for k in range(i + 1, size)), 0.0)) / factor[i][i]
+    return jnp.stack(solution)
+
+
+@jax.custom_jvp
+def solve_positive_definite(matrix, vector):
+    """``matrix⁻¹ vector`` for a small symmetric positive definite ``matrix`` (a mass matrix).
+
+    An unrolled Cholesky on scalars: for the rigid limit's few joints it compiles smaller than
+    :func:`solve_small`'s row operations (the rigid-fit Jacobian program 9.8 against 10.4 s).
+    Its derivative ``matrix⁻¹ (δvector - δmatrix x)`` reuses the factor rather than
+    differentiating the factorisation (9.8 → 9.5 s to compile, 4.2 → 3.3 ms per chunk;
+    benchmarks/RESULTS.md, issue 16).
+    """
+    return _cholesky_solve(_cholesky(matrix), vector)
+
+
+@solve_positive_definite.defjvp
+def _solve_positive_definite_derivative(primals, tangents):
+    matrix, vector = primals
+    matrix_tangent, vector_tangent = tangents
+    factor = _cholesky(matrix)
+    solution = _cholesky_solve(factor, vector)
+    return solution, _cholesky_solve(factor, vector_tangent - matrix_tangent @ solution)
