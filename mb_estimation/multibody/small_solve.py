@@ -16,6 +16,8 @@ definite, a few joints) use an unrolled Cholesky instead (:func:`solve_positive_
 
 from __future__ import annotations
 
+import functools
+
 from mb_estimation.numerics import jax
 
 jnp = jax.numpy
@@ -48,23 +50,32 @@ def _substitute(lu, rhs):
     return solution if rhs.ndim == 2 else solution[:, 0]
 
 
-@jax.custom_jvp
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0, 1))
+def _solve_with(factor, substitute, matrix, rhs):
+    """``matrix⁻¹ rhs`` by ``substitute(factor(matrix), rhs)``, differentiated with the factor.
+
+    Forward-mode derivatives reuse the factorisation rather than differentiate it:
+    ``d x = matrix⁻¹ (d rhs − d matrix · x)``.
+    """
+    return substitute(factor(matrix), rhs)
+
+
+@_solve_with.defjvp
+def _solve_with_derivative(factor, substitute, primals, tangents):
+    matrix, rhs = primals
+    d_matrix, d_rhs = tangents
+    factored = factor(matrix)
+    solution = substitute(factored, rhs)
+    return solution, substitute(factored, d_rhs - d_matrix @ solution)
+
+
 def solve_small(matrix, rhs):
     """``matrix⁻¹ rhs`` for a small ``matrix [n, n]`` whose leading minors are positive.
 
     ``rhs [n]`` or ``[n, r]``. Forward-mode derivatives reuse the factorisation:
     ``d x = matrix⁻¹ (d rhs − d matrix · x)``.
     """
-    return _substitute(_factor(matrix), rhs)
-
-
-@solve_small.defjvp
-def _solve_small_jvp(primals, tangents):
-    matrix, rhs = primals
-    d_matrix, d_rhs = tangents
-    lu = _factor(matrix)
-    solution = _substitute(lu, rhs)
-    return solution, _substitute(lu, d_rhs - d_matrix @ solution)
+    return _solve_with(_factor, _substitute, matrix, rhs)
 
 
 def _cholesky(matrix):
@@ -92,7 +103,6 @@ def _cholesky_solve(factor, vector):
     return jnp.stack(solution)
 
 
-@jax.custom_jvp
 def solve_positive_definite(matrix, vector):
     """``matrix⁻¹ vector`` for a small symmetric positive definite ``matrix`` (a mass matrix).
 
@@ -102,13 +112,4 @@ def solve_positive_definite(matrix, vector):
     differentiating the factorisation (9.8 → 9.5 s to compile, 4.2 → 3.3 ms per chunk;
     benchmarks/RESULTS.md, issue 16).
     """
-    return _cholesky_solve(_cholesky(matrix), vector)
-
-
-@solve_positive_definite.defjvp
-def _solve_positive_definite_derivative(primals, tangents):
-    matrix, vector = primals
-    matrix_tangent, vector_tangent = tangents
-    factor = _cholesky(matrix)
-    solution = _cholesky_solve(factor, vector)
-    return solution, _cholesky_solve(factor, vector_tangent - matrix_tangent @ solution)
+    return _solve_with(_cholesky, _cholesky_solve, matrix, vector)
