@@ -266,13 +266,11 @@ def joint_rates(system: Multibody, state: BodyStates):
     return jnp.stack([hinge_rate(hinge, state) for hinge in system.hinges])
 
 
-@jax.jit
 def states_from_joints(system: Multibody, angles, rates) -> BodyStates:
     """Body states at zero constraint violation for given hinge angles [rad] and rates [rad/s].
 
     Forward kinematics along the tree: the inverse of :func:`joint_angles`/:func:`joint_rates`,
-    used for initial states (appendix G.3) and for states from measured angles (§4.4). Jitted:
-    traced once per program however often the rigid limit differentiates it.
+    used for initial states (appendix G.3) and for states from measured angles (§4.4).
     """
     nb = system.num_bodies
     orientation = [None] * nb
