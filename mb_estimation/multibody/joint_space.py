@@ -141,7 +141,7 @@ def tree_pose(system: Multibody, angles) -> TreePose:
                     tuple(child_axes))
 
 
-def _parent_motion(system: Multibody, pose: TreePose, motion: TreeMotion, hinge):
+def _parent_motion(pose: TreePose, motion: TreeMotion, hinge):
     """Angular velocity of hinge's parent and the velocity of its points ``x ↦ v_P(x)``."""
     if hinge.parent == WORLD:
         zero = jnp.zeros(3)
@@ -159,7 +159,7 @@ def tree_motion(system: Multibody, pose: TreePose, rates) -> TreeMotion:
     linear, angular = [], []
     for i, hinge in enumerate(system.hinges):
         parent_omega, parent_velocity = _parent_motion(
-            system, pose, TreeMotion(tuple(linear), tuple(angular)), hinge)
+            pose, TreeMotion(tuple(linear), tuple(angular)), hinge)
         omega = parent_omega + rates[i] * pose.axis[i]
         angular.append(omega)
         linear.append(parent_velocity(pose.anchor[i])
@@ -263,7 +263,7 @@ def lagrangian_angle_gradient(system: Multibody, pose: TreePose, motion: TreeMot
     carried = subtrees(system)
     gradient = []
     for i, hinge in enumerate(system.hinges):
-        parent_omega, parent_velocity = _parent_motion(system, pose, motion, hinge)
+        parent_omega, parent_velocity = _parent_motion(pose, motion, hinge)
         axis, anchor = pose.axis[i], pose.anchor[i]
         turn_axis = jnp.cross(parent_omega, axis)
         total = 0.0
