@@ -2,7 +2,7 @@
 
     taskset -c 1 python benchmarks/bench_node_startup.py [--config furuta_synthetic]
 
-Starts ``mb-estimation node --transport T --config C --compliance 1e-4`` until its ready line,
+Starts ``mb-estimation node --transport T --config C`` until its ready line,
 first with an empty compile cache, then again with the cache the first start filled; prints the
 wall time to the ready line and the warm-up the node reports. Runs in a loopback-only network
 namespace (``test/loopback_namespace.py``): nothing leaves the machine.
@@ -31,7 +31,7 @@ def start(transport: str, config: str, env: dict) -> tuple[float, float]:
     started = time.monotonic()
     process = subprocess.Popen(
         [sys.executable, "-m", "mb_estimation.cli", "node", "--transport", transport, "--config",
-         config, "--compliance", "1e-4"], env=env, cwd=REPO, stdout=subprocess.PIPE,
+         config], env=env, cwd=REPO, stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, text=True)
     try:
         for line in process.stdout:

@@ -24,9 +24,3 @@ def write_config(path: Path, base: str = "furuta_synthetic.yaml", *, parameters=
     config.update(sections)
     path.write_text(yaml.safe_dump(config))
     return str(path)
-
-
-#: furuta_synthetic inside the node's model class: hinges at the estimator's compliance 1e-4
-#: (simulate/rig-sim with ``--dt 0.01``).
-IN_MODEL_CLASS = {name: 1e-4 for name in ("eps_lin1", "eps_rot1", "eps_lin2", "eps_rot2")}
-

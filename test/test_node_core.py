@@ -1,7 +1,8 @@
 """The online node's core without a transport (issue 5): windows, worker, faults, fusion.
 
 The estimator is replaced by a fast fake here (its result depends on the window's data, so a
-wrong window shows); test_node_estimation.py runs the real one.
+wrong window shows); test_node_windows.py runs the real one on windows of a simulated rig,
+test_node_end_to_end.py and test_ros_end_to_end.py in a running node.
 """
 
 import dataclasses
@@ -14,6 +15,7 @@ import pytest
 from mb_estimation.config import load_config
 from mb_estimation.estimation import EstimationResult, RecordingEstimate
 from mb_estimation.online.core import EstimatorCore, NodeOutputs, with_node
+from mb_estimation.online.windows import window_step
 
 NS = 1_000_000_000
 T0 = 1_700_000_000 * NS
@@ -36,7 +38,7 @@ def _fake_estimator(config, recording, *, value=None, status="gradient", delay_s
     parameters["J_Azz"] = np.array([float(np.mean(recording.joint_angles[:, 0]))
                                     if value is None else value])
     size = sum(np.size(parameters[n]) - (1 if np.size(parameters[n]) == 4 else 0) for n in free)
-    grid = np.arange(0.0, config.node.window_s + 1e-9, config.method.dt)
+    grid = np.arange(0.0, config.node.window_s + 1e-9, window_step(config))
     angles = np.stack([np.interp(grid, recording.time_s, a) for a in recording.joint_angles.T],
                       axis=1)
     states = RecordingEstimate(recording.name, grid, angles, np.gradient(angles, grid, axis=0),
@@ -118,6 +120,17 @@ def test_windows_are_cut_on_stamps_estimated_fused_and_published():
     assert len(out.filtered) == 12000  # one per sample, at the input rate
     assert all(np.all(np.isfinite(a)) and np.all(np.isfinite(r)) for _, _, a, r in out.filtered)
     assert d["filter_reanchored"] == 2
+
+
+def test_shadow_states_are_published_at_the_samples_not_at_every_grid_point():
+    """A 100 Hz rig under the 1 ms estimation grid: one shadow state per sample, at its stamp."""
+    out = Collect()
+    core = EstimatorCore(_config(), out.outputs, estimator=_fake_estimator)
+    _run(core, 6.0, rate_hz=100.0)
+    stamps, _, angles, rates = out.shadow[0]
+    assert window_step(core.config) == 1e-3
+    np.testing.assert_array_equal(stamps, T0 + np.arange(501) * NS // 100)
+    assert angles.shape == rates.shape == (501, 2)
 
 
 def test_a_rig_at_rest_is_skipped_and_says_so():
@@ -306,9 +319,15 @@ def test_callbacks_from_several_threads():
     assert core.diagnostics()["windows_accepted"] == 1
 
 
-def test_window_must_hold_three_steps():
-    with pytest.raises(ValueError, match="shorter than three estimation steps"):
-        EstimatorCore(_config(window_s=0.01), estimator=_fake_estimator)
+@pytest.mark.parametrize(("estimator", "window_s", "step_s"),
+                         [("consistent", 0.002, 1e-3), ("paper", 0.02, 0.01)])
+def test_window_must_hold_three_steps(estimator, window_s, step_s):
+    config = _config(window_s=window_s)
+    config = dataclasses.replace(config, method=dataclasses.replace(config.method,
+                                                                    estimator=estimator))
+    assert window_step(config) == step_s
+    with pytest.raises(ValueError, match=f"shorter than three estimation steps of {step_s} s"):
+        EstimatorCore(config, estimator=_fake_estimator)
 
 
 def test_sample_ring_is_bounded_ordered_and_trims_the_newest():

@@ -5,10 +5,9 @@ Three processes as a user would run them: ``mb-estimation rig-sim`` (or ``replay
 values, and this test subscribes to everything the node publishes. All traffic stays on
 127.0.0.1 (CYCLONEDDS_URI from ``loopback_config``) in a domain of its own.
 
-The simulated rig runs at the estimator's step (h = 0.01 s, published at 100 Hz) and hinge
-compliance (1e-4): data inside the model class. With furuta_synthetic's own 1e-6 hinges and a
-1e-4 s step the estimator lands on shadow parameters instead (benchmarks/RESULTS.md, issues 3
-and 5), which no window length or fusion can correct.
+The simulated rig is furuta_synthetic as a rig would be (SPOOK at 1e-4 s, its own stiff 1e-6
+hinges, published at 100 Hz): no estimator's model class. The node runs the consistent path at
+its 1 ms step (test_node_windows.py) and must find the rig's own inertias.
 """
 
 import math
@@ -34,9 +33,7 @@ from mb_estimation.transport.dds_messages import (  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 DOMAIN = int(os.environ.get("MB_TEST_DDS_E2E_DOMAIN", "84"))
 CONFIG = str(REPO / "config" / "furuta_synthetic.yaml")
-NODE = ["node", "--config", CONFIG, "--free", ",".join(TABLE_1), "--set", TABLE_1_SET,
-        "--compliance", "1e-4"]
-IN_MODEL_CLASS = ["--compliance", "1e-4", "--dt", "0.01"]
+NODE = ["node", "--config", CONFIG, "--free", ",".join(TABLE_1), "--set", TABLE_1_SET]
 
 @pytest.fixture(scope="module")
 def environment(node_compile_cache):
@@ -133,7 +130,7 @@ def _run(publisher_args, environment, *, settle_s):
 
 def test_rig_sim_to_node_over_dds(environment):
     rig_sim = ["rig-sim", "--config", CONFIG, "--scenario", "swingup", "--rate", "100",
-               "--duration", "120", *IN_MODEL_CLASS]
+               "--duration", "120"]
     fused, diagnostics, counts, non_finite, log = _run(rig_sim, environment, settle_s=90)
     errors = _errors(fused)
     print(f"rig-sim → node: fused {fused}, relative errors {errors}, diagnostics {diagnostics}")
@@ -151,7 +148,7 @@ def test_looped_replay_of_a_simulated_bag_to_node_over_dds(environment, tmp_path
     from mb_estimation.cli import main
 
     assert main(["simulate", "swingup", "--config", CONFIG, "--output", str(bag),
-                 "--duration", "10", "--rate", "100", *IN_MODEL_CLASS]) == 0
+                 "--duration", "10", "--rate", "100"]) == 0
     replay = ["replay", str(bag), "--loop"]
     fused, diagnostics, counts, non_finite, log = _run(replay, environment, settle_s=90)
     errors = _errors(fused)

@@ -6,9 +6,9 @@ simulated rig, ``mb-estimation node --transport ros`` (``estimator_node``) estim
 1's start values, and this process subscribes to every output, calls the services and the
 parameter services, and stands in for a controller whose parameters the node pushes to.
 
-The data are inside the estimator's model class (rig simulated at the estimator's step 0.01 s
-and compliance 1e-4, published at 100 Hz), so the values can be checked against the truth
-(see test_node_end_to_end.py for why not furuta_synthetic's own hinges). The tests share one
+The rig is furuta_synthetic as a rig would be (SPOOK at 1e-4 s, its own stiff 1e-6 hinges,
+published at 100 Hz), so the values can be checked against the truth: the node runs the
+consistent path (test_node_windows.py). The tests share one
 running node and run in file order; ``~/reset`` comes last.
 """
 
@@ -51,7 +51,6 @@ FREE = ",".join(TABLE_1)
 CONTROLLER = "test_controller"
 PUSHED = {"J_Azz": "model.J_Azz", "J_Byy": "model.J_Byy"}
 RATE_HZ = 100.0
-STEP_S = 0.01  # the estimator's step (method.dt of furuta_synthetic)
 WINDOW_S = 4.9
 # best effort as the publishers of sensor data, queued deep enough for this busy process
 DEEP_SENSOR_DATA = QoSProfile(depth=1000, reliability=ReliabilityPolicy.BEST_EFFORT)
@@ -158,13 +157,12 @@ def running(ros_network, node_compile_cache, tmp_path_factory):
     spinner = threading.Thread(target=executor.spin, daemon=True)
     spinner.start()
     node = Process(mb_estimation("node", "--transport", "ros", "--config", config_path,
-                                 "--free", FREE, "--set", TABLE_1_SET, "--compliance", "1e-4"), env)
+                                 "--free", FREE, "--set", TABLE_1_SET), env)
     rig = None
     try:
         node.wait_for("mb_estimation node ready", 300)
         rig = Process(mb_estimation("rig-sim", "--transport", "ros", "--config", config_path,
-                                    "--scenario", "multisine", "--rate", str(RATE_HZ),
-                                    "--compliance", "1e-4", "--dt", str(STEP_S)), env)
+                                    "--scenario", "multisine", "--rate", str(RATE_HZ)), env)
         settled = wait_until(lambda: (fused := probe.parameters()) is not None
                              and max(_errors(fused).values()) < 0.03
                              and int(probe.diagnostics().get("windows_accepted", 0)) >= 2,
@@ -264,11 +262,11 @@ def test_outputs_arrive_at_the_documented_rates(running):
     assert filtered >= 0.9 * inputs
     assert math.floor(elapsed) - 1 <= diagnostics <= math.ceil(elapsed) + windows + 2
     assert windows >= 1
-    # one shadow state per estimation step of each accepted window, one parameter message each
+    # one shadow state per sample of each accepted window, one parameter message each
     shadow, parameters = probe.count(f"{NODE}/shadow_joint_states"), \
         probe.count(f"{NODE}/parameters")
     assert parameters >= 2
-    assert shadow / parameters == pytest.approx(WINDOW_S / STEP_S, rel=0.01)
+    assert shadow / parameters == pytest.approx(WINDOW_S * RATE_HZ, rel=0.01)
 
 
 def test_estimate_parameters_are_served_and_refused_to_others(running):

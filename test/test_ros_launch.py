@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from configs import IN_MODEL_CLASS, TABLE_1, write_config
+from configs import TABLE_1, write_config
 
 from mb_estimation.config import ConfigError, load_config
 from mb_estimation.io.results import read_parameters
@@ -633,20 +633,20 @@ def test_bag_calibration_launch_turns_a_bag_into_parameters_yaml(ros_network, am
                                                                  node_compile_cache, tmp_path):
     """bag_calibration.launch.py with the package's own player: bag in, parameters.yaml out.
 
-    A 10 s multisine simulated inside the estimator's model class (step 0.01 s, compliance
-    1e-4, 100 Hz), calibrated from Table 1's start values at twice the recorded speed.
+    A 10 s multisine of furuta_synthetic (SPOOK at 1e-4 s, its own hinges, 100 Hz), calibrated
+    from Table 1's start values at twice the recorded speed.
     """
     pytest.importorskip("launch_ros")
     from processes import Process
 
     from mb_estimation.cli import main as cli
 
-    truth_path = write_config(tmp_path / "truth.yaml", parameters=IN_MODEL_CLASS)
-    fit_path = write_config(tmp_path / "fit.yaml", parameters={**IN_MODEL_CLASS, **TABLE_1})
+    truth_path = write_config(tmp_path / "truth.yaml")
+    fit_path = write_config(tmp_path / "fit.yaml", parameters=TABLE_1)
     truth = load_config(truth_path)
     bag = tmp_path / "multisine"
     assert cli(["simulate", "multisine", "--config", truth_path, "--output", str(bag),
-                "--duration", "10", "--rate", "100", "--dt", "0.01"]) == 0
+                "--duration", "10", "--rate", "100"]) == 0
 
     domain = int(os.environ.get("MB_TEST_ROS_DOMAIN", "77")) + 1
     env = dict(os.environ, ROS_DOMAIN_ID=str(domain), MB_ESTIMATION_CACHE_DIR=node_compile_cache)

@@ -2,7 +2,7 @@
 
 ``mb-estimation replay --transport ros`` plays the bags; ``node --transport ros`` estimates.
 
-* a ``simulate`` bag (inside the estimator's model class), replayed in a loop: the node resets
+* a ``simulate`` bag of furuta_synthetic, replayed in a loop: the node resets
   its buffers on the stamps' jump back, keeps its fused estimate through it and persists it;
 * a ROS 2 Humble bag of ../shared/data (topic ``joint_states`` without a leading slash,
   simulation-time header stamps in a wall-clock bag, no input topic): its samples reach the
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from configs import IN_MODEL_CLASS, write_config
+from configs import write_config
 from processes import Process, mb_estimation, wait_until
 from ros_listener import listening
 
@@ -43,11 +43,10 @@ def test_looped_replay_of_a_simulated_bag_over_rclpy(diagnostics, node_compile_c
     from mb_estimation.cli import main as cli
 
     state_file = tmp_path / "fused.yaml"
-    config = write_config(tmp_path / "truth.yaml", parameters=IN_MODEL_CLASS,
-                          node={"state_file": str(state_file)})
+    config = write_config(tmp_path / "truth.yaml", node={"state_file": str(state_file)})
     bag = tmp_path / "multisine"
     assert cli(["simulate", "multisine", "--config", config, "--output", str(bag),
-                "--duration", "6", "--rate", "100", "--dt", "0.01"]) == 0
+                "--duration", "6", "--rate", "100"]) == 0
     env = _environment(node_compile_cache)
     node = Process(mb_estimation("node", "--transport", "ros", "--config", config,
                                  "--set", "J_Azz=0.0035,J_Byy=0.0045"), env)

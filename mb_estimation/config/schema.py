@@ -122,7 +122,8 @@ class MethodSettings:
 
     ``estimator``: ``consistent`` (default: joint coordinates in the rigid limit, a second-order
     step refined over ``refinement_levels`` steps down to ``refinement_dt``, κ per unit time) or
-    ``paper`` (the paper's single fit in maximal coordinates at step ``dt``).
+    ``paper`` (the paper's single fit in maximal coordinates at step ``dt``). The node fits one
+    level at ``refinement_dt``, else 1 ms (online/windows.py: its step is fixed before data).
     ``simulation_refinement`` (consistent only): a final multiple-shooting fit through the
     config's own simulator (its hinges, ``simulation.dt``), segments of
     ``simulation_segment_s`` first, lengthened while the simulator follows the data

@@ -46,7 +46,7 @@ from mb_estimation.online.buffers import PublicationOrder, SampleRing
 from mb_estimation.online.fusion import ParameterEstimate, load_estimate
 from mb_estimation.online.intake import SampleIntake
 from mb_estimation.online.kalman import JerkFilterSettings, JointStateFilter
-from mb_estimation.online.windows import Window, estimate_window
+from mb_estimation.online.windows import Window, estimate_window, window_step
 from mb_estimation.online.worker import WindowWorker
 from mb_estimation.signals import Recording, recorded_joint_states
 from mb_estimation.stamps import NS_PER_S
@@ -91,9 +91,10 @@ class EstimatorCore(SampleIntake, WindowWorker):
                  filter_settings: JerkFilterSettings | None = None,
                  clock: Callable[[], float] = time.perf_counter) -> None:
         settings = config.node
-        if settings.window_s < 3 * config.method.dt:
+        step = window_step(config)
+        if settings.window_s < 3 * step:
             raise ConfigError(f"node.window_s {settings.window_s} s is shorter than three "
-                              f"estimation steps of {config.method.dt} s")
+                              f"estimation steps of {step} s")
         self.config = config
         self.settings = settings
         self.outputs = outputs

@@ -7,6 +7,7 @@ it), the default estimator :func:`estimate_window` and the acceptance rule :func
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -15,7 +16,7 @@ import numpy as np
 from mb_estimation.config import Config
 from mb_estimation.estimation import EstimationResult, FitStatus
 from mb_estimation.online.fusion import ParameterEstimate
-from mb_estimation.signals import Recording, prepare_recording
+from mb_estimation.signals import Recording
 
 ACCEPTED_STATUSES = (FitStatus.GRADIENT, FitStatus.STEP)
 
@@ -42,19 +43,56 @@ class WindowOutcome:
     result: EstimationResult | None = field(default=None, repr=False)
 
 
+#: The consistent path's step in the node when ``method.refinement_dt`` is not set [s]: the
+#: paper's rig rate (§4.1). Fine enough that a swing-up's estimate no longer moves with it
+#: (benchmarks/RESULTS.md, issue 16), and a 5 s window still solves in a fraction of a second.
+NODE_STEP_S = 1e-3
+
+
+def window_step(config: Config) -> float:
+    """The node's estimation step [s], fixed before any data arrive (one compiled program).
+
+    The paper's single fit (``method.estimator: paper``): ``method.dt``. The consistent path:
+    ``method.refinement_dt``, else :data:`NODE_STEP_S` — not the samples' period, as offline:
+    the node would learn it only from the data, after its start-up compile, and a jittering
+    stamp could move it from window to window.
+    """
+    method = config.method
+    if method.estimator == "paper":
+        return method.dt
+    return NODE_STEP_S if method.refinement_dt is None else method.refinement_dt
+
+
+def window_config(config: Config) -> Config:
+    """The config the node estimates a window with.
+
+    The consistent path at :func:`window_step` alone: one level (each window is warm-started
+    from the last accepted one, so the coarse level's continuation is not needed, and one
+    program compiles at start-up) and no simulation refinement (its prediction checks and
+    shooting fit take longer than a stride). How far the estimate still moves with the step
+    is the offline calibration's to show.
+    """
+    method = config.method
+    if method.estimator == "paper":
+        return config
+    return dataclasses.replace(config, method=dataclasses.replace(
+        method, refinement_dt=window_step(config), refinement_levels=1,
+        simulation_refinement="off"))
+
+
 def estimate_window(config: Config, recording: Recording) -> EstimationResult:
     """Estimate the config's free parameters and the states on one window (the default worker).
 
-    The grid covers exactly ``[0, window_s]`` of the recording's time (so every window has the
-    same number of steps and the compiled solver is reused).
+    The config's estimator on :func:`window_config`'s terms. The grid covers exactly
+    ``[0, window_s]`` of the recording's time at :func:`window_step`, so every window has the
+    same number of steps and the compiled solver is reused.
     """
     from mb_estimation import pipeline
 
-    method = config.method
     first = float(recording.time_s[0])
-    grid = prepare_recording(recording, method.dt, method.filter_cutoff_hz,
-                             start_s=-first, end_s=config.node.window_s - first)
-    return pipeline.calibrate(config, [grid])
+    return pipeline.calibrate_recordings(
+        window_config(config), [recording], start_s=-first,
+        end_s=config.node.window_s - first).result
 
 
 def result_estimate(result: EstimationResult, windows: int = 1) -> ParameterEstimate:

@@ -20,7 +20,13 @@ import numpy as np
 from mb_estimation.errors import first_line
 from mb_estimation.estimation import EstimationResult
 from mb_estimation.online.fusion import ParameterEstimate, fuse, save_estimate
-from mb_estimation.online.windows import Window, WindowOutcome, judge, result_estimate
+from mb_estimation.online.windows import (
+    Window,
+    WindowOutcome,
+    judge,
+    result_estimate,
+    window_step,
+)
 from mb_estimation.signals import Recording
 from mb_estimation.stamps import NS_PER_S
 
@@ -108,8 +114,9 @@ class WindowWorker:
         self._emit("parameters", estimate, stamp_ns)
         self._emit("fused_parameters", fused, stamp_ns)
         states = result.recordings[0]
-        stamps = window.start_ns + np.round(states.time_s * NS_PER_S).astype(np.int64)
-        angles, rates = self._to_recorded(states.joint_angles, states.joint_rates)
+        at = nearest_points(states.time_s, window.recording.time_s)
+        stamps = window.start_ns + np.round(states.time_s[at] * NS_PER_S).astype(np.int64)
+        angles, rates = self._to_recorded(states.joint_angles[at], states.joint_rates[at])
         if np.all(np.isfinite(angles)) and np.all(np.isfinite(rates)):
             self._emit("shadow_joint_states", stamps, self.joint_names, angles, rates)
             self._reanchor(window.generation, stamps[-1], states.joint_angles[-1],
@@ -134,6 +141,18 @@ class WindowWorker:
             if generation != self._generation or self._epoch_ns is None:
                 return  # the time base was reset since the window
             self._filter.reanchor((stamp_ns - self._epoch_ns) / NS_PER_S, angles, rates,
-                                  [std] * len(angles), [10 * std / self.config.method.dt]
+                                  [std] * len(angles), [10 * std / window_step(self.config)]
                                   * len(angles))
             self.counters["filter_reanchored"] += 1
+
+
+def nearest_points(grid_s: np.ndarray, sample_s: np.ndarray) -> np.ndarray:
+    """Indices of the points of ``grid_s`` nearest to the samples at ``sample_s`` [s], each once.
+
+    The shadow states are published there: at the rig's own rate, however fine the
+    estimation grid (a 1 ms grid under a 100 Hz rig would otherwise publish ten per sample).
+    """
+    grid_s = np.asarray(grid_s, dtype=np.float64)
+    right = np.clip(np.searchsorted(grid_s, sample_s), 1, len(grid_s) - 1)
+    left_nearer = np.asarray(sample_s) - grid_s[right - 1] <= grid_s[right] - np.asarray(sample_s)
+    return np.unique(right - left_nearer)
