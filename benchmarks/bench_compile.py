@@ -7,6 +7,7 @@ Run pinned to one core, each in its own process::
     taskset -c 0 python benchmarks/bench_compile.py --levels        # the model's Jacobian program
                                                                     # at LLVM levels 2, 1, 0
     taskset -c 0 python benchmarks/bench_compile.py --formulation joint   # the rigid-limit fit
+    taskset -c 0 python benchmarks/bench_compile.py --node [CONFIG]       # the node's warm-up
 
 The problem of ``bench_estimator.py`` (the 10 s swing-up, h = 0.01, 13 parameter dimensions).
 Every program the solve compiles is traced, lowered and compiled apart and timed; the table
@@ -119,14 +120,15 @@ def main() -> None:
     parser.add_argument("--formulation", choices=("maximal", "joint"), default="maximal",
                         help="the paper's maximal coordinates (default) or the rigid limit in "
                              "joint coordinates (calibrate's first fit)")
-    parser.add_argument("--node", action="store_true",
-                        help="instead: the node's window estimate as its warm-up runs it "
-                             "(furuta_synthetic, J_Azz, J_Byy, b1, b2 free, a 5 s window)")
+    parser.add_argument("--node", nargs="?", const="furuta_synthetic", metavar="CONFIG",
+                        help="instead: the node's window estimate as its warm-up runs it, on "
+                             "CONFIG (default furuta_synthetic, then with J_Azz, J_Byy, b1, b2 "
+                             "free; a 5 s window)")
     args = parser.parse_args()
     os.environ[CACHE_ENVIRONMENT_VARIABLE] = args.cache or ""
     configure_jax()
     if args.node:
-        compile_table(node_window())
+        compile_table(node_window(args.node))
         return
     problem = dataclasses.replace(bench_estimator.swingup_problem(10.0),
                                   formulation=args.formulation)
@@ -136,13 +138,15 @@ def main() -> None:
         compile_table(lambda: estimate(problem, bench_estimator.SETTINGS))
 
 
-def node_window():
-    """The node's estimate of its warm-up window (what a cold node start compiles)."""
+def node_window(name: str):
+    """The node's estimate of its warm-up window on config ``name``: what a cold start compiles."""
     from mb_estimation.config import apply_overrides, load_config
     from mb_estimation.online.core import EstimatorCore
     from mb_estimation.online.windows import estimate_window
 
-    config = apply_overrides(load_config("furuta_synthetic"), free=["J_Azz", "J_Byy", "b1", "b2"])
+    config = load_config(name)
+    if name == "furuta_synthetic":
+        config = apply_overrides(config, free=["J_Azz", "J_Byy", "b1", "b2"])
     windows = []
     core = EstimatorCore(config, estimator=lambda c, r: windows.append((c, r)))
     core.warm_up()  # hands the synthetic window to the estimator above

@@ -91,10 +91,14 @@ def _report(callback, *args) -> None:
 
 def _read(config: Config, sources: Sequence[str | Path], start_s: float | None,
           end_s: float | None) -> tuple[list[Recording], tuple[str, ...]]:
-    """The recordings read from ``sources`` and what reading did to each (the notes)."""
+    """The recordings read from ``sources`` and what reading did to each (the notes).
+
+    Gap steps are counted on the grid of the config's (final) fit (:func:`pipeline.finest_step`).
+    """
     recordings = [read_recording(path, config) for path in sources]
     notes = tuple(pipeline.recording_notes(recordings, pipeline.prepare(
-        config, recordings, start_s=start_s, end_s=end_s)))
+        config, recordings, start_s=start_s, end_s=end_s,
+        dt=pipeline.finest_step(config, recordings))))
     return recordings, notes
 
 

@@ -197,6 +197,18 @@ def test_help_imports_neither_jax_nor_numpy(repo_root):
     assert shown.stdout.splitlines()[-1] == "exit 0 False False"
 
 
+def test_replay_does_not_import_jax(repo_root, tmp_path):
+    """``replay`` only publishes a bag's messages: no JAX (about a second) before it starts."""
+    code = ("import sys\n"
+            "from mb_estimation.cli import main\n"
+            f"status = main(['replay', {str(tmp_path / 'missing')!r}])\n"
+            "print('exit', status, 'jax' in sys.modules)\n")
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           cwd=repo_root, timeout=60)
+    assert shown.stdout.splitlines()[-1] == "exit 2 False", (shown.stdout, shown.stderr)
+    assert "mb-estimation: error:" in shown.stderr
+
+
 def test_command_line_spells_the_scenarios_as_the_simulator():
     from mb_estimation import cli
     from mb_estimation.scenarios import SCENARIOS

@@ -133,6 +133,23 @@ def test_gaps_are_bridged_without_shifting_time():
     assert grid.observed.all()
 
 
+def test_calibrate_counts_gap_steps_on_the_grid_it_fits_on(tmp_path):
+    """The note counts the steps of the fit's grid in the gap (consistent: the sample period)."""
+    from mb_estimation import workflows
+
+    stamps, receive, positions = _joint_samples(n=1000)
+    keep = (stamps - T0 < 0.8) | (stamps - T0 > 0.95)  # 150 ms of dropped samples
+    path = _write_csv(tmp_path / "r.csv", stamps[keep], receive[keep], positions[keep],
+                      [T0], [0.0])
+    config = _config(voltage_topic="effort_control",
+                     voltage_type="std_msgs/msg/Float64MultiArray")
+    paper = dataclasses.replace(config, method=dataclasses.replace(config.method,
+                                                                   estimator="paper"))
+    for setting, steps in ((config, 75), (paper, 15)):  # at 2 ms and at 10 ms (as above)
+        _, notes = workflows._read(setting, [path], None, None)
+        assert any(f"{steps} of " in note and "fall in gaps" in note for note in notes), notes
+
+
 def test_voltage_script_replaces_the_voltage_topic(tmp_path):
     stamps, receive, positions = _joint_samples()
     path = _write_csv(tmp_path / "r.csv", stamps, receive, positions)

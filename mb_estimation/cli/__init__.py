@@ -49,9 +49,10 @@ def main(argv: list[str] | None = None) -> int:
     error, or a :class:`~mb_estimation.errors.UserError`: one line on stderr).
     """
     args = build_parser().parse_args(argv)
-    from mb_estimation.numerics import configure_jax
+    if getattr(args, "uses_jax", True):  # replay only publishes a bag's messages
+        from mb_estimation.numerics import configure_jax
 
-    configure_jax()
+        configure_jax()
     try:
         return args.handler(args)
     except UserError as error:

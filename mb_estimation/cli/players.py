@@ -53,7 +53,7 @@ def add_replay(commands) -> None:
                         help="speed factor (default 1; 0: as fast as possible)")
     replay.add_argument("--loop", action="store_true", help="replay forever")
     add_transport_options(replay)
-    replay.set_defaults(handler=replay_command)
+    replay.set_defaults(handler=replay_command, uses_jax=False)
 
 
 def _play(args, messages, speed: float, topics=None) -> int:
