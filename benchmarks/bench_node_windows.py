@@ -1,6 +1,7 @@
 """The node's window estimate on rig-like data, per estimator and step (issue 16).
 
     python benchmarks/bench_node_windows.py
+    python benchmarks/bench_node_windows.py --peer    # another lab's hardware recordings
 
 furuta_synthetic run as a rig runs (SPOOK at 1e-4 s, its own stiff 1e-6 hinges, 0.001 rad
 noise), the swing-up sampled at 100 Hz and 1 kHz; one 5 s window from its start, J_Azz, J_Byy,
@@ -8,19 +9,40 @@ b1, b2 fitted from Table 1's start values through
 :func:`mb_estimation.online.windows.estimate_window` (what the node runs), with
 ``method.estimator`` and ``method.refinement_dt`` as in each row. Prints a Markdown table: the
 relative errors of the inertias, the judge's verdict, iterations and the solve's time.
+
+``--peer``: the node core itself (real estimator, judge, fusion) fed the peer rig's hardware
+step responses (../shared/data/peer-furuta-hardware, 2V-6V) one after another as a rig would
+stream them (``config/examples/odrive_furuta.yaml``, 3 s windows every 3 s; the stamps jump
+back between recordings; the voltage, recorded only from the step on, held at 0 before it).
+Prints each recording's windows and the fused estimate.
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import time
+from pathlib import Path
 
 from mb_estimation.numerics import configure_jax
 
+PEER = Path(__file__).resolve().parents[2] / "shared" / "data" / "peer-furuta-hardware"
+
 
 def main() -> None:
-    """One row per (estimator, rate, step)."""
+    """One row per (estimator, rate, step); or the peer rig through the node core."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--peer", action="store_true", help="the peer rig's recordings instead")
+    args = parser.parse_args()
     configure_jax()
+    if args.peer:
+        peer_rig()
+    else:
+        simulated_windows()
+
+
+def simulated_windows() -> None:
+    """One 5 s swing-up window per (estimator, rate, step), as a Markdown table."""
     from mb_estimation.config import apply_overrides, load_config
     from mb_estimation.online.windows import estimate_window, judge, window_step
     from mb_estimation.pipeline import config_rig
@@ -57,6 +79,48 @@ def main() -> None:
         print(f"| {estimator} | {rate_hz:g} | {window_step(config):g} | {errors[0]:+.1%} | "
               f"{errors[1]:+.1%} | {verdict} | {result.iterations} | {elapsed:.2f} |",
               flush=True)
+
+
+def peer_rig() -> None:
+    """The peer rig's step responses streamed into the node core, one after another."""
+    from mb_estimation.config import load_config
+    from mb_estimation.io.recordings import read_recording
+    from mb_estimation.online.core import EstimatorCore, NodeOutputs, with_node
+
+    config = with_node(load_config(str(Path(__file__).resolve().parents[1] / "config"
+                                       / "examples" / "odrive_furuta.yaml")),
+                       window_s=3.0, stride_s=3.0)
+    accepted = []
+    core = EstimatorCore(config, NodeOutputs(parameters=lambda estimate, _: accepted.append(
+        estimate)))
+    print(f"warm-up {core.start():.1f} s")
+    names = [config.recording.joints[joint].name for joint in config.rig_spec.joints]
+    start_ns = 1_700_000_000 * 10**9
+    try:
+        for path in sorted(PEER.glob("hardware_step_response_*V.csv")):
+            recording = read_recording(path, config)
+            core.on_voltage(start_ns, 0.0)  # no voltage recorded before the step
+            inputs = iter(zip(recording.input_time_s, recording.inputs[:, 0], strict=True))
+            pending = next(inputs, None)
+            for time_s, angles in zip(recording.time_s, recording.joint_angles, strict=True):
+                while pending is not None and pending[0] <= time_s:
+                    core.on_voltage(start_ns + int(round(pending[0] * 1e9)), float(pending[1]))
+                    pending = next(inputs, None)
+                core.on_joint_state(start_ns + int(round(time_s * 1e9)), names, tuple(angles))
+            diagnostics = core.diagnostics()
+            while diagnostics["windows_done"] + diagnostics["windows_dropped"] < \
+                    core._window_index:  # every window cut so far estimated
+                time.sleep(0.05)
+                diagnostics = core.diagnostics()
+            print(f"{path.name}: windows done {diagnostics['windows_done']}, accepted "
+                  f"{diagnostics['windows_accepted']}, last: {diagnostics.get('last_window')} "
+                  f"({diagnostics.get('last_window_s', 0.0):.2f} s)")
+    finally:
+        core.stop()
+    for estimate in accepted:
+        print("  window", {n: f"{float(v[0]):.4g}" for n, v in estimate.values.items()})
+    if core.fused is not None:
+        print("  fused ", {n: f"{float(v[0]):.4g}" for n, v in core.fused.values.items()})
 
 
 if __name__ == "__main__":
