@@ -33,7 +33,12 @@ import bench_estimator  # noqa: E402  (the problem and the paper's settings)
 import numpy as np  # noqa: E402
 
 from mb_estimation.estimation import compiled, estimate  # noqa: E402
-from mb_estimation.numerics import CACHE_ENVIRONMENT_VARIABLE, configure_jax, jax  # noqa: E402
+from mb_estimation.numerics import (  # noqa: E402
+    CACHE_ENVIRONMENT_VARIABLE,
+    COMPILER_OPTIONS,
+    configure_jax,
+    jax,
+)
 
 
 def compile_table(solve) -> None:
@@ -49,7 +54,7 @@ def compile_table(solve) -> None:
             traced = jax.jit(bound).trace(*args)
             lowered = traced.lower()
             lowered_at = time.perf_counter()
-            executable = lowered.compile()
+            executable = lowered.compile(COMPILER_OPTIONS)
             done = time.perf_counter()
             rows.append((getattr(function, "__name__", repr(function)), lowered_at - started,
                          done - lowered_at, executable.as_text().count("\n")))
@@ -100,7 +105,7 @@ def level_table(problem) -> None:
     print("|---|---|---|")
     for level in (2, 1, 0):
         started = time.perf_counter()
-        executable = lowered.compile({"xla_backend_optimization_level": level})
+        executable = lowered.compile({**COMPILER_OPTIONS, "xla_backend_optimization_level": level})
         compiling = time.perf_counter() - started
         jax.block_until_ready(executable(*args))
         runs = []

@@ -5,6 +5,7 @@ the first array is made. Every entry point (``mb-estimation``, ``estimator_node`
 :func:`configure_jax` before its first compilation.
 """
 
+import functools
 import os
 from pathlib import Path
 
@@ -14,8 +15,20 @@ jax.config.update("jax_enable_x64", True)
 
 CACHE_ENVIRONMENT_VARIABLE = "MB_ESTIMATION_CACHE_DIR"
 
-__all__ = ["CACHE_ENVIRONMENT_VARIABLE", "compilation_cache_dir", "configure_jax",
-           "jax"]
+#: XLA's options for every program the package compiles (:func:`jit`, and
+#: ``estimation.compiled``). XLA's CPU fusion emitters (its default since jaxlib 0.5) spend
+#: 1.7× longer generating code for this model's programs than the classic emitters, for the
+#: same run time within a few per cent: the rigid fit's transition Jacobian with dry friction
+#: compiles in 5.3 s instead of 9.3 s on one core (benchmarks/RESULTS.md, issue 16). Passed
+#: per compilation rather than through ``XLA_FLAGS``, which XLA reads once, when its backend
+#: starts: an import that makes an array first would silently drop it.
+COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
+
+#: ``jax.jit`` with :data:`COMPILER_OPTIONS`.
+jit = functools.partial(jax.jit, compiler_options=COMPILER_OPTIONS)
+
+__all__ = ["CACHE_ENVIRONMENT_VARIABLE", "COMPILER_OPTIONS", "compilation_cache_dir",
+           "configure_jax", "jax", "jit"]
 
 
 def compilation_cache_dir() -> Path | None:

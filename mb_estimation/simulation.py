@@ -21,7 +21,7 @@ from mb_estimation.multibody import (
     states_from_joints,
 )
 from mb_estimation.multibody.joint_space import joint_states, variational_step
-from mb_estimation.numerics import jax
+from mb_estimation.numerics import jax, jit
 from mb_estimation.rigs import Rig, parameter_arrays
 from mb_estimation.scenarios import make_scenario
 
@@ -96,7 +96,7 @@ def simulate_recording(
     initial = states_from_joints(system, jnp.asarray(plan.initial_angles),
                                   jnp.asarray(plan.initial_rates))
 
-    @jax.jit
+    @jit
     def run(system, initial):
         states, inputs = rollout(system, initial, dt, num_samples, plan.input_fn, substeps)
         angles = jax.vmap(lambda s: joint_angles(system, s))(states)
@@ -171,7 +171,7 @@ REPLAY_CHUNK = 512
 
 
 # One chunk of a replay (:func:`_angles_on_the_way` compiled once per system structure and h).
-_driven_chunk = jax.jit(_angles_on_the_way, static_argnames=("h", "substeps"))
+_driven_chunk = jit(_angles_on_the_way, static_argnames=("h", "substeps"))
 
 # The predictions run this many starts at once (the last batch padded by repeating its final
 # start): 2.5× faster than one start after the other (swing-up, 20 starts: 1.39 -> 0.56 s),
@@ -179,7 +179,7 @@ _driven_chunk = jax.jit(_angles_on_the_way, static_argnames=("h", "substeps"))
 PREDICTION_BATCH = 8
 
 
-@functools.partial(jax.jit, static_argnames=("h", "substeps"))
+@functools.partial(jit, static_argnames=("h", "substeps"))
 def _predicted_angles(system, initials: BodyStates, inputs, h: float, substeps: int):
     """:func:`_angles_on_the_way`'s angles ``[B, n+1, n_joints]`` from ``B`` starts at once."""
     return jax.vmap(lambda initial, held: _angles_on_the_way(system, initial, held, h,
@@ -274,7 +274,7 @@ def prediction_check(rig: Rig, values: Mapping[str, object], grid, estimate, *,
                               grid.dt / substeps)
 
 
-@functools.partial(jax.jit, static_argnames=("h", "substeps"))
+@functools.partial(jit, static_argnames=("h", "substeps"))
 def _rigid_angles(system, angles, rates, inputs, h: float, substeps: int):
     """Joint angles ``[S, n, n_joints]`` of the rigid tree from ``S`` starts at once.
 

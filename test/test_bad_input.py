@@ -123,7 +123,9 @@ def test_all_non_finite_is_an_error_part_is_dropped_and_reported(tmp_path, capsy
 
 
 def test_too_short_for_one_step(tmp_path, capsys):
-    bag = _bag(tmp_path / "bag", n=5)
+    # 3 samples, 2 ms: three points at the finest step (1 ms, the sample period), two at the
+    # consistent path's first level (2 ms): too short for it
+    bag = _bag(tmp_path / "bag", n=3)
     status, err = _calibrate(capsys, bag, output=tmp_path / "o")
     _assert_one_line(status, err, "too short")
     bag = _bag(tmp_path / "long")

@@ -337,7 +337,10 @@ def test_shadow_states_in_chunks_are_those_of_the_whole_trajectory(furuta_case, 
     for expected, got in zip(jax.tree_util.tree_leaves(whole),
                              jax.tree_util.tree_leaves(chunked), strict=True):
         assert got.shape == expected.shape
-        np.testing.assert_allclose(got, expected, rtol=1e-13, atol=1e-15)
+        # to round-off on the leaf's scale: the chunks are one compiled program, the whole
+        # trajectory eager operations, and the two order some sums differently (a few ulp)
+        np.testing.assert_allclose(got, expected, rtol=1e-13,
+                                   atol=1e-14 * np.abs(expected).max())
 
 
 def test_estimate_recovers_the_truth_from_self_consistent_data(furuta_case):

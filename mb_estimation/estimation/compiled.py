@@ -17,7 +17,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from mb_estimation.numerics import jax
+from mb_estimation.numerics import COMPILER_OPTIONS, jax
 
 jnp = jax.numpy
 
@@ -53,7 +53,7 @@ class Compiler:
         if executable is None:
             started = time.perf_counter()
             bound = function if static is None else functools.partial(function, static)
-            executable = jax.jit(bound).lower(*args).compile()
+            executable = jax.jit(bound).lower(*args).compile(COMPILER_OPTIONS)
             self.seconds += time.perf_counter() - started
             _PROGRAMS[key] = executable
             while len(_PROGRAMS) > MAX_PROGRAMS:

@@ -46,7 +46,7 @@ from mb_estimation.multibody.system import (
     potential_energy,
     states_from_joints,
 )
-from mb_estimation.numerics import jax
+from mb_estimation.numerics import jax, jit
 
 jnp = jax.numpy
 
@@ -68,7 +68,7 @@ class JointStates:
         return jax.tree_util.tree_map(lambda a: a[index], self)
 
 
-@jax.jit
+@jit
 def lagrangian(system: Multibody, angles, rates):
     """``L = T - V`` [J] of the rigid tree at joint angles [rad] and rates [rad/s] (2.3).
 

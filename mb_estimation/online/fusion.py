@@ -64,7 +64,7 @@ import yaml
 from mb_estimation import lie
 from mb_estimation.config import QUATERNION_TOLERANCE  # |tilt| − 1 allowed, as in configs
 from mb_estimation.io.files import write_text_atomically
-from mb_estimation.numerics import jax
+from mb_estimation.numerics import jit
 from mb_estimation.pseudo_inverse import (
     LOADING_THRESHOLD,
     informed,
@@ -100,8 +100,8 @@ FORMAT_VERSION = 1
 
 # Compiled once per process (about 0.1 s each, at the first fusion of a quaternion): run eagerly,
 # the few dozen small JAX operations of one call would cost about 0.5 ms, compiled about 10 µs.
-_boxplus = jax.jit(lambda e, psi: lie.quat_normalize(lie.boxplus(e, psi)))
-_boxminus = jax.jit(lie.boxminus)
+_boxplus = jit(lambda e, psi: lie.quat_normalize(lie.boxplus(e, psi)))
+_boxminus = jit(lie.boxminus)
 
 
 def quat_boxplus(e: np.ndarray, psi: np.ndarray) -> np.ndarray:
