@@ -250,8 +250,8 @@ def calibrate(config: Config, grids: Sequence[GridData], *, estimate_parameters:
               progress: Callable[[IterationRecord], None] | None = None) -> EstimationResult:
     """The paper's single fit (§3, maximal coordinates) on recordings already on the grid.
 
-    With ``estimate_parameters=False`` only the states (cross-validation, §4.5). The online
-    node runs this per window; :func:`calibrate_recordings` chooses by ``method.estimator``.
+    With ``estimate_parameters=False`` only the states (cross-validation, §4.5).
+    :func:`calibrate_recordings` chooses by ``method.estimator`` (the node goes through it too).
     """
     problem = estimation_problem(config, grids, estimate_parameters=estimate_parameters)
     return estimate(problem, solver_settings(config), progress=progress)

@@ -6,7 +6,8 @@ subscription callbacks and give it an :class:`NodeOutputs` to publish through. T
 * keeps the samples in bounded ring buffers and cuts windows on the header stamps (length and
   stride from the config's ``node`` section);
 * hands each window to one background worker that estimates the free parameters and the states
-  (:func:`mb_estimation.pipeline.calibrate`, warm-started from the last accepted estimate) while
+  (:func:`.windows.estimate_window`: the config's estimator, on the consistent path one level
+  at a fixed step; warm-started from the last accepted estimate) while
   the callbacks keep running: a callback never waits on the estimator; when the worker falls
   behind, the oldest pending window is dropped and counted;
 * accepts a window when the rig moved, the solver converged, every value is finite and the cost
