@@ -42,6 +42,7 @@ from mb_estimation.multibody.joint_space import (
     lagrangian_angle_gradient,
     rate_basis,
     reaction_impulses,
+    subtrees,
     tree_motion,
     tree_pose,
     variational_residuals,
@@ -279,11 +280,111 @@ def test_reaction_impulses_of_a_pendulum_hanging_at_rest(truth):
     pose = tree_pose(system, jnp.zeros(2))
     rest = tree_motion(system, pose, jnp.zeros(2))
     h = 1e-3
-    reactions = np.asarray(reaction_impulses(system, pose, rest, rest, h))
+    reactions = np.asarray(reaction_impulses(system, pose, rest, jnp.zeros(2), h))
     m_a, m_b = float(truth.parameters["m_A"]), float(truth.parameters["m_B"])
     weight = np.array([0.0, -9.82, 0.0])
     np.testing.assert_allclose(reactions[0, :3], (m_a + m_b) * weight * h, atol=1e-12)
     np.testing.assert_allclose(reactions[1, :3], m_b * weight * h, atol=1e-12)
+
+
+def _swinging(t):
+    """A smooth motion of both hinges: angles [rad] and rates [rad/s] at time ``t`` [s]."""
+    return (np.array([0.2 + 0.7 * np.sin(1.3 * t), 1.1 * np.cos(0.9 * t)]),
+            np.array([0.91 * np.cos(1.3 * t), -0.99 * np.sin(0.9 * t)]))
+
+
+def _subtree_momenta(system, t):
+    """Per hinge: its subtree's linear momentum, angular momentum about its anchor, the anchor."""
+    angles, rates = _swinging(t)
+    pose = tree_pose(system, jnp.asarray(angles))
+    motion = tree_motion(system, pose, jnp.asarray(rates))
+    out = []
+    for i, carried in enumerate(subtrees(system)):
+        anchor = np.asarray(pose.anchor[i])
+        linear, angular = np.zeros(3), np.zeros(3)
+        for b in carried:
+            rotation = np.asarray(pose.rotation[b])
+            velocity = float(system.bodies.mass[b]) * np.asarray(motion.linear[b])
+            linear += velocity
+            angular += (rotation @ (np.asarray(system.bodies.inertia[b])
+                                    * (rotation.T @ np.asarray(motion.angular[b])))
+                        + np.cross(np.asarray(pose.position[b]) - anchor, velocity))
+        out.append((linear, angular, anchor))
+    return out
+
+
+def _reactions_from_momenta(system, t, delta=1e-5):
+    """The reaction rows ``[n_hinges, 5]`` [N, N m] at ``t`` from the subtrees' momenta.
+
+    The force a hinge transmits is ``dP/dt - m g``; its torque about the (moving) anchor
+    ``dL_s/dt + v_s × P - Σ (r_b - s) × m_b g``, by central differences in time: nothing of
+    :func:`reaction_impulses`' Newton–Euler passes.
+    """
+    before, now, after = (_subtree_momenta(system, t + d) for d in (-delta, 0.0, delta))
+    angles, _ = _swinging(t)
+    pose = tree_pose(system, jnp.asarray(angles))
+    gravity = np.asarray(system.gravity)
+    rows = []
+    for i, carried in enumerate(subtrees(system)):
+        linear, _, anchor = now[i]
+        force = (after[i][0] - before[i][0]) / (2 * delta)
+        torque = ((after[i][1] - before[i][1]) / (2 * delta)
+                  + np.cross((after[i][2] - before[i][2]) / (2 * delta), linear))
+        for b in carried:
+            weight = float(system.bodies.mass[b]) * gravity
+            force = force - weight
+            torque = torque - np.cross(np.asarray(pose.position[b]) - anchor, weight)
+        axes = np.asarray(pose.child_axes[i])
+        rows.append(-np.concatenate([force, [axes[:, 2] @ torque, -axes[:, 1] @ torque]]))
+    return np.array(rows)
+
+
+def _generalized_forces(system, angles, rates, momentum_rate):
+    """``Q = ṗ - ∂L/∂θ`` [N m] at a motion, given ``ṗ``."""
+    pose = tree_pose(system, jnp.asarray(angles))
+    return np.asarray(momentum_rate) - np.asarray(lagrangian_angle_gradient(
+        system, pose, tree_motion(system, pose, jnp.asarray(rates))))
+
+
+def test_reactions_are_the_rates_of_the_subtrees_momenta(truth):
+    """Newton–Euler at a pose and motion gives the wrench the subtrees' momenta call for."""
+    system = get_rig("furuta").build(parameter_arrays(truth.parameters))
+    t, delta = 0.4, 1e-5
+    angles, rates = _swinging(t)
+    momentum_rate = (np.asarray(joint_momenta(system, *map(jnp.asarray, _swinging(t + delta))))
+                     - np.asarray(joint_momenta(system, *map(jnp.asarray,
+                                                              _swinging(t - delta))))) / (2 * delta)
+    pose = tree_pose(system, jnp.asarray(angles))
+    computed = np.asarray(reaction_impulses(
+        system, pose, tree_motion(system, pose, jnp.asarray(rates)),
+        jnp.asarray(_generalized_forces(system, angles, rates, momentum_rate)), 1.0))
+    expected = _reactions_from_momenta(system, t)
+    assert np.abs(expected).max() > 0.1  # the rows are not trivially small
+    np.testing.assert_allclose(computed, expected, rtol=1e-7, atol=1e-7 * np.abs(expected).max())
+
+
+def test_reaction_impulses_of_a_step_are_second_order(truth):
+    """The impulse over a step, per unit time, tends to the midpoint's reactions as h², not h.
+
+    From the step's two joint states, as the variational residuals take them.
+    """
+    system = get_rig("furuta").build(parameter_arrays(truth.parameters))
+    t = 0.4
+    expected = _reactions_from_momenta(system, t)
+    errors = []
+    for h in (0.02, 0.01, 0.005):
+        (a0, r0), (a1, r1) = _swinging(t - h / 2), _swinging(t + h / 2)
+        p0 = np.asarray(joint_momenta(system, jnp.asarray(a0), jnp.asarray(r0)))
+        p1 = np.asarray(joint_momenta(system, jnp.asarray(a1), jnp.asarray(r1)))
+        middle, mid_rates = 0.5 * (a0 + a1), (a1 - a0) / h
+        pose = tree_pose(system, jnp.asarray(middle))
+        forces = _generalized_forces(system, middle, mid_rates, (p1 - p0) / h)
+        impulses = reaction_impulses(system, pose, tree_motion(system, pose,
+                                                               jnp.asarray(mid_rates)),
+                                     jnp.asarray(forces), h)
+        errors.append(np.abs(np.asarray(impulses) / h - expected).max())
+    assert errors[0] < 1e-2 * np.abs(expected).max(), errors
+    assert errors[0] / errors[1] > 3.5 and errors[1] / errors[2] > 3.5, errors
 
 
 def test_joint_jacobian_blocks_match_finite_differences(truth):

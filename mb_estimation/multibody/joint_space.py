@@ -26,7 +26,9 @@ Non-conservative generalised impulses per step of length h (paper (F.2), (F.3), 
 * dry friction: ``clip(-θ̇/σ, -β, β)`` with the hinge's own regularisation
   ``σ = (4/h²) ε_rot γ`` and bound ``β = c Σ|λ|`` over the hinge's five holonomic rows, as in
   (2.31); here λ are the reaction impulses of the rigid motion (the wrench the hinge transmits to
-  its subtree), which the projection otherwise never needs.
+  its subtree), which the projection otherwise never needs. They are taken at the step's
+  midpoint by Newton–Euler, like the rest of the step (:func:`reaction_impulses`): second-order
+  accurate, and one pose per step instead of three.
 
 Only elementwise JAX operations and tiny unrolled solves are used: batched LAPACK calls inside a
 vmap deadlock jaxlib 0.10's CPU runtime on two cores (each worker blocks on the pool it runs in).
@@ -344,44 +346,112 @@ def body_impulse_norm_weights(system: Multibody, angles):
     return jnp.stack(columns, axis=1)
 
 
-def reaction_impulses(system: Multibody, pose: TreePose, motion: TreeMotion,
-                      next_motion: TreeMotion, h):
-    """Holonomic multipliers ``[n_hinges, 5]`` [N s, N m s] of a rigid step ``x_k → x_{k+1}``.
+def tree_acceleration(system: Multibody, pose: TreePose, motion: TreeMotion | None,
+                      accelerations) -> TreeMotion:
+    """Body accelerations at joint accelerations ``[n_joints]`` [rad/s²], moving with ``motion``.
 
-    Every body ``b`` needs the impulse ``p_b = M_b (v_{k+1} - v_k) - h f_b`` (gravity and the
-    gyroscopic term at the pose of ``x_k``, as in (3.7)); hinge ``i`` must transmit the sum over
-    the bodies it carries, force ``F_i`` and torque ``T_i`` about its anchor. In the rows of
-    (F.1) that is ``λ_lin = -F_i`` and ``λ_rot = -(n · T_i)`` for the normals ``x_a × y_b =
-    z_b`` and ``x_a × z_b = -y_b`` (the rigid hinge has ``x_a = x_b``). The part of ``T_i``
-    along the axis is the hinge's own friction, viscous and motor torque, which is not a
-    holonomic multiplier. ``motion`` is at ``pose``; ``next_motion`` at the next step's.
+    :func:`tree_motion` differentiated along the tree (the axis is fixed in the parent, the
+    anchor is a point of both bodies): ``α_c = α_p + θ̈ a + ω_p × (θ̇ a)`` and ``a_c = a_P(s) +
+    α_c × (r_c - s) + ω_c × (ω_c × (r_c - s))``, where ``a_P(s) = a_p + α_p × (s - r_p) + ω_p ×
+    (ω_p × (s - r_p))`` is the anchor's acceleration as a point of the parent. ``motion=None``:
+    the tree at rest (only the ``θ̈`` terms). ``linear``: of the centres of mass [m/s²];
+    ``angular`` [rad/s²].
+    """
+    linear, angular = [], []
+    for i, hinge in enumerate(system.hinges):
+        anchor = pose.anchor[i]
+        lever = pose.position[i] - anchor
+        alpha = accelerations[i] * pose.axis[i]
+        anchor_acceleration = jnp.zeros(3)
+        if hinge.parent != WORLD:
+            parent = hinge.parent
+            arm = anchor - pose.position[parent]
+            alpha = alpha + angular[parent]
+            anchor_acceleration = linear[parent] + jnp.cross(angular[parent], arm)
+            if motion is not None:
+                parent_omega = motion.angular[parent]
+                alpha = alpha + jnp.cross(parent_omega, motion.angular[i] - parent_omega)
+                anchor_acceleration = anchor_acceleration + jnp.cross(
+                    parent_omega, jnp.cross(parent_omega, arm))
+        acceleration = anchor_acceleration + jnp.cross(alpha, lever)
+        if motion is not None:
+            omega = motion.angular[i]
+            acceleration = acceleration + jnp.cross(omega, jnp.cross(omega, lever))
+        angular.append(alpha)
+        linear.append(acceleration)
+    return TreeMotion(tuple(linear), tuple(angular))
+
+
+def _transmitted_wrenches(system: Multibody, pose: TreePose, motion: TreeMotion | None,
+                          acceleration: TreeMotion):
+    """Per hinge, the force [N] and the torque about its anchor [N m] its subtree needs.
+
+    Newton–Euler over the bodies the hinge carries: ``F = Σ m_b (a_b - g)`` and ``T = Σ (J_b α_b
+    + ω_b × J_b ω_b + (r_b - s) × m_b (a_b - g))``; ``motion=None``: only the accelerations'
+    part (no gravity, no gyroscopic term), which is linear in them.
     """
     needed = []
     for b in range(system.num_bodies):
         mass = system.bodies.mass[b]
-        turn = _inertia_times(system, pose, b, next_motion.angular[b] - motion.angular[b])
-        spin = _angular_momentum(system, pose, motion, b)
-        needed.append((mass * (next_motion.linear[b] - motion.linear[b] - h * system.gravity),
-                       turn + h * jnp.cross(motion.angular[b], spin)))
-    rows = []
+        force = mass * acceleration.linear[b]
+        torque = _inertia_times(system, pose, b, acceleration.angular[b])
+        if motion is not None:
+            force = force - mass * system.gravity
+            torque = torque + jnp.cross(motion.angular[b],
+                                        _angular_momentum(system, pose, motion, b))
+        needed.append((force, torque))
+    wrenches = []
     for i, carried in enumerate(subtrees(system)):
         force = sum(needed[b][0] for b in carried)
         torque = sum(needed[b][1] + jnp.cross(pose.position[b] - pose.anchor[i], needed[b][0])
                      for b in carried)
+        wrenches.append((force, torque))
+    return wrenches
+
+
+def reaction_impulses(system: Multibody, pose: TreePose, motion: TreeMotion,
+                      generalized_forces, h):
+    """Holonomic multipliers ``[n_hinges, 5]`` [N s, N m s] of a rigid step, at its midpoint.
+
+    ``pose`` and ``motion`` are the step's midpoint (its mean angles and rates);
+    ``generalized_forces`` ``[n_joints]`` [N m] the non-conservative forces its momenta imply,
+    ``(p_{k+1} - p_k)/h - ∂L/∂θ`` (Lagrange's equations). The joint accelerations follow from
+    ``M θ̈ = Q - τ₀``, with ``τ₀`` the torques along the axes that the motion at ``θ̈ = 0``
+    needs (velocity products and gravity); then every hinge must transmit to its subtree the
+    Newton–Euler wrench of that motion (:func:`tree_acceleration`,
+    :func:`_transmitted_wrenches`), force ``F_i`` and torque ``T_i`` about its anchor, over the
+    step ``h``. In the rows of (F.1) that is ``λ_lin = -h F_i`` and ``λ_rot = -h (n · T_i)`` for
+    the normals ``x_a × y_b = z_b`` and ``x_a × z_b = -y_b`` (the rigid hinge has ``x_a =
+    x_b``); the part of ``T_i`` along the axis is the hinge's own friction, viscous and motor
+    torque, not a holonomic multiplier. The midpoint rule makes the impulse second-order
+    accurate in ``h``, like the residuals it bounds.
+    """
+    count = len(system.hinges)
+    coasting = _transmitted_wrenches(system, pose, motion, tree_acceleration(
+        system, pose, motion, jnp.zeros(count)))
+    torques = jnp.stack([lie.dot(pose.axis[i], coasting[i][1]) for i in range(count)])
+    accelerations = small_solve.solve_positive_definite(_mass_matrix(system, pose),
+                                                        generalized_forces - torques)
+    accelerating = _transmitted_wrenches(system, pose, None, tree_acceleration(
+        system, pose, None, accelerations))
+    rows = []
+    for i in range(count):
+        force = coasting[i][0] + accelerating[i][0]
+        torque = coasting[i][1] + accelerating[i][1]
         axes = pose.child_axes[i]
-        rows.append(jnp.concatenate([-force, jnp.stack([-lie.dot(axes[:, 2], torque),
-                                                        lie.dot(axes[:, 1], torque)])]))
+        rows.append(-h * jnp.concatenate([force, jnp.stack([lie.dot(axes[:, 2], torque),
+                                                            -lie.dot(axes[:, 1], torque)])]))
     return jnp.stack(rows)
 
 
-def joint_impulses(system: Multibody, rates, reactions, mid_rates, inputs, h):
+def joint_impulses(system: Multibody, reactions, mid_rates, inputs, h):
     """Non-conservative generalised impulses ``[n_joints]`` [N m s] over one step.
 
     Viscous (F.2) at the mean rate ``mid_rates``, motor (F.3) with the held input, and dry
-    friction clipped to its reaction-dependent bound (2.31) (see the module docstring), the
-    Stribeck term at the step's starting ``rates`` and ``reactions``
-    (:func:`reaction_impulses`; only read for hinges with dry friction). ``inputs`` has one
-    entry per motorised hinge, in hinge order.
+    friction clipped to its reaction-dependent bound (2.31) (see the module docstring), with the
+    Stribeck term at the mean rate and the step's ``reactions`` (:func:`reaction_impulses`;
+    only read for hinges with dry friction). ``inputs`` has one entry per motorised hinge, in
+    hinge order.
     """
     impulses, input_index = [], 0
     for i, hinge in enumerate(system.hinges):
@@ -390,8 +460,8 @@ def joint_impulses(system: Multibody, rates, reactions, mid_rates, inputs, h):
             impulse = impulse + hinge.motor_gain * inputs[input_index] * h
             input_index += 1
         if hinge.has_dry_friction:
-            coefficient = (hinge.friction_coefficient
-                           + hinge.stribeck_delta * jnp.exp(-hinge.stribeck_zeta * rates[i]**2))
+            coefficient = (hinge.friction_coefficient + hinge.stribeck_delta
+                           * jnp.exp(-hinge.stribeck_zeta * mid_rates[i]**2))
             bound = coefficient * jnp.sum(jnp.abs(reactions[i]))
             regularization = 4.0 / h**2 * hinge.compliance_rotational * spook_gamma(
                 hinge.damping, h)
@@ -427,15 +497,11 @@ def variational_residuals(system: Multibody, state: JointStates, next_state: Joi
     angle_gradient = 0.5 * h * lagrangian_angle_gradient(system, middle, mid_motion)
     rate_gradient = _momenta(system, middle, mid_motion, mid_rates)
     d1, d2 = angle_gradient - rate_gradient, angle_gradient + rate_gradient
-    rates = reactions = None
+    reactions = None
     if any(hinge.has_dry_friction for hinge in system.hinges):  # needs the bodies' motion
-        pose, next_pose = tree_pose(system, a0), tree_pose(system, a1)
-        rates = small_solve.solve_positive_definite(_mass_matrix(system, pose), state.momenta)
-        next_rates = small_solve.solve_positive_definite(_mass_matrix(system, next_pose),
-                                                         next_state.momenta)
-        reactions = reaction_impulses(system, pose, tree_motion(system, pose, rates),
-                                      tree_motion(system, next_pose, next_rates), h)
-    half = 0.5 * joint_impulses(system, rates, reactions, mid_rates, inputs, h)
+        forces = (next_state.momenta - state.momenta) / h - 2.0 / h * angle_gradient
+        reactions = reaction_impulses(system, middle, mid_motion, forces, h)
+    half = 0.5 * joint_impulses(system, reactions, mid_rates, inputs, h)
     return jnp.concatenate([weights @ (state.momenta + d1 + half),
                             weights @ (next_state.momenta - d2 - half)])
 
