@@ -21,6 +21,7 @@ from mb_estimation.estimation import (
     EstimationResult,
     IterationRecord,
     SolverSettings,
+    compile_model,
     estimate,
     estimate_consistently,
     refinement_steps,
@@ -34,6 +35,7 @@ from mb_estimation.signals import GridData, Recording, prepare_recording
 from mb_estimation.simulation import (
     OpenLoopCheck,
     PredictionCheck,
+    compile_validation,
     open_loop_check,
     prediction_check,
 )
@@ -96,6 +98,34 @@ def finest_step(config: Config, recordings: Sequence[Recording]) -> float:
     if config.method.estimator == "paper":
         return config.method.dt
     return consistent_steps(config, recordings)[-1]
+
+
+def warm_up_recording(config: Config, duration_s: float, rate_hz: float) -> Recording:
+    """A synthetic recording of the config's joints: slow sines at ``rate_hz``, no input.
+
+    For compiling before the data arrive: the programs depend on its shape, not its content.
+    """
+    time_s = np.arange(0.0, duration_s + 2.0 / rate_hz, 1.0 / rate_hz)
+    angles = np.stack([0.3 * np.sin(2.0 * np.pi * 0.5 * time_s + j)
+                       for j in range(len(config.rig_spec.joints))], axis=1)
+    return Recording("warm-up", time_s, angles, np.array([0.0]),
+                     np.zeros((1, len(config.rig_spec.inputs))))
+
+
+def compile_ahead(config: Config) -> float:
+    """Compile the model programs :func:`calibrate_recordings` will need, before any data.
+
+    Its fit's model blocks and shadow states compile per chunk of steps for the config's rig,
+    free set and estimator, whatever the recordings (:func:`~mb_estimation.estimation.
+    compile_model`), so a short :func:`warm_up_recording` compiles them: in a thread while the
+    recordings are read or simulated. Returns the seconds spent compiling.
+    """
+    recording = warm_up_recording(config, 0.2, 1000.0)
+    problem = estimation_problem(config, prepare(config, [recording],
+                                                 dt=finest_step(config, [recording])))
+    if config.method.estimator != "paper":
+        problem = dataclasses.replace(problem, formulation="joint")
+    return compile_model(problem, solver_settings(config))
 
 
 def recording_notes(recordings: Sequence[Recording], grids: Sequence[GridData]) -> list[str]:
@@ -270,6 +300,16 @@ def open_loop_checks(config: Config, grids: Sequence[GridData], result: Estimati
             estimate.position[0], estimate.orientation[0], estimate.linear_velocity[0],
             estimate.angular_velocity[0]), first_s)
         for grid, estimate in zip(grids, result.recordings, strict=True))
+
+
+def compile_checks(config: Config, grids: Sequence[GridData]) -> None:
+    """Compile :func:`prediction_checks` and :func:`open_loop_checks` on ``grids``, run nothing.
+
+    They depend on the config's rig and simulator and the grid, not on the estimate: a thread
+    compiles them while the fit runs (:func:`~mb_estimation.simulation.compile_validation`).
+    """
+    compile_validation(config_rig(config), config.parameters, grids[0],
+                       simulation_dt=config.simulation.dt)
 
 
 def prediction_checks(config: Config, grids: Sequence[GridData], result: EstimationResult,

@@ -200,7 +200,7 @@ def _replayed_angles(system, initial: BodyStates, inputs, h: float):
     pieces, state = [], initial
     for start in range(0, total, REPLAY_CHUNK):
         state, angles = _driven_chunk(system, state,
-                                      jnp.asarray(held[start:start + REPLAY_CHUNK]), h)
+                                      held[start:start + REPLAY_CHUNK], h)
         pieces.append(np.asarray(angles)[1 if start else 0:])
     return np.concatenate(pieces)[:count + 1]
 
@@ -221,7 +221,7 @@ def _in_batches(starts, run):
 
 def _held(grid, starts, steps: int):
     """The inputs ``[S, steps, c]`` held from each of ``starts`` on."""
-    return jnp.asarray(np.stack([grid.inputs[start:start + steps] for start in starts]))
+    return np.stack([grid.inputs[start:start + steps] for start in starts])
 
 
 def _prediction_starts(grid, horizon_s: float, stride_s: float | None):
@@ -265,7 +265,7 @@ def prediction_check(rig: Rig, values: Mapping[str, object], grid, estimate, *,
     starts, steps = _prediction_starts(grid, horizon_s, stride_s)
 
     def run(batch):
-        initials = BodyStates(*(jnp.asarray(getattr(estimate, part)[batch]) for part in (
+        initials = BodyStates(*(np.asarray(getattr(estimate, part))[batch] for part in (
             "position", "orientation", "linear_velocity", "angular_velocity")))
         return np.asarray(_predicted_angles(system, initials, _held(grid, batch, steps),
                                             grid.dt / substeps, substeps))[:, 1:]
@@ -308,12 +308,38 @@ def rigid_prediction_check(rig: Rig, values: Mapping[str, object], grid, estimat
     starts, steps = _prediction_starts(grid, horizon_s, stride_s)
 
     def run(batch):
-        return _rigid_angles(system, jnp.asarray(estimate.joint_angles[batch]),
-                             jnp.asarray(estimate.joint_rates[batch]),
+        return _rigid_angles(system, np.asarray(estimate.joint_angles)[batch],
+                             np.asarray(estimate.joint_rates)[batch],
                              _held(grid, batch, steps), grid.dt / substeps, substeps)
 
     return _scored_prediction(grid, starts, steps, _in_batches(starts, run),
                               grid.dt / substeps)
+
+
+def compile_validation(rig: Rig, values: Mapping[str, object], grid, *,
+                       horizon_s: float = 0.5, simulation_dt: float = 1e-4) -> None:
+    """Compile what :func:`prediction_check` and :func:`open_loop_check` run on ``grid``.
+
+    Nothing is run: the programs depend on the rig, the grid's step and the horizon, not on
+    the estimate, so a thread can compile them while the fit that gives the estimate runs.
+    ``values``: any parameter values of the rig (their shapes are what counts).
+    """
+    system = rig.build(parameter_arrays(values))
+    substeps = max(1, int(round(grid.dt / simulation_dt)))
+    _, steps = _prediction_starts(grid, horizon_s, None)
+    bodies, inputs = system.num_bodies, np.shape(grid.inputs)[1]
+
+    def arrays(*shape):
+        return jax.ShapeDtypeStruct(shape, jnp.float64)
+
+    def states(*batch):
+        return BodyStates(arrays(*batch, bodies, 3), arrays(*batch, bodies, 4),
+                          arrays(*batch, bodies, 3), arrays(*batch, bodies, 3))
+
+    _predicted_angles.lower(system, states(PREDICTION_BATCH),
+                            arrays(PREDICTION_BATCH, steps, inputs), grid.dt / substeps,
+                            substeps).compile()
+    _driven_chunk.lower(system, states(), arrays(REPLAY_CHUNK, inputs), grid.dt).compile()
 
 
 def open_loop_check(rig: Rig, values: Mapping[str, object], grid, initial: BodyStates,

@@ -10,8 +10,10 @@ a scenario into a bag with its ground truth (:func:`write_simulated_bag`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -90,16 +92,39 @@ def _report(callback, *args) -> None:
 
 
 def _read(config: Config, sources: Sequence[str | Path], start_s: float | None,
-          end_s: float | None) -> tuple[list[Recording], tuple[str, ...]]:
-    """The recordings read from ``sources`` and what reading did to each (the notes).
+          end_s: float | None
+          ) -> tuple[list[Recording], tuple[str, ...], tuple[GridData, ...]]:
+    """The recordings read from ``sources``, what reading did to each (the notes), the grids.
 
-    Gap steps are counted on the grid of the config's (final) fit (:func:`pipeline.finest_step`).
+    The grids are those of the config's (final) fit (:func:`pipeline.finest_step`); the gap
+    steps are counted on them.
     """
     recordings = [read_recording(path, config) for path in sources]
-    notes = tuple(pipeline.recording_notes(recordings, pipeline.prepare(
-        config, recordings, start_s=start_s, end_s=end_s,
-        dt=pipeline.finest_step(config, recordings))))
-    return recordings, notes
+    grids = pipeline.prepare(config, recordings, start_s=start_s, end_s=end_s,
+                             dt=pipeline.finest_step(config, recordings))
+    return recordings, tuple(pipeline.recording_notes(recordings, grids)), grids
+
+
+@contextlib.contextmanager
+def compiling_meanwhile(compile_ahead: Callable, *args):
+    """Run ``compile_ahead(*args)`` in a thread while the block runs; wait for it at the end.
+
+    For compilations that do not need the block's results (:func:`pipeline.compile_ahead`,
+    :func:`pipeline.compile_checks`): they take a core the block leaves idle while it simulates,
+    reads or solves, and the block finds them compiled, or waits for the one it needs
+    (:class:`~mb_estimation.estimation.compiled.Compiler`). An error in the thread is dropped:
+    the block compiles what it needs itself and meets any real error there.
+    """
+    def run():
+        with contextlib.suppress(Exception):
+            compile_ahead(*args)
+
+    thread = threading.Thread(target=run, name="compile-ahead", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join()  # never leave XLA compiling while the interpreter shuts down
 
 
 def calibrate_and_write(config: Config, sources: Sequence[str | Path], output: str | Path, *,
@@ -118,20 +143,24 @@ def calibrate_and_write(config: Config, sources: Sequence[str | Path], output: s
     from mb_estimation.report import write_report  # matplotlib: only where a report is written
 
     output = Path(output)
-    recordings, notes = _read(config, sources, start_s, end_s)
+    recordings, notes, fit_grids = _read(config, sources, start_s, end_s)
     _report(progress.read, notes)
-    calibration = pipeline.calibrate_recordings(
-        config, recordings, start_s=start_s, end_s=end_s, progress=progress.iteration,
-        level_started=progress.level_started, simulation_progress=progress.shooting_iteration)
-    result, grids = calibration.result, calibration.grids
-    _report(progress.estimated, result)
-    predictions = (calibration.predictions if calibration.predictions is not None
-                   else pipeline.prediction_checks(config, grids, result))
-    advice = calibration.note or pipeline.prediction_advice(config, grids, result, predictions)
-    _report(progress.predicted, predictions, advice)
-    method = pipeline.method_summary(config, result)
-    write_outputs(output, result, config.rig_spec, method, predictions=predictions)
-    open_loop = pipeline.open_loop_checks(config, grids, result)
+    # the checks' simulators compile on the other core while the fit runs
+    with compiling_meanwhile(pipeline.compile_checks, config, fit_grids):
+        calibration = pipeline.calibrate_recordings(
+            config, recordings, start_s=start_s, end_s=end_s, progress=progress.iteration,
+            level_started=progress.level_started,
+            simulation_progress=progress.shooting_iteration)
+        result, grids = calibration.result, calibration.grids
+        _report(progress.estimated, result)
+        predictions = (calibration.predictions if calibration.predictions is not None
+                       else pipeline.prediction_checks(config, grids, result))
+        advice = calibration.note or pipeline.prediction_advice(config, grids, result,
+                                                                 predictions)
+        _report(progress.predicted, predictions, advice)
+        method = pipeline.method_summary(config, result)
+        write_outputs(output, result, config.rig_spec, method, predictions=predictions)
+        open_loop = pipeline.open_loop_checks(config, grids, result)
     _report(progress.replayed, open_loop)
     write_report(output, result, grids, open_loop, method=method, notes=list(notes),
                  units=_units(config, result.free), predictions=predictions)
@@ -241,7 +270,7 @@ def sweep_and_write(config: Config, sources: Sequence[str | Path], output: str |
     """
     from mb_estimation.report.sweep import write_sweep  # matplotlib: only where it is needed
 
-    recordings, notes = _read(config, sources, start_s, end_s)
+    recordings, notes, _ = _read(config, sources, start_s, end_s)
     _report(read, notes)
     run = SweepRun(tuple(config.free), tuple(dts or (pipeline.finest_step(config, recordings),)),
                    tuple(kappas or (config.method.kappa,)), tuple(compliances or (None,)))

@@ -146,7 +146,8 @@ def test_calibrate_counts_gap_steps_on_the_grid_it_fits_on(tmp_path):
     paper = dataclasses.replace(config, method=dataclasses.replace(config.method,
                                                                    estimator="paper"))
     for setting, steps in ((config, 75), (paper, 15)):  # at 2 ms and at 10 ms (as above)
-        _, notes = workflows._read(setting, [path], None, None)
+        _, notes, grids = workflows._read(setting, [path], None, None)
+        assert grids[0].dt == pytest.approx(0.002 if setting is config else 0.01, rel=1e-3)
         assert any(f"{steps} of " in note and "fall in gaps" in note for note in notes), notes
 
 

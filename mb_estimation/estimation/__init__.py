@@ -19,9 +19,14 @@ from mb_estimation.estimation.result import (
     IterationRecord,
     RecordingEstimate,
 )
-from mb_estimation.estimation.solver import EstimationProblem, SolverSettings, estimate
+from mb_estimation.estimation.solver import (
+    EstimationProblem,
+    SolverSettings,
+    compile_model,
+    estimate,
+)
 
 __all__ = ["KAPPA_REFERENCE_STEP", "EstimationProblem", "EstimationResult", "FitStatus",
            "IterationRecord",
-           "RecordingEstimate", "RefinementLevel", "SolverSettings", "estimate",
+           "RecordingEstimate", "RefinementLevel", "SolverSettings", "compile_model", "estimate",
            "estimate_consistently", "kappa_per_step", "refinement_steps"]

@@ -7,13 +7,19 @@ compiled per length bucket
 (:func:`~mb_estimation.estimation.recording_blocks.bucket_length`) and the model per chunk,
 so a session of calibrations, a sweep or the node's windows reuse a few programs; the bound
 keeps a long-running process from holding every program it ever built.
+
+Threads may compile ahead (:func:`~mb_estimation.estimation.solver.compile_model` while data
+are read or simulated): a program is compiled by the first thread that asks for it, and a
+thread asking for it meanwhile waits for that compilation instead of starting its own.
 """
 
 from __future__ import annotations
 
 import functools
+import threading
 import time
 from collections import OrderedDict
+from concurrent.futures import Future
 
 import numpy as np
 
@@ -24,6 +30,8 @@ jnp = jax.numpy
 MAX_PROGRAMS = 256
 
 _PROGRAMS: OrderedDict = OrderedDict()
+_COMPILING: dict[tuple, Future] = {}  # programs being compiled now, by key
+_LOCK = threading.Lock()  # guards both
 
 
 def program_key(function, static, args) -> tuple:
@@ -41,23 +49,46 @@ def _signature(leaf) -> tuple:
 class Compiler:
     """Runs ``function(static, *args)`` compiled (cached); ``seconds`` counts its compiling.
 
-    One per solve, so that the solve can report its compilation apart from its work.
+    One per solve, so that the solve can report its compilation apart from its work (waiting
+    for another thread's compilation of a program it needs counts as compiling).
     """
 
     def __init__(self):
         self.seconds = 0.0
 
     def __call__(self, function, static, *args):
+        return self.executable(function, static, *args)(*args)
+
+    def executable(self, function, static, *args):
+        """The compiled program of ``function(static, *args)``, compiled now if need be."""
         key = program_key(function, static, args)
-        executable = _PROGRAMS.get(key)
-        if executable is None:
-            started = time.perf_counter()
+        with _LOCK:
+            executable = _PROGRAMS.get(key)
+            if executable is not None:
+                _PROGRAMS.move_to_end(key)
+                return executable
+            pending = _COMPILING.get(key)
+            compiling = pending is None
+            if compiling:
+                pending = _COMPILING[key] = Future()
+        started = time.perf_counter()
+        if not compiling:  # another thread compiles it
+            executable = pending.result()
+            self.seconds += time.perf_counter() - started
+            return executable
+        try:
             bound = function if static is None else functools.partial(function, static)
             executable = jax.jit(bound).lower(*args).compile(COMPILER_OPTIONS)
-            self.seconds += time.perf_counter() - started
+        except BaseException as error:
+            with _LOCK:
+                del _COMPILING[key]
+            pending.set_exception(error)
+            raise
+        self.seconds += time.perf_counter() - started
+        with _LOCK:
+            del _COMPILING[key]
             _PROGRAMS[key] = executable
             while len(_PROGRAMS) > MAX_PROGRAMS:
                 _PROGRAMS.popitem(last=False)
-        else:
-            _PROGRAMS.move_to_end(key)
-        return executable(*args)
+        pending.set_result(executable)
+        return executable

@@ -14,6 +14,7 @@ Compiled programs are cached by problem shape and shared by all solves in the pr
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -37,7 +38,7 @@ from mb_estimation.estimation.levenberg_marquardt import (
 )
 from mb_estimation.estimation.linear_algebra import eliminate_states
 from mb_estimation.estimation.parameters import FreeParameters
-from mb_estimation.estimation.recording_blocks import on_bucket, per_state
+from mb_estimation.estimation.recording_blocks import linearization, on_bucket, per_state
 from mb_estimation.estimation.residuals import ModelStructure, StepData
 from mb_estimation.estimation.result import (
     EstimationResult,
@@ -147,18 +148,7 @@ def estimate(problem: EstimationProblem, settings: SolverSettings = DEFAULT_SETT
     if len(dts) != 1:
         raise ValueError(f"all recordings must share one grid step, got {sorted(dts)}")
     started = time.perf_counter()
-    rig = problem.rig
-    free = FreeParameters.of(rig.spec, problem.free)
-    structure = ModelStructure(rig, free, formulation_named(problem.formulation))
-    values = parameter_arrays(problem.parameters)
-    fixed = {k: v for k, v in values.items() if k not in free.names}
-    free_values = {k: values[k] for k in free.names}
-    solver = LevenbergMarquardt(
-        structure, fixed, tuple(problem.recordings),
-        tuple(StepData(np.asarray(r.measured_angles), np.asarray(r.inputs),
-                       np.asarray(r.observed), jnp.asarray(r.dt),
-                       jnp.asarray(np.sqrt(settings.kappa))) for r in problem.recordings),
-        problem.lower, problem.upper, settings)
+    solver, free_values = _solver(problem, settings)
     if initial_states is None:
         initial_states = [_initial_states(solver, free_values, r) for r in problem.recordings]
     num_steps = sum(r.num_steps for r in problem.recordings)
@@ -183,6 +173,47 @@ def estimate(problem: EstimationProblem, settings: SolverSettings = DEFAULT_SETT
         if state.status is None:
             record(state)
     return _result(solver, state, status, history, started)
+
+
+def _solver(problem: EstimationProblem, settings: SolverSettings
+            ) -> tuple[LevenbergMarquardt, dict]:
+    """What stays fixed while ``problem`` is solved, and the free parameters' start values."""
+    rig = problem.rig
+    free = FreeParameters.of(rig.spec, problem.free)
+    structure = ModelStructure(rig, free, formulation_named(problem.formulation))
+    values = parameter_arrays(problem.parameters)
+    fixed = {k: v for k, v in values.items() if k not in free.names}
+    free_values = {k: values[k] for k in free.names}
+    solver = LevenbergMarquardt(
+        structure, fixed, tuple(problem.recordings),
+        tuple(StepData(np.asarray(r.measured_angles), np.asarray(r.inputs),
+                       np.asarray(r.observed), jnp.asarray(r.dt),
+                       jnp.asarray(np.sqrt(settings.kappa))) for r in problem.recordings),
+        problem.lower, problem.upper, settings)
+    return solver, free_values
+
+
+def compile_model(problem: EstimationProblem,
+                  settings: SolverSettings = DEFAULT_SETTINGS) -> float:
+    """Compile the model's programs for ``problem``'s rig, free set and formulation; no solve.
+
+    The model's blocks (the first block's and the transitions' Jacobians) and the shadow states
+    are compiled per chunk of steps, whatever the recordings' lengths and grid step
+    (:mod:`~mb_estimation.estimation.recording_blocks`): compiled from a short problem, they
+    serve a long one with the same rig, free set and formulation. For a thread to compile them
+    while the data are still being read or simulated (``compiled.Compiler`` makes a solve that
+    needs one of them meanwhile wait for it). Returns the seconds spent compiling.
+    """
+    solver, free_values = _solver(problem, settings)
+    grid = problem.recordings[0]
+    # states of the right shapes (zeros: what they hold does not matter to the compiler)
+    shapes = jax.eval_shape(functools.partial(states_from_angles, solver.structure),
+                            solver.fixed, free_values, grid.filtered_angles, grid.dt)
+    states = jax.tree_util.tree_map(lambda s: np.zeros(s.shape, s.dtype), shapes)
+    linearization(solver.compiler, solver.structure, solver.fixed, free_values, states,
+                  solver.data[0], solver.bucket)
+    per_state(solver.compiler, _shadow, solver.structure, solver.fixed, free_values, states)
+    return solver.compiler.seconds
 
 
 def _impulse_rows(solver: LevenbergMarquardt, state: LMState) -> int:

@@ -49,6 +49,7 @@ from mb_estimation.online.intake import SampleIntake
 from mb_estimation.online.kalman import JerkFilterSettings, JointStateFilter
 from mb_estimation.online.windows import Window, estimate_window, window_step
 from mb_estimation.online.worker import WindowWorker
+from mb_estimation.pipeline import warm_up_recording
 from mb_estimation.signals import Recording, recorded_joint_states
 from mb_estimation.stamps import NS_PER_S
 
@@ -162,12 +163,8 @@ class EstimatorCore(SampleIntake, WindowWorker):
         Compiles the solver for the window's shape; returns the time it took [s].
         """
         started = self._clock()
-        rate_hz = min(self.settings.max_rate_hz, 1000.0)
-        time_s = np.arange(0.0, self.settings.window_s + 2.0 / rate_hz, 1.0 / rate_hz)
-        angles = np.stack([0.3 * np.sin(2.0 * np.pi * 0.5 * time_s + j)
-                           for j in range(len(self._mappings))], axis=1)
-        recording = Recording("warm-up", time_s, angles, np.array([0.0]),
-                              np.zeros((1, len(self.config.rig_spec.inputs))))
+        recording = warm_up_recording(self.config, self.settings.window_s,
+                                      min(self.settings.max_rate_hz, 1000.0))
         try:
             self._estimator(self._warm_config(), recording)
         except Exception as error:  # the synthetic data may not fit; compiling is the point
