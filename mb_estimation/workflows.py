@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -113,8 +114,14 @@ def compiling_meanwhile(compile_ahead: Callable, *args):
     :func:`pipeline.compile_checks`): they take a core the block leaves idle while it simulates,
     reads or solves, and the block finds them compiled, or waits for the one it needs
     (:class:`~mb_estimation.estimation.compiled.Compiler`). An error in the thread is dropped:
-    the block compiles what it needs itself and meets any real error there.
+    the block compiles what it needs itself and meets any real error there. With one core
+    there is no idle one to use: nothing is started (the demo took 0.6 s longer with the
+    thread, benchmarks/RESULTS.md, issue 16).
     """
+    if len(os.sched_getaffinity(0)) < 2:
+        yield
+        return
+
     def run():
         with contextlib.suppress(Exception):
             compile_ahead(*args)
