@@ -9,7 +9,10 @@ The sweep over method settings, a loop over :func:`calibrate_recordings`, is
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
@@ -126,6 +129,34 @@ def compile_ahead(config: Config) -> float:
     if config.method.estimator != "paper":
         problem = dataclasses.replace(problem, formulation="joint")
     return compile_model(problem, solver_settings(config))
+
+
+@contextlib.contextmanager
+def compiling_meanwhile(compile_function: Callable, *args):
+    """Run ``compile_function(*args)`` in a thread while the block runs; wait for it at the end.
+
+    For compilations that do not need the block's results (:func:`compile_ahead`,
+    :func:`compile_checks`): they take a core the block leaves idle while it simulates,
+    reads or solves, and the block finds them compiled, or waits for the one it needs
+    (:class:`~mb_estimation.estimation.compiled.Compiler`). An error in the thread is dropped:
+    the block compiles what it needs itself and meets any real error there. With one core
+    there is no idle one to use: nothing is started (the demo took 0.6 s longer with the
+    thread, benchmarks/RESULTS.md, issue 16).
+    """
+    if len(os.sched_getaffinity(0)) < 2:
+        yield
+        return
+
+    def run():
+        with contextlib.suppress(Exception):
+            compile_function(*args)
+
+    thread = threading.Thread(target=run, name="compile-ahead", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join()  # never leave XLA compiling while the interpreter shuts down
 
 
 def recording_notes(recordings: Sequence[Recording], grids: Sequence[GridData]) -> list[str]:

@@ -10,11 +10,8 @@ a scenario into a bag with its ground truth (:func:`write_simulated_bag`).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import itertools
-import os
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -106,34 +103,6 @@ def _read(config: Config, sources: Sequence[str | Path], start_s: float | None,
     return recordings, tuple(pipeline.recording_notes(recordings, grids)), grids
 
 
-@contextlib.contextmanager
-def compiling_meanwhile(compile_ahead: Callable, *args):
-    """Run ``compile_ahead(*args)`` in a thread while the block runs; wait for it at the end.
-
-    For compilations that do not need the block's results (:func:`pipeline.compile_ahead`,
-    :func:`pipeline.compile_checks`): they take a core the block leaves idle while it simulates,
-    reads or solves, and the block finds them compiled, or waits for the one it needs
-    (:class:`~mb_estimation.estimation.compiled.Compiler`). An error in the thread is dropped:
-    the block compiles what it needs itself and meets any real error there. With one core
-    there is no idle one to use: nothing is started (the demo took 0.6 s longer with the
-    thread, benchmarks/RESULTS.md, issue 16).
-    """
-    if len(os.sched_getaffinity(0)) < 2:
-        yield
-        return
-
-    def run():
-        with contextlib.suppress(Exception):
-            compile_ahead(*args)
-
-    thread = threading.Thread(target=run, name="compile-ahead", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        thread.join()  # never leave XLA compiling while the interpreter shuts down
-
-
 def calibrate_and_write(config: Config, sources: Sequence[str | Path], output: str | Path, *,
                         start_s: float | None = None, end_s: float | None = None,
                         progress: CalibrationProgress = CalibrationProgress()
@@ -153,7 +122,7 @@ def calibrate_and_write(config: Config, sources: Sequence[str | Path], output: s
     recordings, notes, fit_grids = _read(config, sources, start_s, end_s)
     _report(progress.read, notes)
     # the checks' simulators compile on the other core while the fit runs
-    with compiling_meanwhile(pipeline.compile_checks, config, fit_grids):
+    with pipeline.compiling_meanwhile(pipeline.compile_checks, config, fit_grids):
         calibration = pipeline.calibrate_recordings(
             config, recordings, start_s=start_s, end_s=end_s, progress=progress.iteration,
             level_started=progress.level_started,

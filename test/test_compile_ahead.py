@@ -141,25 +141,23 @@ def test_the_checks_compile_while_the_fit_runs():
 
 def test_compiling_meanwhile_runs_beside_the_block_and_keeps_out_of_its_way(monkeypatch):
     """The thread runs while the block does; its errors stay in it; one core starts nothing."""
-    from mb_estimation import workflows
-
-    monkeypatch.setattr(workflows.os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(pipeline.os, "sched_getaffinity", lambda pid: {0, 1})
     seen, started = [], threading.Event()
 
     def ahead(tag):
         seen.append((tag, threading.current_thread() is not threading.main_thread()))
         started.set()
 
-    with workflows.compiling_meanwhile(ahead, "beside"):
+    with pipeline.compiling_meanwhile(ahead, "beside"):
         assert started.wait(30)  # while the block runs, in its own thread
     assert seen == [("beside", True)]
 
     def failing():
         raise RuntimeError("not the block's error")
 
-    with workflows.compiling_meanwhile(failing):
+    with pipeline.compiling_meanwhile(failing):
         pass  # the block compiles what it needs itself and meets any real error there
-    monkeypatch.setattr(workflows.os, "sched_getaffinity", lambda pid: {0})
-    with workflows.compiling_meanwhile(ahead, "one core"):
+    monkeypatch.setattr(pipeline.os, "sched_getaffinity", lambda pid: {0})
+    with pipeline.compiling_meanwhile(ahead, "one core"):
         pass
     assert seen == [("beside", True)]

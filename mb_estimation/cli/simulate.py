@@ -94,11 +94,7 @@ def demo_command(args) -> int:
     from mb_estimation import pipeline
     from mb_estimation.cli.printing import calibration_progress, print_written
     from mb_estimation.config import load_config as load_named_config
-    from mb_estimation.workflows import (
-        calibrate_and_write,
-        compiling_meanwhile,
-        write_simulated_bag,
-    )
+    from mb_estimation.workflows import calibrate_and_write, write_simulated_bag
 
     output = Path(args.output)
     bag = output / "swingup_bag"
@@ -114,7 +110,7 @@ def demo_command(args) -> int:
           f"{truth.simulation.noise_rad:g} rad) → {bag}")
     config = pipeline.starting_from(truth, initial)
     # the fit's model compiles on the other core while the swing-up is simulated
-    with compiling_meanwhile(pipeline.compile_ahead, config):
+    with pipeline.compiling_meanwhile(pipeline.compile_ahead, config):
         print_simulated(write_simulated_bag(truth, "swingup", bag, duration_s=args.duration,
                                             dt=step, rate_hz=rate, overwrite=True))
         print("2/2 calibrating from Table 1's initial values (config furuta)")
