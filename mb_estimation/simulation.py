@@ -68,6 +68,23 @@ def quantise(angles, counts_per_revolution: int | None):
     return np.round(np.asarray(angles) / resolution) * resolution
 
 
+@functools.partial(jit, static_argnums=0)
+def _built(build, values):
+    return build(values)
+
+
+def built_system(rig: Rig, values: Mapping[str, object]):
+    """``rig.build(values)`` as one compiled program, for use outside compiled code.
+
+    Op by op, building the system compiled a small program per operation and shape on every
+    cold start (about 25 for the Furuta pendulum).
+    """
+    return _built(rig.build, values)
+
+
+_starting_state = jit(states_from_joints)
+
+
 def simulate_recording(
     rig: Rig,
     values: Mapping[str, object],
@@ -91,10 +108,10 @@ def simulate_recording(
     substeps = substeps_per_sample(dt, rate_hz)
     num_samples = int(round(duration_s * rate_hz))
     params = parameter_arrays(values)
-    system = rig.build(params)
+    system = built_system(rig, params)
     plan = make_scenario(scenario, rig.name, system, params, 1.0 / rate_hz)
-    initial = states_from_joints(system, jnp.asarray(plan.initial_angles),
-                                  jnp.asarray(plan.initial_rates))
+    initial = _starting_state(system, np.asarray(plan.initial_angles, dtype=np.float64),
+                              np.asarray(plan.initial_rates, dtype=np.float64))
 
     @jit
     def run(system, initial):
@@ -260,7 +277,7 @@ def prediction_check(rig: Rig, values: Mapping[str, object], grid, estimate, *,
     grid step), holding each grid step's input. Unlike the fit's residuals this measures what a
     user sees: how well the fitted model, run as a simulator, follows the rig for a while.
     """
-    system = rig.build(parameter_arrays(values))
+    system = built_system(rig, parameter_arrays(values))
     substeps = max(1, int(round(grid.dt / simulation_dt)))
     starts, steps = _prediction_starts(grid, horizon_s, stride_s)
 
@@ -303,7 +320,7 @@ def rigid_prediction_check(rig: Rig, values: Mapping[str, object], grid, estimat
     coordinates from ``estimate``'s joint angles and rates (its error at 1 ms over 1 s of the
     0.92 m release: 1e-5 rad); :data:`PREDICTION_BATCH` starts simulated together.
     """
-    system = rig.build(parameter_arrays(values))
+    system = built_system(rig, parameter_arrays(values))
     substeps = max(1, int(round(grid.dt / simulation_dt)))
     starts, steps = _prediction_starts(grid, horizon_s, stride_s)
 
@@ -324,7 +341,7 @@ def compile_validation(rig: Rig, values: Mapping[str, object], grid, *,
     the estimate, so a thread can compile them while the fit that gives the estimate runs.
     ``values``: any parameter values of the rig (their shapes are what counts).
     """
-    system = rig.build(parameter_arrays(values))
+    system = built_system(rig, parameter_arrays(values))
     substeps = max(1, int(round(grid.dt / simulation_dt)))
     _, steps = _prediction_starts(grid, horizon_s, None)
     bodies, inputs = system.num_bodies, np.shape(grid.inputs)[1]
@@ -350,7 +367,7 @@ def open_loop_check(rig: Rig, values: Mapping[str, object], grid, initial: BodyS
     model runs at the grid's step on its held inputs and is compared with its angles.
     Grid points without observation (gaps) are left out of the RMS.
     """
-    system = rig.build(parameter_arrays(values))
+    system = built_system(rig, parameter_arrays(values))
     simulated = np.unwrap(_replayed_angles(system, initial, grid.inputs, grid.dt),
                           axis=0)  # multi-turn, like the recording
     simulated = simulated + np.round((grid.measured_angles[0] - simulated[0]) / (2 * np.pi)) \

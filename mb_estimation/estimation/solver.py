@@ -103,6 +103,11 @@ def _shadow(structure, fixed, free_values, states):
     return structure.formulation.shadow(structure.system(fixed, free_values), states)
 
 
+def _gravity(structure, fixed, free_values):
+    """The system's gravity vector [m/s²] (for the tilt's std): one small compiled program."""
+    return structure.system(fixed, free_values).gravity
+
+
 def _covariance_blocks(num_impulse_rows, lin, normal, scale, impulse_covariance,
                        observation_covariance):
     # (J_xᵀJ_x)⁻¹ with a regularisation far below the data's information (§3.7)
@@ -187,8 +192,8 @@ def _solver(problem: EstimationProblem, settings: SolverSettings
     solver = LevenbergMarquardt(
         structure, fixed, tuple(problem.recordings),
         tuple(StepData(np.asarray(r.measured_angles), np.asarray(r.inputs),
-                       np.asarray(r.observed), jnp.asarray(r.dt),
-                       jnp.asarray(np.sqrt(settings.kappa))) for r in problem.recordings),
+                       np.asarray(r.observed), np.asarray(r.dt, dtype=np.float64),
+                       np.asarray(np.sqrt(settings.kappa))) for r in problem.recordings),
         problem.lower, problem.upper, settings)
     return solver, free_values
 
@@ -226,7 +231,7 @@ def _initial_states(solver: LevenbergMarquardt, free_values, grid: GridData):
     common = ((solver.fixed, None), (free_values, None), (grid.filtered_angles, "linear"))
     if grid.initial_rates is None:
         return on_bucket(solver.compiler, states_from_angles, solver.structure, grid.num_steps,
-                         solver.bucket, *common, (jnp.asarray(grid.dt), None))
+                         solver.bucket, *common, (np.asarray(grid.dt, dtype=np.float64), None))
     return on_bucket(solver.compiler, states_from_angles_and_rates, solver.structure,
                      grid.num_steps, solver.bucket, *common, (grid.initial_rates, "edge"))
 
@@ -241,14 +246,14 @@ def _result(solver: LevenbergMarquardt, state: LMState, status: FitStatus,
     impulse_cov, observation_cov = residual_covariances(
         state.residuals, num_impulse_rows, [np.asarray(r.observed) for r in grids])
     blocks = [compiler(_covariance_blocks, num_impulse_rows, lin, n, scale,
-                       jnp.asarray(impulse_cov), jnp.asarray(observation_cov))
+                       impulse_cov, observation_cov)
               for lin, n, scale in zip(state.linearizations, state.normals,
                                        state.state_scales, strict=True)]
     information = sum(np.asarray(b.information) for b in blocks)
     middle = sum(np.asarray(b.middle) for b in blocks)
     covariance = parameter_covariance(information, middle)
     std = parameter_std(information, middle, free,
-                        np.asarray(structure.system(fixed, free_values).gravity))
+                        np.asarray(compiler(_gravity, structure, fixed, free_values)))
     initial = history[0].parameters
     excited = {name: excited_by_data(kind, std[name], np.asarray(free_values[name]),
                                      initial[name])

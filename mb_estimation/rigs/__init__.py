@@ -14,11 +14,11 @@ import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+import numpy as np
+
 from mb_estimation.multibody import Multibody
 from mb_estimation.numerics import jax
 from mb_estimation.rigs.parameters import FURUTA, PENDULUM, PENDULUM_FRICTION_MODELS, RigSpec
-
-jnp = jax.numpy
 
 
 @dataclass(frozen=True)
@@ -33,9 +33,16 @@ class Rig:
         return self.spec.name
 
 
-def parameter_arrays(values: Mapping[str, object]) -> dict[str, jax.Array]:
-    """Parameter values (floats, quaternion lists) as float64 arrays, keyed by name."""
-    return {name: jnp.asarray(value, dtype=jnp.float64) for name, value in values.items()}
+def parameter_arrays(values: Mapping[str, object]) -> dict[str, np.ndarray]:
+    """Parameter values (floats, quaternion lists) as float64 arrays, keyed by name.
+
+    Host values become NumPy arrays: JAX takes them as they are, where a ``jnp.asarray``
+    compiled a small program per shape on every cold start. JAX arrays (and tracers, inside a
+    compiled function) stay JAX arrays.
+    """
+    return {name: jax.numpy.asarray(value, dtype=jax.numpy.float64)
+            if isinstance(value, jax.Array) else np.asarray(value, dtype=np.float64)
+            for name, value in values.items()}
 
 
 def get_rig(name: str, friction: str | None = None, drift_correction: bool = False,
