@@ -13,14 +13,13 @@ import pytest
 import yaml
 
 from mb_estimation.io import files
+from mb_estimation.lie import quat_boxminus, quat_boxplus
 from mb_estimation.online.fusion import (
     ParameterEstimate,
     covariance_from_information,
     fuse,
     information_from_covariance,
     load_estimate,
-    quat_boxminus,
-    quat_boxplus,
     save_estimate,
 )
 

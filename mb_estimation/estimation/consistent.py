@@ -47,7 +47,6 @@ from mb_estimation.estimation.solver import (
     estimate,
     excited_by_data,
 )
-from mb_estimation.numerics import jit
 
 KAPPA_REFERENCE_STEP = 0.01  # [s] the step at which κ is read (the paper's §4.6 setting)
 
@@ -228,10 +227,6 @@ class StepDependence:
     settled: bool
 
 
-# ``a ⊟ b`` as one compiled program (op by op: a dozen small programs on a cold start)
-_rotation_between = jit(lie.boxminus)
-
-
 def step_dependence(result: EstimationResult) -> tuple[StepDependence, ...]:
     """Per free parameter, its change over the last two levels of ``result.refinement``."""
     if len(result.refinement) < 2:
@@ -241,7 +236,7 @@ def step_dependence(result: EstimationResult) -> tuple[StepDependence, ...]:
     for name in result.free:
         before, after = np.asarray(coarse.parameters[name]), np.asarray(fine.parameters[name])
         if before.size == 4:  # a unit quaternion: the rotation from one to the other
-            change = np.asarray(_rotation_between(after, before))
+            change = lie.quat_boxminus(after, before)
         else:
             change = np.atleast_1d(after - before)
         std = np.atleast_1d(np.asarray(fine.std[name], dtype=float))

@@ -61,10 +61,9 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from mb_estimation import lie
 from mb_estimation.config import QUATERNION_TOLERANCE  # |tilt| − 1 allowed, as in configs
 from mb_estimation.io.files import write_text_atomically
-from mb_estimation.numerics import jit
+from mb_estimation.lie import quat_boxminus, quat_boxplus
 from mb_estimation.pseudo_inverse import (
     LOADING_THRESHOLD,
     informed,
@@ -83,8 +82,6 @@ __all__ = [
     "fuse",
     "information_from_covariance",
     "load_estimate",
-    "quat_boxminus",
-    "quat_boxplus",
     "save_estimate",
 ]
 
@@ -94,31 +91,6 @@ NEGATIVE_TOLERANCE = 1e-8
 
 FORMAT = "mb_estimation/parameter_estimate"
 FORMAT_VERSION = 1
-
-
-# --- quaternions: mb_estimation.lie on numpy arrays ---------------------------------------------
-
-# Compiled once per process (about 0.1 s each, at the first fusion of a quaternion): run eagerly,
-# the few dozen small JAX operations of one call would cost about 0.5 ms, compiled about 10 µs.
-_boxplus = jit(lambda e, psi: lie.quat_normalize(lie.boxplus(e, psi)))
-_boxminus = jit(lie.boxminus)
-
-
-def quat_boxplus(e: np.ndarray, psi: np.ndarray) -> np.ndarray:
-    """``e ⊞ ψ = exp(ψ) ⋆ e`` (2.14), renormalised: :func:`mb_estimation.lie.boxplus`.
-
-    On numpy arrays: ``e`` a quaternion ``[w, x, y, z]``, ``ψ`` a world-frame rotation vector
-    [rad]; float64.
-    """
-    return np.array(_boxplus(np.asarray(e, dtype=np.float64), np.asarray(psi, dtype=np.float64)))
-
-
-def quat_boxminus(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``a ⊟ b = log(a ⋆ b*)`` (2.15), (3.23): the shortest ψ [rad] with ``a = b ⊞ ψ``.
-
-    :func:`mb_estimation.lie.boxminus` on numpy arrays, float64.
-    """
-    return np.array(_boxminus(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)))
 
 
 # --- the estimate ---------------------------------------------------------------------------

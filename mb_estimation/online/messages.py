@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from mb_estimation.online.fusion import ParameterEstimate, quat_boxminus
+from mb_estimation.lie import quat_boxminus
+from mb_estimation.online.fusion import ParameterEstimate
 
 DIAGNOSTIC_OK, DIAGNOSTIC_WARN, DIAGNOSTIC_ERROR = 0, 1, 2
 IDENTITY = np.array([1.0, 0.0, 0.0, 0.0])
