@@ -241,6 +241,11 @@ def _held(grid, starts, steps: int):
     return np.stack([grid.inputs[start:start + steps] for start in starts])
 
 
+def _substeps(grid, simulation_dt: float) -> int:
+    """Simulator steps per grid step: ``simulation_dt`` [s] rounded to divide the grid's step."""
+    return max(1, int(round(grid.dt / simulation_dt)))
+
+
 def _prediction_starts(grid, horizon_s: float, stride_s: float | None):
     """Grid indices the predictions start from, and the steps each one runs."""
     steps = max(1, int(round(horizon_s / grid.dt)))
@@ -278,7 +283,7 @@ def prediction_check(rig: Rig, values: Mapping[str, object], grid, estimate, *,
     user sees: how well the fitted model, run as a simulator, follows the rig for a while.
     """
     system = built_system(rig, parameter_arrays(values))
-    substeps = max(1, int(round(grid.dt / simulation_dt)))
+    substeps = _substeps(grid, simulation_dt)
     starts, steps = _prediction_starts(grid, horizon_s, stride_s)
 
     def run(batch):
@@ -321,7 +326,7 @@ def rigid_prediction_check(rig: Rig, values: Mapping[str, object], grid, estimat
     0.92 m release: 1e-5 rad); :data:`PREDICTION_BATCH` starts simulated together.
     """
     system = built_system(rig, parameter_arrays(values))
-    substeps = max(1, int(round(grid.dt / simulation_dt)))
+    substeps = _substeps(grid, simulation_dt)
     starts, steps = _prediction_starts(grid, horizon_s, stride_s)
 
     def run(batch):
@@ -342,7 +347,7 @@ def compile_validation(rig: Rig, values: Mapping[str, object], grid, *,
     ``values``: any parameter values of the rig (their shapes are what counts).
     """
     system = built_system(rig, parameter_arrays(values))
-    substeps = max(1, int(round(grid.dt / simulation_dt)))
+    substeps = _substeps(grid, simulation_dt)
     _, steps = _prediction_starts(grid, horizon_s, None)
     bodies, inputs = system.num_bodies, np.shape(grid.inputs)[1]
 
