@@ -220,27 +220,50 @@ def joint_momenta(system: Multibody, angles, rates):
     return _momenta(system, pose, tree_motion(system, pose, rates), rates)
 
 
-def _mass_matrix(system: Multibody, pose: TreePose):
-    """``M(θ)`` of a pose: ``M_jk = Σ_b m_b (a_j × (r_b - s_j))·(a_k × (r_b - s_k)) + a_j·J_b a_k``.
+def _unit_wrenches(system: Multibody, pose: TreePose):
+    """Per hinge ``i`` and joint ``k``: the wrench hinge ``i`` transmits per unit ``θ̈_k``, at rest.
 
-    Over the bodies both hinges carry, plus ``J_shaft`` on a motorised hinge's diagonal (F.3);
-    symmetric, so each entry is written once.
+    A unit acceleration of joint ``k`` from rest turns the bodies it carries about its axis:
+    ``α_b = a_k`` and ``a_b = a_k × (r_b - s_k)``. Hinge ``i`` must give the bodies it carries
+    too (those of both subtrees) their Newton–Euler wrench: force ``Σ m_b a_b`` [N] and torque
+    about its anchor ``Σ J_b a_k + (r_b - s_i) × m_b a_b`` [N m], per rad/s². Nested lists
+    ``[i][k]`` of ``(force, torque)``; the wrench of accelerations ``θ̈`` is ``Σ_k θ̈_k W[i][k]``
+    (linear), and the mass matrix is ``M_ik = a_i · torque[i][k]`` (:func:`_mass_matrix`).
     """
     carried = subtrees(system)
+    count = len(system.hinges)
+    wrenches = []
+    for i in range(count):
+        row = []
+        for k in range(count):
+            force = torque = jnp.zeros(3)
+            for b in sorted(set(carried[i]) & set(carried[k])):
+                pushed = system.bodies.mass[b] * jnp.cross(pose.axis[k],
+                                                           pose.position[b] - pose.anchor[k])
+                force = force + pushed
+                torque = torque + (_inertia_times(system, pose, b, pose.axis[k])
+                                   + jnp.cross(pose.position[b] - pose.anchor[i], pushed))
+            row.append((force, torque))
+        wrenches.append(row)
+    return wrenches
+
+
+def _mass_matrix(system: Multibody, pose: TreePose, unit_wrenches=None):
+    """``M(θ)`` of a pose: ``M_jk = Σ_b m_b (a_j × (r_b - s_j))·(a_k × (r_b - s_k)) + a_j·J_b a_k``.
+
+    Over the bodies both hinges carry, plus ``J_shaft`` on a motorised hinge's diagonal (F.3):
+    the torque along hinge ``j``'s axis that a unit ``θ̈_k`` needs, ``a_j ·`` the torque of
+    :func:`_unit_wrenches` (given, or computed here). Symmetric: each entry is taken once.
+    """
+    wrenches = _unit_wrenches(system, pose) if unit_wrenches is None else unit_wrenches
     count = len(system.hinges)
     entries = [[None] * count for _ in range(count)]
     for j in range(count):
         for k in range(j, count):
-            entry = 0.0
-            for b in sorted(set(carried[j]) & set(carried[k])):
-                lever_j = jnp.cross(pose.axis[j], pose.position[b] - pose.anchor[j])
-                lever_k = jnp.cross(pose.axis[k], pose.position[b] - pose.anchor[k])
-                entry = entry + (system.bodies.mass[b] * lie.dot(lever_j, lever_k)
-                                 + lie.dot(pose.axis[j], _inertia_times(system, pose, b,
-                                                                        pose.axis[k])))
+            entry = lie.dot(pose.axis[j], wrenches[j][k][1])
             if j == k and system.hinges[j].has_motor:
                 entry = entry + system.hinges[j].shaft_inertia
-            entries[j][k] = entries[k][j] = jnp.asarray(entry)
+            entries[j][k] = entries[k][j] = entry
     return jnp.stack([jnp.stack(row) for row in entries])
 
 
@@ -346,59 +369,48 @@ def body_impulse_norm_weights(system: Multibody, angles):
     return jnp.stack(columns, axis=1)
 
 
-def tree_acceleration(system: Multibody, pose: TreePose, motion: TreeMotion | None,
-                      accelerations) -> TreeMotion:
-    """Body accelerations at joint accelerations ``[n_joints]`` [rad/s²], moving with ``motion``.
+def coasting_acceleration(system: Multibody, pose: TreePose, motion: TreeMotion) -> TreeMotion:
+    """Body accelerations of the tree moving with ``motion`` at zero joint accelerations.
 
-    :func:`tree_motion` differentiated along the tree (the axis is fixed in the parent, the
-    anchor is a point of both bodies): ``α_c = α_p + θ̈ a + ω_p × (θ̇ a)`` and ``a_c = a_P(s) +
-    α_c × (r_c - s) + ω_c × (ω_c × (r_c - s))``, where ``a_P(s) = a_p + α_p × (s - r_p) + ω_p ×
-    (ω_p × (s - r_p))`` is the anchor's acceleration as a point of the parent. ``motion=None``:
-    the tree at rest (only the ``θ̈`` terms). ``linear``: of the centres of mass [m/s²];
-    ``angular`` [rad/s²].
+    :func:`tree_motion` differentiated along the tree with ``θ̈ = 0`` (the axis is fixed in the
+    parent, the anchor is a point of both bodies): ``α_c = α_p + ω_p × (θ̇ a)`` and ``a_c =
+    a_P(s) + α_c × (r_c - s) + ω_c × (ω_c × (r_c - s))``, where ``a_P(s) = a_p + α_p × (s -
+    r_p) + ω_p × (ω_p × (s - r_p))`` is the anchor's acceleration as a point of the parent.
+    The part of ``θ̈`` is linear and added apart (:func:`_unit_wrenches`). ``linear``: of the
+    centres of mass [m/s²]; ``angular`` [rad/s²].
     """
     linear, angular = [], []
     for i, hinge in enumerate(system.hinges):
         anchor = pose.anchor[i]
         lever = pose.position[i] - anchor
-        alpha = accelerations[i] * pose.axis[i]
-        anchor_acceleration = jnp.zeros(3)
+        omega = motion.angular[i]
+        alpha = anchor_acceleration = jnp.zeros(3)
         if hinge.parent != WORLD:
             parent = hinge.parent
+            parent_omega = motion.angular[parent]
             arm = anchor - pose.position[parent]
-            alpha = alpha + angular[parent]
-            anchor_acceleration = linear[parent] + jnp.cross(angular[parent], arm)
-            if motion is not None:
-                parent_omega = motion.angular[parent]
-                alpha = alpha + jnp.cross(parent_omega, motion.angular[i] - parent_omega)
-                anchor_acceleration = anchor_acceleration + jnp.cross(
-                    parent_omega, jnp.cross(parent_omega, arm))
-        acceleration = anchor_acceleration + jnp.cross(alpha, lever)
-        if motion is not None:
-            omega = motion.angular[i]
-            acceleration = acceleration + jnp.cross(omega, jnp.cross(omega, lever))
+            alpha = angular[parent] + jnp.cross(parent_omega, omega - parent_omega)
+            anchor_acceleration = (linear[parent] + jnp.cross(angular[parent], arm)
+                                   + jnp.cross(parent_omega, jnp.cross(parent_omega, arm)))
         angular.append(alpha)
-        linear.append(acceleration)
+        linear.append(anchor_acceleration + jnp.cross(alpha, lever)
+                      + jnp.cross(omega, jnp.cross(omega, lever)))
     return TreeMotion(tuple(linear), tuple(angular))
 
 
-def _transmitted_wrenches(system: Multibody, pose: TreePose, motion: TreeMotion | None,
+def _transmitted_wrenches(system: Multibody, pose: TreePose, motion: TreeMotion,
                           acceleration: TreeMotion):
     """Per hinge, the force [N] and the torque about its anchor [N m] its subtree needs.
 
-    Newton–Euler over the bodies the hinge carries: ``F = Σ m_b (a_b - g)`` and ``T = Σ (J_b α_b
-    + ω_b × J_b ω_b + (r_b - s) × m_b (a_b - g))``; ``motion=None``: only the accelerations'
-    part (no gravity, no gyroscopic term), which is linear in them.
+    Newton–Euler over the bodies the hinge carries, moving with ``motion`` at ``acceleration``:
+    ``F = Σ m_b (a_b - g)`` and ``T = Σ (J_b α_b + ω_b × J_b ω_b + (r_b - s) × m_b (a_b - g))``.
     """
     needed = []
     for b in range(system.num_bodies):
         mass = system.bodies.mass[b]
-        force = mass * acceleration.linear[b]
-        torque = _inertia_times(system, pose, b, acceleration.angular[b])
-        if motion is not None:
-            force = force - mass * system.gravity
-            torque = torque + jnp.cross(motion.angular[b],
-                                        _angular_momentum(system, pose, motion, b))
+        force = mass * (acceleration.linear[b] - system.gravity)
+        torque = (_inertia_times(system, pose, b, acceleration.angular[b])
+                  + jnp.cross(motion.angular[b], _angular_momentum(system, pose, motion, b)))
         needed.append((force, torque))
     wrenches = []
     for i, carried in enumerate(subtrees(system)):
@@ -415,29 +427,29 @@ def reaction_impulses(system: Multibody, pose: TreePose, motion: TreeMotion,
 
     ``pose`` and ``motion`` are the step's midpoint (its mean angles and rates);
     ``generalized_forces`` ``[n_joints]`` [N m] the non-conservative forces its momenta imply,
-    ``(p_{k+1} - p_k)/h - ∂L/∂θ`` (Lagrange's equations). The joint accelerations follow from
-    ``M θ̈ = Q - τ₀``, with ``τ₀`` the torques along the axes that the motion at ``θ̈ = 0``
-    needs (velocity products and gravity); then every hinge must transmit to its subtree the
-    Newton–Euler wrench of that motion (:func:`tree_acceleration`,
-    :func:`_transmitted_wrenches`), force ``F_i`` and torque ``T_i`` about its anchor, over the
-    step ``h``. In the rows of (F.1) that is ``λ_lin = -h F_i`` and ``λ_rot = -h (n · T_i)`` for
-    the normals ``x_a × y_b = z_b`` and ``x_a × z_b = -y_b`` (the rigid hinge has ``x_a =
-    x_b``); the part of ``T_i`` along the axis is the hinge's own friction, viscous and motor
-    torque, not a holonomic multiplier. The midpoint rule makes the impulse second-order
-    accurate in ``h``, like the residuals it bounds.
+    ``(p_{k+1} - p_k)/h - ∂L/∂θ`` (Lagrange's equations). Every hinge must transmit to its
+    subtree the Newton–Euler wrench of the motion: that of the tree coasting at ``θ̈ = 0``
+    (velocity products and gravity; :func:`coasting_acceleration`, :func:`_transmitted_wrenches`)
+    plus ``Σ_k θ̈_k`` times the wrench per unit ``θ̈_k`` (:func:`_unit_wrenches`). The joint
+    accelerations follow from ``M θ̈ = Q - τ₀``, with ``τ₀`` the coasting torques along the
+    axes and ``M`` from the same unit wrenches. Over the step ``h`` the wrench (force ``F_i``,
+    torque ``T_i`` about the anchor) is, in the rows of (F.1), ``λ_lin = -h F_i`` and ``λ_rot =
+    -h (n · T_i)`` for the normals ``x_a × y_b = z_b`` and ``x_a × z_b = -y_b`` (the rigid hinge
+    has ``x_a = x_b``); the part of ``T_i`` along the axis is the hinge's own friction, viscous
+    and motor torque, not a holonomic multiplier. The midpoint rule makes the impulse
+    second-order accurate in ``h``, like the residuals it bounds.
     """
     count = len(system.hinges)
-    coasting = _transmitted_wrenches(system, pose, motion, tree_acceleration(
-        system, pose, motion, jnp.zeros(count)))
+    coasting = _transmitted_wrenches(system, pose, motion,
+                                     coasting_acceleration(system, pose, motion))
     torques = jnp.stack([lie.dot(pose.axis[i], coasting[i][1]) for i in range(count)])
-    accelerations = small_solve.solve_positive_definite(_mass_matrix(system, pose),
+    units = _unit_wrenches(system, pose)
+    accelerations = small_solve.solve_positive_definite(_mass_matrix(system, pose, units),
                                                         generalized_forces - torques)
-    accelerating = _transmitted_wrenches(system, pose, None, tree_acceleration(
-        system, pose, None, accelerations))
     rows = []
     for i in range(count):
-        force = coasting[i][0] + accelerating[i][0]
-        torque = coasting[i][1] + accelerating[i][1]
+        force = coasting[i][0] + sum(accelerations[k] * units[i][k][0] for k in range(count))
+        torque = coasting[i][1] + sum(accelerations[k] * units[i][k][1] for k in range(count))
         axes = pose.child_axes[i]
         rows.append(-h * jnp.concatenate([force, jnp.stack([lie.dot(axes[:, 2], torque),
                                                             -lie.dot(axes[:, 1], torque)])]))
