@@ -20,7 +20,8 @@ parameters' tangent offsets from the initial point) then go to
 ``scipy.optimize.least_squares`` (``trf``, ``x_scale`` ``"jac"`` or ``1``, a sparse Jacobian
 assembled from our per-step blocks), timed after a warm-up of its jitted functions.
 ``scaling`` times our solve for 10, 30 and 100 s of data (``--quick``: 3 s problem; 2, 4 and
-8 s). Nothing is cached on disk.
+8 s). Nothing is cached on disk; the C allocator is set up as every entry point sets it up
+(``numerics.reuse_freed_memory``).
 """
 
 from __future__ import annotations
@@ -62,13 +63,14 @@ from mb_estimation.estimation.residuals import (  # noqa: E402
 )
 from mb_estimation.estimation.solver import states_from_angles  # noqa: E402
 from mb_estimation.multibody import state_boxplus  # noqa: E402
-from mb_estimation.numerics import jax  # noqa: E402
+from mb_estimation.numerics import jax, reuse_freed_memory  # noqa: E402
 from mb_estimation.pipeline import estimation_problem  # noqa: E402
 from mb_estimation.rigs import get_rig, parameter_arrays  # noqa: E402
 from mb_estimation.signals import Recording, prepare_recording  # noqa: E402
 from mb_estimation.simulation import simulate_recording  # noqa: E402
 
 jnp = jax.numpy
+reuse_freed_memory()  # as configure_jax does for mb-estimation and the node
 
 SIMULATION_STEP = {"model": 1e-3, "paper": 1e-4}  # [s]
 RATE_HZ = 1000.0

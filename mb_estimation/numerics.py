@@ -5,6 +5,7 @@ the first array is made. Every entry point (``mb-estimation``, ``estimator_node`
 :func:`configure_jax` before its first compilation.
 """
 
+import ctypes
 import functools
 import os
 from pathlib import Path
@@ -28,7 +29,7 @@ COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
 jit = functools.partial(jax.jit, compiler_options=COMPILER_OPTIONS)
 
 __all__ = ["CACHE_ENVIRONMENT_VARIABLE", "COMPILER_OPTIONS", "compilation_cache_dir",
-           "configure_jax", "jax", "jit"]
+           "configure_jax", "jax", "jit", "reuse_freed_memory"]
 
 
 def compilation_cache_dir() -> Path | None:
@@ -59,4 +60,29 @@ def configure_jax() -> Path | None:
     if directory is not None:
         jax.config.update("jax_compilation_cache_dir", str(directory))
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    reuse_freed_memory()
     return directory
+
+
+# glibc's mallopt parameters (malloc.h)
+_M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4
+_KEPT_BYTES = 1 << 30
+
+
+def reuse_freed_memory() -> bool:
+    """Have the C allocator reuse freed large buffers rather than map fresh pages for each.
+
+    glibc maps every allocation above its threshold (128 KiB at first, at most 32 MiB) afresh
+    and unmaps it when freed, so each new buffer of that size costs the kernel a page fault per
+    4 KiB page. A solve allocates such buffers every iteration (XLA's outputs, the host's
+    assembly of the Jacobian blocks): on the paper's swing-up of 100 s (10 001 steps) they made
+    a solve 30 % slower (benchmarks/RESULTS.md, issue 16). Served from the heap, and with up to
+    1 GiB of freed memory kept there, the next buffer reuses pages already mapped; the process
+    keeps its peak memory instead (1.55 → 1.77 GB there). A no-op, returning False, where the C
+    library has no ``mallopt`` (macOS, musl).
+    """
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    return bool(mallopt(_M_MMAP_MAX, 0)) and bool(mallopt(_M_TRIM_THRESHOLD, _KEPT_BYTES))

@@ -156,6 +156,43 @@ def test_compilation_cache_dir_follows_the_environment(monkeypatch, tmp_path):
     assert compilation_cache_dir() == tmp_path / "cache" / "mb_estimation" / "xla"
 
 
+_PAGE_FAULTS_OF_A_SECOND_BUFFER = """
+import ctypes, resource, sys
+if sys.argv[1] == "configured":
+    from mb_estimation.numerics import reuse_freed_memory
+    assert reuse_freed_memory()
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = [ctypes.c_void_p]
+size = 64 << 20
+def faults_of_a_buffer():  # as XLA's buffers: malloc'ed, written, freed (no madvise)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    buffer = libc.malloc(size)
+    ctypes.memset(buffer, 1, size)
+    libc.free(buffer)
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+faults_of_a_buffer()
+print(faults_of_a_buffer())
+"""
+
+
+def test_configured_entry_points_reuse_freed_buffers_without_page_faults():
+    """configure_jax's allocator setting: a second 64 MiB buffer reuses the first one's pages.
+
+    Without it glibc maps each such buffer afresh: a page fault per 4 KiB page, each time.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+
+    def faults(mode):
+        return int(subprocess.run([sys.executable, "-c", _PAGE_FAULTS_OF_A_SECOND_BUFFER, mode],
+                                  capture_output=True, text=True, check=True).stdout)
+
+    pages = (64 << 20) // 4096
+    assert faults("default") > pages // 2  # glibc's default: mapped afresh
+    assert faults("configured") < pages // 50
+
+
 def test_drift_correction_in_the_config_reaches_simulate_and_the_estimator(tmp_path, repo_root):
     from mb_estimation.config import load_config
     from mb_estimation.io.bags import read_joint_states
