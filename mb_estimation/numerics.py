@@ -1,8 +1,9 @@
-"""JAX set-up shared by the numerical core: float64 everywhere, and the compiled-code cache.
+"""JAX set-up shared by the numerical core: float64, compiled-code cache, buffer reuse.
 
 Every core module imports ``jax`` through here so that ``jax_enable_x64`` is switched on before
 the first array is made. Every entry point (``mb-estimation``, ``estimator_node``) calls
-:func:`configure_jax` before its first compilation.
+:func:`configure_jax` before its first compilation; it also has the C allocator reuse freed
+large buffers (:func:`reuse_freed_memory`).
 """
 
 import ctypes
@@ -50,7 +51,8 @@ def configure_jax() -> Path | None:
     """Set JAX up for an entry point; returns the compiled-code cache folder (None: off).
 
     Float64 is already on (importing this module switches it on); this keeps compiled code in
-    :func:`compilation_cache_dir` (if on). Call it once, before the first compilation.
+    :func:`compilation_cache_dir` (if on) and has freed buffers reused
+    (:func:`reuse_freed_memory`). Call it once, before the first compilation.
 
     Every program is kept, however quickly it compiled: the whole-recording algebra's programs
     compile in 0.2–0.8 s each, and with JAX's default threshold (1 s) a cached run still
