@@ -78,10 +78,10 @@ def reuse_freed_memory() -> bool:
     and unmaps it when freed, so each new buffer of that size costs the kernel a page fault per
     4 KiB page. A solve allocates such buffers every iteration (XLA's outputs, the host's
     assembly of the Jacobian blocks): on the paper's swing-up of 100 s (10 001 steps) they made
-    a solve 30 % slower (benchmarks/RESULTS.md, issue 16). Served from the heap, and with up to
-    1 GiB of freed memory kept there, the next buffer reuses pages already mapped; the process
-    keeps its peak memory instead (1.55 → 1.77 GB there). A no-op, returning False, where the C
-    library has no ``mallopt`` (macOS, musl).
+    a solve 20–30 % slower (benchmarks/RESULTS.md, issue 16). Served from the heap, and with up
+    to 1 GiB of freed memory kept there, the next buffer reuses pages already mapped; the
+    process keeps its peak memory instead (1–14 % more at its peak there). A no-op,
+    returning False, where the C library has no ``mallopt`` (macOS, musl).
     """
     try:
         mallopt = ctypes.CDLL(None).mallopt
