@@ -224,28 +224,21 @@ def _unit_wrenches(system: Multibody, pose: TreePose):
     """Per hinge ``i`` and joint ``k``: the wrench hinge ``i`` transmits per unit ``θ̈_k``, at rest.
 
     A unit acceleration of joint ``k`` from rest turns the bodies it carries about its axis:
-    ``α_b = a_k`` and ``a_b = a_k × (r_b - s_k)``. Hinge ``i`` must give the bodies it carries
-    too (those of both subtrees) their Newton–Euler wrench: force ``Σ m_b a_b`` [N] and torque
-    about its anchor ``Σ J_b a_k + (r_b - s_i) × m_b a_b`` [N m], per rad/s². Nested lists
-    ``[i][k]`` of ``(force, torque)``; the wrench of accelerations ``θ̈`` is ``Σ_k θ̈_k W[i][k]``
-    (linear), and the mass matrix is ``M_ik = a_i · torque[i][k]`` (:func:`_mass_matrix`).
+    ``α_b = a_k`` and ``a_b = a_k × (r_b - s_k)``; each of them needs the force ``m_b a_b`` [N]
+    and the torque ``J_b a_k`` [N m] per rad/s², and hinge ``i`` transmits those of the bodies it
+    carries (:func:`_subtree_wrenches`). Nested lists ``[i][k]`` of ``(force, torque)``; the
+    wrench of accelerations ``θ̈`` is ``Σ_k θ̈_k W[i][k]`` (linear), and the mass matrix is
+    ``M_ik = a_i · torque[i][k]`` (:func:`_mass_matrix`).
     """
     carried = subtrees(system)
-    count = len(system.hinges)
-    wrenches = []
-    for i in range(count):
-        row = []
-        for k in range(count):
-            force = torque = jnp.zeros(3)
-            for b in sorted(set(carried[i]) & set(carried[k])):
-                pushed = system.bodies.mass[b] * jnp.cross(pose.axis[k],
-                                                           pose.position[b] - pose.anchor[k])
-                force = force + pushed
-                torque = torque + (_inertia_times(system, pose, b, pose.axis[k])
-                                   + jnp.cross(pose.position[b] - pose.anchor[i], pushed))
-            row.append((force, torque))
-        wrenches.append(row)
-    return wrenches
+    columns = []
+    for k in range(len(system.hinges)):
+        axis = pose.axis[k]
+        needed = [(system.bodies.mass[b] * jnp.cross(axis, pose.position[b] - pose.anchor[k]),
+                   _inertia_times(system, pose, b, axis)) if b in carried[k] else None
+                  for b in range(system.num_bodies)]
+        columns.append(_subtree_wrenches(system, pose, needed))
+    return [list(row) for row in zip(*columns, strict=True)]
 
 
 def _mass_matrix(system: Multibody, pose: TreePose, unit_wrenches=None):
@@ -412,12 +405,22 @@ def _transmitted_wrenches(system: Multibody, pose: TreePose, motion: TreeMotion,
         torque = (_inertia_times(system, pose, b, acceleration.angular[b])
                   + jnp.cross(motion.angular[b], _angular_momentum(system, pose, motion, b)))
         needed.append((force, torque))
+    return _subtree_wrenches(system, pose, needed)
+
+
+def _subtree_wrenches(system: Multibody, pose: TreePose, needed):
+    """Per hinge, ``(Σ F_b, Σ T_b + (r_b - s) × F_b)`` over the bodies it carries [N, N m].
+
+    ``needed``: per body the force ``F_b`` and the torque about its centre of mass ``T_b`` it
+    needs, or None for none; the torque is summed about the hinge's anchor ``s``.
+    """
     wrenches = []
     for i, carried in enumerate(subtrees(system)):
-        force = sum(needed[b][0] for b in carried)
-        torque = sum(needed[b][1] + jnp.cross(pose.position[b] - pose.anchor[i], needed[b][0])
-                     for b in carried)
-        wrenches.append((force, torque))
+        parts = [(needed[b][0], needed[b][1]
+                  + jnp.cross(pose.position[b] - pose.anchor[i], needed[b][0]))
+                 for b in carried if needed[b] is not None]
+        wrenches.append((sum(p[0] for p in parts), sum(p[1] for p in parts)) if parts
+                        else (jnp.zeros(3), jnp.zeros(3)))
     return wrenches
 
 
