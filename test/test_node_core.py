@@ -14,6 +14,7 @@ import pytest
 
 from mb_estimation.config import load_config
 from mb_estimation.estimation import EstimationResult, RecordingEstimate
+from mb_estimation.online import messages
 from mb_estimation.online.core import EstimatorCore, NodeOutputs, with_node
 from mb_estimation.online.windows import window_step
 
@@ -243,6 +244,45 @@ def test_a_slow_worker_drops_windows_and_never_blocks_the_callbacks():
     assert np.percentile(latencies, 99) < 0.005, np.percentile(latencies, 99)
     assert d["buffered_samples"] == 2000  # bounded: buffer_s × max_rate_hz
     assert d["max_callback_s"] < 0.05
+
+
+def test_the_warm_up_compiles_beside_the_intake_and_the_first_window_waits_for_it():
+    """start() returns at once and the worker compiles beside the intake.
+
+    Samples are filtered while it warms up, and a window cut meanwhile is estimated after the
+    warm-up, not dropped.
+    """
+    out = Collect()
+    release = threading.Event()
+    calls = []
+
+    def warming(config, recording):
+        calls.append(recording.name)
+        if recording.name == "warm-up":
+            assert release.wait(30.0)
+        return _fake_estimator(config, recording)
+
+    core = EstimatorCore(_config(warm_up=True), out.outputs, estimator=warming)
+    started = time.perf_counter()
+    core.start()
+    try:
+        assert time.perf_counter() - started < 1.0
+        _feed(core, 5.5)
+        waiting = core.diagnostics()
+        assert waiting["warming_up"] is True and "warm_up_s" not in waiting
+        assert waiting["pending_windows"] == 1 and waiting["windows_done"] == 0
+        assert len(out.filtered) == 5500  # the real-time filter did not wait
+        release.set()
+        _wait_idle(core)
+    finally:
+        core.stop()
+    d = core.diagnostics()
+    assert calls[0] == "warm-up" and len(calls) == 2
+    assert "warming_up" not in d and d["warm_up_s"] > 0
+    assert d["windows_accepted"] == 1 and d["windows_dropped"] == 0
+    assert messages.diagnostic_level(waiting)[1].startswith("compiling the solver")
+    assert messages.warm_up_message(waiting) is None
+    assert messages.warm_up_message(d).startswith(f"solver compiled in {d['warm_up_s']:.1f} s")
 
 
 def test_stamps_jumping_back_reset_buffers_and_filters():

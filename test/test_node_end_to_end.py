@@ -95,6 +95,13 @@ def _errors(fused):
     return {name: abs(fused[name] / truth - 1.0) for name, truth in TRUTH.items()}
 
 
+def _listened_before_ready(lines):
+    """The node subscribed first and was ready once its warm-up compile was done."""
+    listening = next(i for i, line in enumerate(lines) if "listening on" in line)
+    ready = next(i for i, line in enumerate(lines) if "ready after" in line)
+    assert listening < ready and "solver compiled in" in lines[ready], lines
+
+
 def _run(publisher_args, environment, *, settle_s):
     """Start the node, then the publisher; wait until the fused estimate is within 5 %."""
     with DdsBus(DOMAIN) as bus:
@@ -104,6 +111,7 @@ def _run(publisher_args, environment, *, settle_s):
         publisher = None
         try:
             node.wait_for("ready after", 300)
+            _listened_before_ready(node.lines)
             publisher = Process(mb_estimation(*publisher_args, "--domain-id", str(DOMAIN)),
                                 environment)
             deadline = time.monotonic() + settle_s

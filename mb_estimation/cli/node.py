@@ -43,11 +43,13 @@ def add_node(commands) -> None:
 
 def node_command(args) -> int:
     """Run the node until Ctrl-C or --duration (over rclpy: estimator_node's status)."""
+    started = time.monotonic()
     config = load_config(args)
     if args.transport == "ros":
         return _ros_node(args)
     bus = dds_bus(args)
     try:
+        from mb_estimation.online.messages import warm_up_message
         from mb_estimation.transport.dds_node import DdsNode
 
         node = DdsNode(config, bus)  # a ConfigError (node.window_s against method.dt): exit 2
@@ -57,16 +59,24 @@ def node_command(args) -> int:
     stop = stop_on_signals()
     name = config.node.name
     print(f"{name}: estimating {', '.join(config.free)} on windows of {config.node.window_s:g} s "
-          f"every {config.node.stride_s:g} s (DDS domain {node.bus.domain_id}); compiling...",
-          flush=True)
+          f"every {config.node.stride_s:g} s (DDS domain {node.bus.domain_id})", flush=True)
     try:
-        warm_up_s = node.start()
-        print(f"{name}: ready after {warm_up_s:.1f} s; listening on "
-              f"{', '.join(_input_topics(config))}", flush=True)
-        started = time.monotonic()
-        reported = 0
+        node.start()
+        topics = ", ".join(_input_topics(config))
+        if config.node.warm_up:
+            print(f"{name}: listening on {topics} after {time.monotonic() - started:.1f} s; "
+                  "compiling the solver", flush=True)
+        else:
+            print(f"{name}: ready after {time.monotonic() - started:.1f} s; listening on "
+                  f"{topics}", flush=True)
+        listening = time.monotonic()
+        reported, ready = 0, not config.node.warm_up
         while not stop.wait(0.2):
             snapshot = node.core.diagnostics()
+            if not ready and (line := warm_up_message(snapshot)) is not None:
+                ready = True
+                print(f"{name}: ready after {time.monotonic() - started:.1f} s: {line}",
+                      flush=True)
             if snapshot["windows_done"] != reported:
                 reported = snapshot["windows_done"]
                 fused = node.core.fused
@@ -74,7 +84,7 @@ def node_command(args) -> int:
                     f"{n} {float(v[0]):.5g}" for n, v in fused.values.items() if v.size == 1)
                 print(f"{name}: window {snapshot.get('last_window', '')} "
                       f"({snapshot.get('last_window_s', 0.0):.2f} s){values}", flush=True)
-            if args.duration is not None and time.monotonic() - started >= args.duration:
+            if args.duration is not None and time.monotonic() - listening >= args.duration:
                 break
     finally:
         node.close()

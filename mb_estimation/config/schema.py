@@ -162,7 +162,7 @@ class NodeSettings:
     max_cost: float = 1.0e-2  # a window whose final cost is above this is rejected
     min_motion_rad: float = 0.05  # a window whose joints all move less than this is at rest
     state_file: str | None = None  # fused estimate persisted here (atomic) and reloaded
-    warm_up: bool = True  # compile on a synthetic window at start-up
+    warm_up: bool = True  # compile on a synthetic window at start-up (beside the intake)
     # rclpy node: push accepted fused values to this node's set_parameters service, mapped as
     # "estimate_name:controller_param,..." (None: no push)
     push_target_node: str | None = None

@@ -133,21 +133,28 @@ class EstimatorCore(SampleIntake, WindowWorker):
 
     # --- lifecycle ---------------------------------------------------------------------------
 
-    def start(self) -> float:
-        """Start the worker (after the warm-up compile if configured); returns warm-up [s]."""
+    def start(self) -> None:
+        """Start the worker; it first compiles the solver (``node.warm_up``), then estimates.
+
+        Returns at once: the callbacks buffer samples and the real-time filter runs while the
+        solver compiles, so no data are lost to the start-up; a window cut meanwhile waits for
+        the compiled solver (diagnostics: ``warming_up``, then ``warm_up_s``).
+        """
         if self._worker is not None:
             raise RuntimeError("the estimator worker is still running (stop() timed out)")
-        warm_up_s = self.warm_up() if self.settings.warm_up else 0.0
         self._stopping = False
-        self._worker = threading.Thread(target=self._work, name="mb_estimation-worker",
-                                        daemon=True)
+        if self.settings.warm_up:
+            with self._lock:
+                self._last["warming_up"] = True
+        # Not a daemon: the interpreter waits for it at exit, since leaving XLA compiling (the
+        # warm-up, a first window) while the interpreter shuts down crashes the process.
+        self._worker = threading.Thread(target=self._work, name="mb_estimation-worker")
         self._worker.start()
         if self._fused is not None:
             self._emit("fused_parameters", self._fused, 0)
-        return warm_up_s
 
     def stop(self, timeout: float | None = 30.0) -> None:
-        """Stop the worker after the window it is on; pending windows are discarded."""
+        """Stop the worker after the window (or warm-up) it is on; pending windows are dropped."""
         with self._wake:
             self._stopping = True
             self._pending.clear()
@@ -160,17 +167,23 @@ class EstimatorCore(SampleIntake, WindowWorker):
     def warm_up(self) -> float:
         """Run the estimator once on a synthetic window so the first real one is not late.
 
-        Compiles the solver for the window's shape; returns the time it took [s].
+        Compiles the solver for the window's shape; returns the time it took [s] (also in the
+        diagnostics as ``warm_up_s``). :meth:`start` runs it on the worker thread.
         """
         started = self._clock()
         recording = warm_up_recording(self.config, self.settings.window_s,
                                       min(self.settings.max_rate_hz, 1000.0))
+        error = None
         try:
             self._estimator(self._warm_config(), recording)
-        except Exception as error:  # the synthetic data may not fit; compiling is the point
-            self._last["warm_up_error"] = first_line(error)
+        except Exception as failure:  # the synthetic data may not fit; compiling is the point
+            error = first_line(failure)
         elapsed = self._clock() - started
-        self._last["warm_up_s"] = elapsed
+        with self._lock:
+            self._last.pop("warming_up", None)
+            self._last["warm_up_s"] = elapsed
+            if error is not None:
+                self._last["warm_up_error"] = error
         return elapsed
 
     def reset(self, reason: str = "reset requested") -> None:

@@ -51,11 +51,23 @@ def diagnostic_level(snapshot: dict) -> tuple[int, str]:
     last = snapshot.get("last_window", "")
     text = (f"{snapshot['windows_accepted']} of {snapshot['windows_done']} windows accepted, "
             f"{snapshot['windows_dropped']} dropped")
+    if snapshot.get("warming_up"):
+        return DIAGNOSTIC_OK, f"compiling the solver (warm-up); {text}"
     if "estimator failed" in last:
         return DIAGNOSTIC_ERROR, f"{text}; last: {last}"
     if last and not last.endswith("accepted"):
         return DIAGNOSTIC_WARN, f"{text}; last: {last}"
     return DIAGNOSTIC_OK, text
+
+
+def warm_up_message(snapshot: dict) -> str | None:
+    """What a node logs once its start-up compile is done (None before it, or without one)."""
+    if "warm_up_s" not in snapshot:
+        return None
+    text = (f"solver compiled in {snapshot['warm_up_s']:.1f} s (warm-up, beside the intake); "
+            "windows are estimated as they fill")
+    error = snapshot.get("warm_up_error")
+    return text if error is None else f"{text} (the synthetic warm-up window: {error})"
 
 
 def diagnostic_values(snapshot: dict) -> list[tuple[str, str]]:

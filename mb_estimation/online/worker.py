@@ -6,9 +6,10 @@ on its background thread: it takes the windows cut by
 accepted estimate), accepts or rejects them (:func:`~mb_estimation.online.windows.judge`), fuses
 the accepted ones (:func:`~mb_estimation.online.fusion.fuse`), persists the fused estimate, hands
 everything to the outputs and re-anchors the real-time filter. It is a mixin: the state it uses
-is made in ``EstimatorCore.__init__`` and, besides it, it calls only the core's own ``_emit``,
-``on_message_error`` and ``_warm_config`` (never the intake); it takes ``self._lock`` only
-briefly, never while estimating.
+is made in ``EstimatorCore.__init__`` and, besides it, it calls only the core's own
+``warm_up`` (first, when ``node.warm_up``), ``_emit``, ``diagnostics``, ``on_message_error`` and
+``_warm_config`` (never the intake); it takes ``self._lock`` only briefly, never while
+estimating.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ class WindowWorker:
     """The estimation worker's side of ``EstimatorCore``: windows in, estimates out."""
 
     def _work(self) -> None:
+        if self.settings.warm_up:
+            self.warm_up()
+            self._emit("diagnostics", self.diagnostics())
         while True:
             with self._wake:
                 while not self._pending and not self._stopping:

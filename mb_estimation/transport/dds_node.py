@@ -130,13 +130,12 @@ class DdsNode:
                     f"{subscription.topic}: a publisher's message type is not {expected} "
                     "(the config's type): its messages are not received")
 
-    def start(self) -> float:
-        """Warm up and start the worker and the 1 Hz diagnostics; returns the warm-up [s]."""
-        warm_up_s = self.core.start()
+    def start(self) -> None:
+        """Start the worker (it compiles first: ``EstimatorCore.start``) and 1 Hz diagnostics."""
+        self.core.start()
         self._timer = threading.Thread(target=self._tick, name="mb_estimation-diagnostics",
                                        daemon=True)
         self._timer.start()
-        return warm_up_s
 
     def _tick(self) -> None:
         while not self._stop.wait(DIAGNOSTICS_PERIOD_S):

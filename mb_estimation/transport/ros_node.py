@@ -110,7 +110,13 @@ from mb_estimation.numerics import configure_jax
 from mb_estimation.online.adapter import ShadowFanout
 from mb_estimation.online.core import EstimatorCore, NodeOutputs, estimate_window
 from mb_estimation.online.fusion import ParameterEstimate
-from mb_estimation.transport.ros_common import DRAIN_TIMEOUT_S, READY_MARKER, write_fused
+from mb_estimation.online.messages import warm_up_message
+from mb_estimation.transport.ros_common import (
+    DRAIN_TIMEOUT_S,
+    LISTENING_MARKER,
+    READY_MARKER,
+    write_fused,
+)
 from mb_estimation.transport.ros_inputs import RosInputs
 from mb_estimation.transport.ros_messages import (
     diagnostic_array,
@@ -150,6 +156,7 @@ class EstimatorNode(Node):
         self._handoff = threading.Lock()
         self._pending_fused: tuple[ParameterEstimate, int] | None = None
         self._diagnostics_lock = threading.Lock()
+        self._ready_logged = False  # the warm-up's end, logged once (_diagnostics)
         self._accepted_here = False
 
         parameters = declare_node_parameters(self, config)
@@ -229,6 +236,10 @@ class EstimatorNode(Node):
                                  self.get_clock().now().to_msg())
         with self._diagnostics_lock:
             self._publish_diagnostics.publish(array)
+            line = None if self._ready_logged else warm_up_message(snapshot)
+            self._ready_logged |= line is not None
+        if line is not None:
+            self.get_logger().info(f"{READY_MARKER}: {line}")
 
     # --- executor callbacks ------------------------------------------------------------
 
@@ -282,9 +293,9 @@ class EstimatorNode(Node):
 
     # --- lifecycle -------------------------------------------------------------------------
 
-    def start(self) -> float:
-        """Warm up and start the worker (:meth:`EstimatorCore.start`); returns warm-up [s]."""
-        return self.core.start()
+    def start(self) -> None:
+        """Start the worker; it compiles first, beside the callbacks (``EstimatorCore.start``)."""
+        self.core.start()
 
     def close(self, drain_timeout_s: float | None = None) -> None:
         """Stop the worker; with ``output_dir``, finish the cut windows and write once more.
@@ -333,6 +344,7 @@ def main(argv: list[str] | None = None) -> int:
     Returns 0, or 2 when the configuration or a parameter is missing or invalid (one log line
     says why).
     """
+    started = time.monotonic()
     configure_jax()  # as mb-estimation: a second start skips the warm-up compile
     argv = list(sys.argv if argv is None else argv)
     rclpy.init(args=argv)
@@ -347,13 +359,17 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as error:  # e.g. a parameter of the wrong type
             logger.fatal(" ".join(first_line(error).split()))
             return 2
-        warm_up_s = node.start()
+        node.start()
         voltage = node.config.recording.voltage_topic if node.config.rig_spec.inputs else None
         node.get_logger().info(
-            f"{READY_MARKER} (warm-up {warm_up_s:.1f} s): joint states on "
+            f"{LISTENING_MARKER} after {time.monotonic() - started:.1f} s: joint states on "
             f"{node.config.recording.joint_states_topic}"
             + (f", voltage on {voltage}" if voltage else "")
-            + f"; estimating {', '.join(node.config.free)} every {node.config.node.stride_s:g} s")
+            + f"; estimating {', '.join(node.config.free)} every {node.config.node.stride_s:g} s"
+            + ("; compiling the solver" if node.config.node.warm_up else ""))
+        if not node.config.node.warm_up:
+            node.get_logger().info(f"{READY_MARKER}: no warm-up (node.warm_up false), the first "
+                                   "window compiles the solver")
         # One thread: at 1 kHz rclpy's MultiThreadedExecutor starved the inputs (a few hundred
         # joint states per second at most) while this takes all of them at ~70 % of a core
         # (benchmarks/RESULTS.md, issue 15); no callback here waits on another.
