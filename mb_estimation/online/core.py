@@ -173,9 +173,12 @@ class EstimatorCore(SampleIntake, WindowWorker):
         started = self._clock()
         recording = warm_up_recording(self.config, self.settings.window_s,
                                       min(self.settings.max_rate_hz, 1000.0))
+        config = self._warm_config()  # one iteration compiles every program a window runs
+        config = dataclasses.replace(config, method=dataclasses.replace(config.method,
+                                                                        max_iterations=1))
         error = None
         try:
-            self._estimator(self._warm_config(), recording)
+            self._estimator(config, recording)
         except Exception as failure:  # the synthetic data may not fit; compiling is the point
             error = first_line(failure)
         elapsed = self._clock() - started
