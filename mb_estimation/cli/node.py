@@ -37,7 +37,7 @@ def add_node(commands) -> None:
     add_step_and_weight_options(node)
     add_transport_options(node)
     node.add_argument("--duration", type=float, metavar="S",
-                      help="stop after S seconds (default: run until Ctrl-C)")
+                      help="stop S seconds after it starts listening (default: run until Ctrl-C)")
     node.set_defaults(handler=node_command)
 
 
