@@ -6,6 +6,8 @@ test_node_end_to_end.py and test_ros_end_to_end.py in a running node.
 """
 
 import dataclasses
+import subprocess
+import sys
 import threading
 import time
 
@@ -283,6 +285,37 @@ def test_the_warm_up_compiles_beside_the_intake_and_the_first_window_waits_for_i
     assert messages.diagnostic_level(waiting)[1].startswith("compiling the solver")
     assert messages.warm_up_message(waiting) is None
     assert messages.warm_up_message(d).startswith(f"solver compiled in {d['warm_up_s']:.1f} s")
+
+
+EXIT_SCRIPT = """
+import sys, time
+from pathlib import Path
+from mb_estimation.config import load_config
+from mb_estimation.online.core import EstimatorCore, with_node
+
+def slow_warm_up(config, recording):
+    time.sleep(1.0)
+    Path(sys.argv[1]).write_text(recording.name)
+    raise RuntimeError("only compiling")
+
+core = EstimatorCore(with_node(load_config("furuta"), warm_up=True), estimator=slow_warm_up)
+core.start()  # and the program ends without stop()
+"""
+
+
+def test_a_program_that_ends_during_the_warm_up_waits_for_it_then_exits(tmp_path):
+    """A program that ends during the warm-up exits cleanly once the warm-up is done.
+
+    The worker is no daemon (XLA must not be compiling as the interpreter shuts down), and an
+    idle worker leaves by itself once the main thread has ended: no hang, no crash.
+    """
+    marker = tmp_path / "warmed_up"
+    started = time.monotonic()
+    finished = subprocess.run([sys.executable, "-c", EXIT_SCRIPT, str(marker)],
+                              capture_output=True, text=True, timeout=60)
+    assert finished.returncode == 0, finished.stderr
+    assert marker.read_text() == "warm-up"  # the warm-up ran to its end
+    assert time.monotonic() - started < 30.0
 
 
 def test_stamps_jumping_back_reset_buffers_and_filters():

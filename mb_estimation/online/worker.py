@@ -15,6 +15,7 @@ estimating.
 from __future__ import annotations
 
 import dataclasses
+import threading
 
 import numpy as np
 
@@ -31,6 +32,10 @@ from mb_estimation.online.windows import (
 from mb_estimation.signals import Recording
 from mb_estimation.stamps import NS_PER_S
 
+#: How often an idle worker checks that the main thread still runs [s]: the worker is not a
+#: daemon (``EstimatorCore.start``), so it leaves by itself once the program has ended.
+EXIT_POLL_S = 0.5
+
 
 class WindowWorker:
     """The estimation worker's side of ``EstimatorCore``: windows in, estimates out."""
@@ -42,7 +47,9 @@ class WindowWorker:
         while True:
             with self._wake:
                 while not self._pending and not self._stopping:
-                    self._wake.wait()
+                    if not threading.main_thread().is_alive():  # the interpreter is exiting
+                        return
+                    self._wake.wait(EXIT_POLL_S)
                 if self._stopping:
                     return
                 window = self._pending.popleft()
