@@ -13,6 +13,7 @@ namespace (``test/loopback_namespace.py``): nothing leaves the machine.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import shutil
@@ -42,7 +43,7 @@ def start(transport: str, config: str, env: dict) -> tuple[float, float, float]:
     listening = float("nan")
     try:
         for line in process.stdout:
-            if "listening" in line and listening != listening:
+            if "listening" in line and math.isnan(listening):
                 listening = time.monotonic() - started
             if "ready" in line:
                 elapsed = time.monotonic() - started
