@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
 
 from mb_estimation.cli.common import (
     SCENARIOS,
@@ -69,7 +70,9 @@ def _play(args, messages, speed: float, topics=None) -> int:
             if topics:  # publishers first, so that the first messages are not lost to discovery
                 for topic, kind in topics.items():
                     sink.publisher(topic, kind)
-                sink.wait_for_subscribers(1, timeout=SUBSCRIBER_WAIT_S)
+                if not sink.wait_for_subscribers(1, timeout=SUBSCRIBER_WAIT_S):
+                    print(f"no subscriber on {', '.join(topics)} after {SUBSCRIBER_WAIT_S:g} s; "
+                          "playing anyway", file=sys.stderr, flush=True)
             stats = play(messages, sink, rate=speed, stop=stop)
     print(f"published {stats.messages} messages over {stats.wall_s:.1f} s "
           f"(stream {stats.stream_s:.1f} s, at most {stats.max_lateness_s * 1e3:.1f} ms late)")
