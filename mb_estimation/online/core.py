@@ -115,7 +115,7 @@ class EstimatorCore(SampleIntake, WindowWorker):
         self._worker: threading.Thread | None = None
         self._stopping = False
         self._epoch_ns: int | None = None  # stamp of the first sample since the last reset
-        self._generation = 0  # counts resets and time jumps: older windows are stale
+        self._generation = 0  # counts time bases (resets and time jumps): older stamps are stale
         self._voltage_before_joints: float | None = None  # received before any joint state
         self._publication_order = PublicationOrder(capacity)  # voltages with source stamps
         script = config.recording.voltage_script if config.rig_spec.inputs else None

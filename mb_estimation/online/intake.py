@@ -218,5 +218,6 @@ class SampleIntake:
         if len(self._pending) >= self.settings.pending_windows:
             self._pending.popleft()
             self.counters["windows_dropped"] += 1
-        self._pending.append(Window(self._window_index, start_ns, recording, self._generation))
+        self._pending.append(Window(self._window_index, start_ns, recording, self._generation,
+                                    self.counters["resets"]))
         self._wake.notify()

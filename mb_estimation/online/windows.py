@@ -29,6 +29,7 @@ class Window:
     start_ns: int
     recording: Recording  # times [s] from start_ns
     generation: int = 0  # the time base it was cut on (a reset or time jump starts a new one)
+    resets: int = 0  # resets before it was cut: a later reset forgets what it would fuse into
 
 
 @dataclass(frozen=True)

@@ -106,11 +106,19 @@ class WindowWorker:
         return None
 
     def _accept(self, window: Window, result: EstimationResult) -> None:
+        """Fuse, persist and publish an accepted window.
+
+        A ``~/reset`` while it was estimated makes it stale (the estimate it would join was
+        forgotten: counted, dropped). A time jump does not: its samples were one stretch of the
+        rig, so its parameters are fused and published; only its shadow states, stamped on the
+        time base the stamps have left, are neither published nor used to re-anchor the filter.
+        """
         estimate = result_estimate(result)
         with self._lock:
-            if window.generation != self._generation:  # reset or time jump while estimating
+            if window.resets != self.counters["resets"]:  # reset while estimating
                 self.counters["windows_stale"] += 1
                 return
+            same_time_base = window.generation == self._generation
             self._last_accepted = estimate
             self._fused = self._within_bounds(
                 fuse(self._fused, estimate, forgetting=self.settings.forgetting))
@@ -124,6 +132,8 @@ class WindowWorker:
         stamp_ns = window.start_ns + int(round(self.settings.window_s * NS_PER_S))
         self._emit("parameters", estimate, stamp_ns)
         self._emit("fused_parameters", fused, stamp_ns)
+        if not same_time_base:
+            return
         states = result.recordings[0]
         at = nearest_points(states.time_s, window.recording.time_s)
         stamps = window.start_ns + np.round(states.time_s[at] * NS_PER_S).astype(np.int64)
