@@ -27,7 +27,6 @@ import scipy.linalg
 from mb_estimation.errors import SimulationError
 from mb_estimation.multibody import joint_angles, joint_rates
 from mb_estimation.numerics import jax
-from mb_estimation.rigs.furuta import GRAVITY
 
 jnp = jax.numpy
 
@@ -91,7 +90,7 @@ def furuta_balance_gain(params: Mapping[str, float]) -> np.ndarray:
     m12 = -p["m_B"] * p["lA"] * p["l2"]
     m22 = p["J_Byy"] + p["m_B"] * p["l2"] ** 2
     mass = np.array([[m11, m12], [m12, m22]])
-    stiffness = np.array([[0.0, 0.0], [0.0, p["m_B"] * GRAVITY * p["l2"]]])
+    stiffness = np.array([[0.0, 0.0], [0.0, p["m_B"] * p["gravity"] * p["l2"]]])
     damping = np.diag([p["b1"], p["b2"]])
     minv = np.linalg.inv(mass)
     a = np.block([[np.zeros((2, 2)), np.eye(2)], [minv @ stiffness, -minv @ damping]])
@@ -114,14 +113,14 @@ def _swingup_input(system, params):
     if p["K"] == 0.0:
         raise SimulationError("the swingup scenario needs a motor gain K ≠ 0")
     swing_inertia = p["J_Byy"] + p["m_B"] * p["l2"] ** 2
-    top_energy = 2.0 * p["m_B"] * GRAVITY * p["l2"]
+    top_energy = 2.0 * p["m_B"] * p["gravity"] * p["l2"]
     gain = jnp.asarray(furuta_balance_gain(params))
     volts_per_newton_metre = 1.0 / p["K"]
 
     def input_fn(_j, state):
         theta = joint_angles(system, state)
         rate = joint_rates(system, state)
-        energy = 0.5 * swing_inertia * rate[1] ** 2 + p["m_B"] * GRAVITY * p["l2"] * (
+        energy = 0.5 * swing_inertia * rate[1] ** 2 + p["m_B"] * p["gravity"] * p["l2"] * (
             1.0 - jnp.cos(theta[1])
         )
         at_rest = jnp.abs(rate[1]) + jnp.abs(theta[1]) < 1e-3

@@ -21,8 +21,8 @@ Geometry (all vectors in the world frame, y up)
   ``C = R_A0.T @ R_B0``.  B's centre of mass is at ``lA * x_A + l2 * x_B``.
 * Inertias are principal in the body frames and taken about each body's
   centre of mass.
-* Gravity is ``R(tilt) @ (0, -9.82, 0)`` with the unit quaternion
-  ``tilt = [w, x, y, z]``.
+* Gravity is ``R(tilt) @ (0, -g, 0)`` with the unit quaternion
+  ``tilt = [w, x, y, z]`` and ``g = params["gravity"]`` (9.82 when absent).
 
 Derivation (closed form)
 ------------------------
@@ -96,9 +96,12 @@ def quat_to_matrix(q: Sequence[float]) -> np.ndarray:
 
 
 def gravity_vector(params: dict) -> np.ndarray:
-    """World gravity ``R(tilt) @ (0, -9.82, 0)``; identity tilt if absent."""
+    """World gravity ``R(tilt) @ (0, -g, 0)``.
+
+    ``g = params["gravity"]`` (9.82 if absent); identity tilt if absent.
+    """
     tilt = params.get("tilt", (1.0, 0.0, 0.0, 0.0))
-    return quat_to_matrix(tilt) @ np.array([0.0, -GRAVITY, 0.0])
+    return quat_to_matrix(tilt) @ np.array([0.0, -params.get("gravity", GRAVITY), 0.0])
 
 
 def _rot_x(a: float) -> np.ndarray:

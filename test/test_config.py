@@ -311,6 +311,19 @@ def test_missing_parameter_value(tmp_path):
     assert "kg m^2" in message
 
 
+
+def test_gravity_defaults_to_the_papers_and_takes_the_labs(tmp_path):
+    """``gravity`` [m/s²] may be left out (9.82, paper §4.3); a given one is checked and used."""
+    data = furuta()
+    data["parameters"].pop("gravity", None)
+    assert load_config(write(tmp_path, data)).parameters["gravity"] == 9.82
+    data["parameters"]["gravity"] = 9.80665
+    config = load_config(write(tmp_path, data))
+    assert config.parameters["gravity"] == 9.80665
+    assert config.fixed_parameters["gravity"] == 9.80665
+    data["parameters"]["gravity"] = -9.81
+    assert load_error(tmp_path, data).startswith("parameters.gravity: must be positive (gravity:")
+
 def test_null_parameter_value_is_missing(tmp_path):
     data = furuta()
     data["parameters"]["b1"] = None

@@ -483,6 +483,23 @@ def test_rigid_reference_recovered_with_stiff_hinges(truth, scenario):
                if row.name in ("J_Azz", "J_Byy"))
 
 
+
+def test_the_labs_gravity_is_the_models():
+    """A rig at the equator (g = 9.78 m/s²), 2 s of a release.
+
+    Fitted with its own g, recovered; with the paper's 9.82 the pendulum's inertia takes up the
+    0.4 % stronger gravity (J_Byy +0.57 %, 6 std).
+    """
+    local = apply_overrides(load_config("furuta_synthetic"),
+                            set_values={"l2": L2, "gravity": 9.78})
+    recording = _rigid_recording(local, "release", 2.0)  # the reference falls at 9.78 m/s²
+    right = _fit(apply_overrides(local, compliance=1e-8), recording).result
+    _assert_recovered(right, local)
+    paper = _fit(apply_overrides(local, compliance=1e-8, set_values={"gravity": 9.82}),
+                 recording).result
+    error = float(paper.parameters["J_Byy"]) - float(local.parameters["J_Byy"])
+    assert error > 3 * float(paper.std["J_Byy"][0]), (error, paper.std["J_Byy"])
+
 def test_estimate_does_not_depend_on_the_declared_stiffness(truth):
     """Stiff hinges (1e-7 … 1e-9 m/N) give the same estimate within its std."""
     recording = _rigid_recording(truth, "multisine", 1.0)

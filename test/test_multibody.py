@@ -195,7 +195,8 @@ def test_drift_correction_keeps_damped_hinges_at_compliance_times_force(repo_roo
 
 def _pendulum(angle, r_mu):
     values = {spec.name: 0.0 for spec in PENDULUM.parameters}
-    values.update(m_P=0.2, l=0.1, J_P=0.004, b=0.0, r_mu=r_mu, tilt=[1.0, 0.0, 0.0, 0.0],
+    values.update(m_P=0.2, l=0.1, J_P=0.004, b=0.0, r_mu=r_mu, gravity=9.82,
+                  tilt=[1.0, 0.0, 0.0, 0.0],
                   eps_lin=1e-6, eps_rot=1e-6, tau=0.002)
     system = get_rig("pendulum", "dry").build(parameter_arrays(values))
     initial = mb.states_from_joints(system, jnp.array([angle]), jnp.array([0.0]))

@@ -83,8 +83,8 @@ def test_release_transient_agrees_with_near_rigid_hinges(repo_root):
 def test_energy_matches_the_reference_model(repo_root):
     """``multibody.energy`` (bodies plus motor shaft) equals the rigid model's energy."""
     values = dict(load_config(repo_root / "config/furuta_synthetic.yaml").parameters)
-    values.update(J_shaft=3e-3, tilt=list(np.array([1.0, 0.1, 0.0, -0.05]) / np.linalg.norm(
-        [1.0, 0.1, 0.0, -0.05])))
+    values.update(J_shaft=3e-3, gravity=9.79, tilt=list(
+        np.array([1.0, 0.1, 0.0, -0.05]) / np.linalg.norm([1.0, 0.1, 0.0, -0.05])))
     system = get_rig("furuta").build(parameter_arrays(values))
     angles, rates = np.array([0.7, 2.2]), np.array([3.0, -1.5])
     state = states_from_joints(system, jnp.asarray(angles), jnp.asarray(rates))

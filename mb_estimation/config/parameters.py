@@ -73,7 +73,10 @@ def resolve_parameter(rig: RigSpec, name: Any, source: str, key: str) -> Paramet
 
 
 def parse_parameters(raw: Any, rig: RigSpec, source: str) -> dict[str, Any]:
-    """The ``parameters`` section: every parameter of ``rig``, in the rig's order."""
+    """The ``parameters`` section: every parameter of ``rig``, in the rig's order.
+
+    A parameter with a default (``gravity``) may be left out; every other one must be given.
+    """
     if raw is None:
         fail(source, "parameters", f"missing; every parameter of rig {rig.name} must be given: "
                                    f"{', '.join(rig.parameter_names)}")
@@ -83,13 +86,15 @@ def parse_parameters(raw: Any, rig: RigSpec, source: str) -> dict[str, Any]:
             fail(source, f"parameters.{name}",
                  f"unknown parameter of rig {rig.name}{suggest(str(name), rig.parameter_names)}"
                  f" (parameters: {', '.join(rig.parameter_names)})")
-    missing = [spec for spec in rig.parameters if raw.get(spec.name) is None]
+    missing = [spec for spec in rig.parameters
+               if raw.get(spec.name) is None and spec.default is None]
     if missing:
         listed = "; ".join(f"{spec.name} ({_range_text(spec)})" for spec in missing)
         plural = "s" if len(missing) > 1 else ""
         fail(source, "parameters", f"missing value{plural} for {listed}; every parameter of rig "
                                    f"{rig.name} must be given")
-    return {spec.name: parameter_value(spec, raw[spec.name], source, f"parameters.{spec.name}")
+    return {spec.name: parameter_value(spec, spec.default if raw.get(spec.name) is None
+                                       else raw[spec.name], source, f"parameters.{spec.name}")
             for spec in rig.parameters}
 
 

@@ -1,6 +1,6 @@
 """The Furuta pendulum (paper §4.3) in the geometry of DESIGN §3.
 
-World: y up, nominal gravity ``(0, -9.82, 0)`` rotated by ``tilt``. Hinge 1 at the origin, axis
+World: y up, gravity ``(0, -gravity, 0)`` rotated by ``tilt``. Hinge 1 at the origin, axis
 world +y, carries arm A (body 0); θ1 rotates A about +y. A's frame at θ1 = 0: ``x_A`` = world x
 (along the arm), ``y_A`` = -world z, ``z_A`` = world y. A's centre of mass at ``l1 x_A``, hinge 2
 at ``lA x_A`` with axis ``x_A``; θ2 rotates pendulum B (body 1) relative to A about ``x_A``,
@@ -22,7 +22,6 @@ from mb_estimation.numerics import jax, jit
 
 jnp = jax.numpy
 
-GRAVITY = 9.82  # [m/s^2], fixed magnitude (paper §4.3)
 
 
 def _frame(x_axis, y_axis):
@@ -46,9 +45,10 @@ HINGE2_ARM_FRAME = _frame([1, 0, 0], [0, 1, 0])
 HINGE2_PENDULUM_FRAME = _frame([0, 1, 0], [0, 0, -1])
 
 
-def gravity_vector(tilt):
-    """Gravity [m/s^2]: nominal ``(0, -9.82, 0)`` rotated by the unit quaternion ``tilt``."""
-    return lie.quat_rotate(lie.quat_normalize(tilt), jnp.array([0.0, -GRAVITY, 0.0]))
+def gravity_vector(tilt, magnitude):
+    """Gravity [m/s^2]: ``(0, -magnitude, 0)`` rotated by the unit quaternion ``tilt`` (§4.3)."""
+    down = jnp.array([0.0, -1.0, 0.0])
+    return magnitude * lie.quat_rotate(lie.quat_normalize(tilt), down)
 
 
 def build_system(params: Mapping[str, jax.Array]) -> Multibody:
@@ -102,4 +102,5 @@ def build_system(params: Mapping[str, jax.Array]) -> Multibody:
         stribeck_delta=zero,
         stribeck_zeta=zero,
     )
-    return Multibody(bodies=bodies, hinges=(hinge1, hinge2), gravity=gravity_vector(p["tilt"]))
+    return Multibody(bodies=bodies, hinges=(hinge1, hinge2),
+                     gravity=gravity_vector(p["tilt"], p["gravity"]))

@@ -18,7 +18,7 @@ class ParameterSpec:
     ``kind`` is ``"scalar"`` (a float) or ``"quaternion"`` (a unit quaternion ``[w, x, y, z]``
     with three degrees of freedom, estimated in its tangent space). ``lower``/``upper`` bound the
     value of a scalar parameter (the default box when it is free); they are ignored for
-    quaternions.
+    quaternions. ``default``: the value taken when a config leaves the parameter out.
     """
 
     name: str
@@ -27,6 +27,7 @@ class ParameterSpec:
     lower: float = 0.0
     upper: float = math.inf
     kind: str = "scalar"
+    default: float | None = None  # the value a config may leave out (None: it must give one)
 
     @property
     def size(self) -> int:
@@ -97,9 +98,17 @@ def _hinge_specs(suffix: str, hinge: str) -> tuple[ParameterSpec, ...]:
     )
 
 
-# Both rigs' gravity may be tilted (paper §4.3).
-_TILT = ParameterSpec("tilt", "quaternion", "rotation applied to nominal gravity (0, -9.82, 0)",
-                      kind="quaternion")
+#: [m/s^2] gravity's magnitude where a config does not give one: the paper's (§4.3, Sweden).
+DEFAULT_GRAVITY = 9.82
+
+# Both rigs' gravity: a magnitude (the lab's own: 9.78 at the equator ... 9.83 at the poles) and a
+# direction, (0, -1, 0) rotated by the tilt (paper §4.3).
+_GRAVITY_SPECS = (
+    ParameterSpec("gravity", "m/s^2", "magnitude of gravity at the rig (local g)", lower=_TINY,
+                  default=DEFAULT_GRAVITY),
+    ParameterSpec("tilt", "quaternion", "rotation applied to nominal gravity (0, -gravity, 0)",
+                  kind="quaternion"),
+)
 
 
 FURUTA = RigSpec(
@@ -124,7 +133,7 @@ FURUTA = RigSpec(
         ParameterSpec("mu2", "1", "dry friction coefficient of hinge 2"),
         ParameterSpec("r1", "m", "internal friction distance of hinge 1"),
         ParameterSpec("r2", "m", "internal friction distance of hinge 2"),
-        _TILT,
+        *_GRAVITY_SPECS,
         *_hinge_specs("1", "hinge 1"),
         *_hinge_specs("2", "hinge 2"),
     ),
@@ -148,7 +157,7 @@ PENDULUM = RigSpec(
         ParameterSpec("r_mu_k", "m", "Stribeck kinetic part (friction: stribeck), paper (4.1)"),
         ParameterSpec("r_mu_delta", "m", "Stribeck static minus kinetic part, paper (4.1)"),
         ParameterSpec("zeta", "s^2/rad^2", "Stribeck transition rate, paper (4.1)"),
-        _TILT,
+        *_GRAVITY_SPECS,
         *_hinge_specs("", "the hinge"),
     ),
     joints=("pendulum",),

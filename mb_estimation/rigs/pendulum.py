@@ -1,6 +1,6 @@
 """The single pendulum of paper §4.2 on a frictional hinge (viscous, dry or Stribeck (4.1)).
 
-World: y up, gravity ``(0, -9.82, 0)`` rotated by ``tilt``. The hinge sits at the origin with
+World: y up, gravity ``(0, -gravity, 0)`` rotated by ``tilt``. The hinge sits at the origin with
 axis world +z; the pendulum's frame at θ = 0 has ``x_P`` = -world y (from the hinge towards the
 centre of mass, which sits at ``l x_P``), ``y_P`` = world x, ``z_P`` = world z. θ = 0 hangs down.
 The inertia ``J_P`` about the centre of mass is taken isotropic: only its component about the
@@ -53,4 +53,5 @@ def build_system(params: Mapping[str, jax.Array], friction: str = "dry") -> Mult
         stribeck_zeta=zeta,
     )
     bodies = Bodies(mass=jnp.stack([p["m_P"]]), inertia=jnp.stack([jnp.full(3, p["J_P"])]))
-    return Multibody(bodies=bodies, hinges=(hinge,), gravity=gravity_vector(p["tilt"]))
+    return Multibody(bodies=bodies, hinges=(hinge,),
+                     gravity=gravity_vector(p["tilt"], p["gravity"]))
