@@ -454,4 +454,7 @@ def method_summary(config: Config, result: EstimationResult | None = None) -> di
         joint = [level for level in result.refinement if level.formulation == "joint"]
         summary["steps"] = [float(level.dt) for level in joint]
         summary["kappa_per_step"] = [float(level.kappa) for level in joint]
+        if "rest_inertia" in result.settings:  # what κ was scaled by (consistent.kappa_per_step)
+            summary["rest_inertia"] = float(result.settings["rest_inertia"])
+            summary["kappa_reference_inertia"] = float(result.settings["kappa_reference_inertia"])
     return summary

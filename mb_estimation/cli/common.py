@@ -62,8 +62,9 @@ def add_step_and_weight_options(parser: argparse.ArgumentParser) -> None:
                         help="estimation step h [s] (consistent: the finest step; default the "
                         "recording's sample period; paper: default the config's method.dt)")
     parser.add_argument("--kappa", type=float, metavar="K",
-                        help="state error weight κ (consistent: read at h = 0.01 s and scaled "
-                        "as κ·0.01 s/h per step)")
+                        help="state error weight κ (consistent: read at h = 0.01 s on a rig "
+                        "of 0.04 kg m² about its first joint, and scaled as κ·(0.01 s/h)·"
+                        "(0.04 kg m²/I)² per step for the rig's rest inertia I)")
 
 
 def add_method_options(parser: argparse.ArgumentParser, *, single_values: bool = True) -> None:

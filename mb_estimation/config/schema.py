@@ -141,7 +141,8 @@ class MethodSettings:
     refinement_levels: int = 2  # consistent: steps refinement_dt * 2^(levels-1) ... refinement_dt
     simulation_refinement: str = "off"  # consistent: fit through the simulator? off|auto|on
     simulation_segment_s: float = 1.0  # its first shooting segments [s] (then up to 4 s)
-    kappa: float = 100.0  # state error weight, Omega^-1 = kappa I (consistent: read at h = 0.01 s)
+    kappa: float = 100.0  # state error weight, Omega^-1 = kappa I (consistent: read at h = 0.01 s
+    #                       on a rig of 0.04 kg m^2, estimation.consistent.kappa_per_step)
     filter_cutoff_hz: float = 10.0  # Butterworth cutoff for the initial states [Hz]
     max_iterations: int = 60  # Levenberg-Marquardt iteration limit
     gradient_tolerance: float = 1e-2  # epsilon_g (the paper: 10)

@@ -7,6 +7,7 @@ consistent path over refined steps (:mod:`mb_estimation.estimation.consistent`).
 """
 
 from mb_estimation.estimation.consistent import (
+    KAPPA_REFERENCE_INERTIA,
     KAPPA_REFERENCE_STEP,
     RefinementLevel,
     estimate_consistently,
@@ -26,7 +27,7 @@ from mb_estimation.estimation.solver import (
     estimate,
 )
 
-__all__ = ["KAPPA_REFERENCE_STEP", "EstimationProblem", "EstimationResult", "FitStatus",
-           "IterationRecord",
+__all__ = ["KAPPA_REFERENCE_INERTIA", "KAPPA_REFERENCE_STEP", "EstimationProblem",
+           "EstimationResult", "FitStatus", "IterationRecord",
            "RecordingEstimate", "RefinementLevel", "SolverSettings", "compile_model", "estimate",
            "estimate_consistently", "kappa_per_step", "refinement_steps"]

@@ -15,7 +15,13 @@ there:
    allows grows as the step shrinks (κ per step means ``1/(κ h)`` per second); refining h then
    lets the states follow the noise and biases the parameters (errors in variables). Here κ is
    read at the paper's step, ``h_ref = 0.01 s``, and used per step as ``κ h_ref / h``, a fixed
-   force noise intensity whatever the step.
+   force noise intensity whatever the step. The same holds for the rig's size: impulses scale
+   with its inertia, so a κ that suits the paper's rig lets a rig a hundred times lighter follow
+   its noise (and its inertias fall to their bounds: a fit whose states absorb the noise pays
+   least for the dynamics with the least inertia). κ is read for a rig of
+   ``I_ref = 0.04 kg m²`` about its first joint (the paper's, Table 1: 0.041) and scaled by
+   ``(I_ref / I)²`` for a rig of rest inertia ``I`` (:attr:`~mb_estimation.rigs.Rig.rest_inertia`,
+   from the values the fit starts from): the same force noise relative to the rig's inertia.
 
 The fit runs on a sequence of steps, coarse to fine (by default ``2h, h``), each warm-started
 from the previous (parameters, and the shadow motion carried by cubic Hermite interpolation).
@@ -49,6 +55,9 @@ from mb_estimation.estimation.solver import (
 )
 
 KAPPA_REFERENCE_STEP = 0.01  # [s] the step at which κ is read (the paper's §4.6 setting)
+# [kg m²] the rest inertia at which κ is read: about the paper's rig's (Table 1: 0.0407; the
+# Table G.5 values of §4.7: 0.0334), for which κ = 100 was chosen (§4.6)
+KAPPA_REFERENCE_INERTIA = 0.04
 
 
 @dataclass(frozen=True)
@@ -84,9 +93,16 @@ class SimulationRefinement:
     settings: ShootingSettings = ShootingSettings()
 
 
-def kappa_per_step(kappa: float, dt: float) -> float:
-    """κ per step of ``dt`` [s] for a κ read at :data:`KAPPA_REFERENCE_STEP`."""
-    return kappa * KAPPA_REFERENCE_STEP / dt
+def kappa_per_step(kappa: float, dt: float,
+                   rest_inertia: float = KAPPA_REFERENCE_INERTIA) -> float:
+    """κ per step of ``dt`` [s] on a rig of ``rest_inertia`` [kg m²] (module docstring, 3.).
+
+    ``kappa`` is read at :data:`KAPPA_REFERENCE_STEP` on a rig of
+    :data:`KAPPA_REFERENCE_INERTIA`: ``κ (h_ref / dt) (I_ref / rest_inertia)²``.
+    """
+    if not rest_inertia > 0.0:
+        raise ValueError(f"the rig's rest inertia must be positive, got {rest_inertia!r} kg m²")
+    return kappa * (KAPPA_REFERENCE_STEP / dt) * (KAPPA_REFERENCE_INERTIA / rest_inertia) ** 2
 
 
 def refinement_steps(finest_dt: float, levels: int) -> tuple[float, ...]:
@@ -109,7 +125,9 @@ def estimate_consistently(
     """Fit in joint coordinates at each of ``steps`` [s] (coarse to fine), warm-started.
 
     ``problem_at(dt)`` gives the problem on the grid of step ``dt``; its formulation is set to
-    ``joint`` here. ``settings.kappa`` is read at :data:`KAPPA_REFERENCE_STEP`.
+    ``joint`` here. ``settings.kappa`` is read at :data:`KAPPA_REFERENCE_STEP` on a rig of
+    :data:`KAPPA_REFERENCE_INERTIA` (:func:`kappa_per_step`, with the rest inertia of the first
+    problem's values, the same for every level).
     ``level_started(index, dt, problem)`` is called before each fit. With ``simulation`` the
     finest fit is refined through the simulator (its parameters, std, covariance and
     excitation flags replace the joint fit's; the states stay the joint fit's);
@@ -120,8 +138,11 @@ def estimate_consistently(
     history: list[IterationRecord] = []
     previous: EstimationResult | None = None
     result = None
+    rest_inertia = None
     for index, dt in enumerate(steps):
         problem = dataclasses.replace(problem_at(dt), formulation="joint")
+        if rest_inertia is None:  # from the values the fit starts from, not a level's estimate
+            rest_inertia = problem.rig.rest_inertia(problem.parameters)
         if previous is not None:  # warm start: the last level's parameters, states carried over
             grids = []
             for estimate_, grid in zip(previous.recordings, problem.recordings, strict=True):
@@ -143,11 +164,10 @@ def estimate_consistently(
             if progress is not None:
                 progress(entry)
 
-        result = estimate(problem, dataclasses.replace(settings,
-                                                       kappa=kappa_per_step(settings.kappa, dt)),
-                          progress=relay)
+        kappa = kappa_per_step(settings.kappa, dt, rest_inertia)
+        result = estimate(problem, dataclasses.replace(settings, kappa=kappa), progress=relay)
         levels.append(RefinementLevel(
-            dt=dt, kappa=kappa_per_step(settings.kappa, dt),
+            dt=dt, kappa=kappa,
             parameters={name: np.asarray(result.parameters[name]) for name in result.free},
             std=dict(result.std), cost=result.cost, iterations=result.iterations,
             status=result.status, solve_time_s=result.solve_time_s,
@@ -165,6 +185,8 @@ def estimate_consistently(
         settings={**result.settings, "estimator": "consistent",
                   "kappa_reference": settings.kappa,
                   "kappa_reference_step": KAPPA_REFERENCE_STEP,
+                  "kappa_reference_inertia": KAPPA_REFERENCE_INERTIA,
+                  "rest_inertia": rest_inertia,
                   "steps": [float(dt) for dt in steps]})
     if simulation is None:
         return result

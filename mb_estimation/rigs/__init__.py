@@ -23,10 +23,16 @@ from mb_estimation.rigs.parameters import FURUTA, PENDULUM, PENDULUM_FRICTION_MO
 
 @dataclass(frozen=True)
 class Rig:
-    """A rig: its spec and ``build(parameters) -> Multibody``."""
+    """A rig: its spec, ``build(parameters) -> Multibody`` and ``rest_inertia(parameters)``.
+
+    ``rest_inertia``: the inertia its first joint turns with every body at rest at zero angles
+    [kg m²] (the motor axis of a Furuta pendulum), from plain parameter values; the scale the
+    consistent path reads its state error weight κ against.
+    """
 
     spec: RigSpec
     build: Callable[[Mapping[str, jax.Array]], Multibody]
+    rest_inertia: Callable[[Mapping[str, object]], float]
 
     @property
     def name(self) -> str:
@@ -64,19 +70,21 @@ def _cached_rig(name: str, friction: str | None, drift_correction: bool,
     from mb_estimation.rigs import furuta, pendulum
 
     if name == FURUTA.name:
-        rig = Rig(FURUTA, furuta.build_system)
+        rig = Rig(FURUTA, furuta.build_system, furuta.rest_inertia)
     elif name == PENDULUM.name:
         model = friction or "dry"
         if model not in PENDULUM_FRICTION_MODELS:
             raise ValueError(f"unknown pendulum friction model {model!r}; "
                              f"choose one of {', '.join(PENDULUM_FRICTION_MODELS)}")
-        rig = Rig(PENDULUM, functools.partial(pendulum.build_system, friction=model))
+        rig = Rig(PENDULUM, functools.partial(pendulum.build_system, friction=model),
+                  pendulum.rest_inertia)
     else:
         raise ValueError(f"unknown rig {name!r}; choose furuta or pendulum")
     if drift_correction:
-        rig = Rig(rig.spec, functools.partial(_with_drift_correction, rig.build))
+        rig = dataclasses.replace(rig, build=functools.partial(_with_drift_correction, rig.build))
     if dry_friction is not None:
-        rig = Rig(rig.spec, functools.partial(_with_dry_friction, rig.build, dry_friction))
+        rig = dataclasses.replace(rig, build=functools.partial(_with_dry_friction, rig.build,
+                                                               dry_friction))
     return rig
 
 

@@ -51,6 +51,18 @@ def gravity_vector(tilt, magnitude):
     return magnitude * lie.quat_rotate(lie.quat_normalize(tilt), down)
 
 
+def rest_inertia(params: Mapping[str, object]) -> float:
+    """The inertia the motor turns with the pendulum hanging at rest [kg m²].
+
+    ``M₁₁(θ₂ = 0) = J_shaft + J_Azz + m_A l1² + m_B lA² + J_Bxx`` (B's rod along gravity, so
+    B turns about its own x axis).
+    """
+    p = {name: float(np.asarray(params[name])) for name in
+         ("J_shaft", "J_Azz", "m_A", "l1", "m_B", "lA", "J_Bxx")}
+    return (p["J_shaft"] + p["J_Azz"] + p["m_A"] * p["l1"] ** 2 + p["m_B"] * p["lA"] ** 2
+            + p["J_Bxx"])
+
+
 def build_system(params: Mapping[str, jax.Array]) -> Multibody:
     """The Furuta pendulum as a :class:`Multibody` from parameters named as in DESIGN §3."""
     p = params

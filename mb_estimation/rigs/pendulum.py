@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import numpy as np
+
 from mb_estimation.multibody import WORLD, Bodies, Hinge, Multibody
 from mb_estimation.numerics import jax
 from mb_estimation.rigs.furuta import _frame, gravity_vector
@@ -19,6 +21,12 @@ jnp = jax.numpy
 
 HINGE_WORLD_FRAME = _frame([0, 0, 1], [0, -1, 0])
 HINGE_PENDULUM_FRAME = _frame([0, 0, 1], [1, 0, 0])
+
+
+def rest_inertia(params: Mapping[str, object]) -> float:
+    """The inertia the pendulum turns with about its hinge [kg m²]: ``J_P + m_P l²``."""
+    p = {name: float(np.asarray(params[name])) for name in ("J_P", "m_P", "l")}
+    return p["J_P"] + p["m_P"] * p["l"] ** 2
 
 
 def build_system(params: Mapping[str, jax.Array], friction: str = "dry") -> Multibody:
