@@ -493,7 +493,8 @@ def test_a_failing_output_or_fusion_never_stops_the_worker():
     assert core.fused is not None and core.fused.windows == 3
 
 
-def test_a_window_in_flight_during_a_reset_is_discarded():
+def _window_interrupted(interrupt):
+    """A window held in the estimator while ``interrupt(core)`` happens, then let go."""
     started, release = threading.Event(), threading.Event()
 
     def slow(config, recording):
@@ -507,15 +508,18 @@ def test_a_window_in_flight_during_a_reset_is_discarded():
     try:
         _feed(core, 5.5)
         assert started.wait(10.0)
-        core.reset()
+        interrupt(core)
         release.set()
         _wait_idle(core)
     finally:
         core.stop()
-    d = core.diagnostics()
+    return core.diagnostics(), core, out
+
+
+def test_a_window_in_flight_during_a_reset_is_discarded():
+    d, core, out = _window_interrupted(lambda core: core.reset())
     assert d["windows_stale"] == 1 and core.fused is None and out.fused == []
     assert d.get("filter_reanchored", 0) == 0
-
 
 
 def test_a_window_in_flight_during_a_time_jump_is_fused_without_its_shadow_states():
@@ -524,29 +528,13 @@ def test_a_window_in_flight_during_a_time_jump_is_fused_without_its_shadow_state
     Its samples were one stretch of the rig, so its parameters count; its states' stamps
     belong to the time base left behind.
     """
-    started, release = threading.Event(), threading.Event()
-
-    def slow(config, recording):
-        started.set()
-        release.wait(10.0)
-        return _fake_estimator(config, recording)
-
-    out = Collect()
-    core = EstimatorCore(_config(), out.outputs, estimator=slow)
-    core.start()
-    try:
-        _feed(core, 5.5)
-        assert started.wait(10.0)
-        _feed(core, 0.5)  # the stamps go back 5.5 s, as a looped 5.5 s bag does
-        release.set()
-        _wait_idle(core)
-    finally:
-        core.stop()
-    d = core.diagnostics()
+    # the stamps go back 5.5 s, as a looped 5.5 s bag does
+    d, core, out = _window_interrupted(lambda core: _feed(core, 0.5))
     assert d["time_jumps"] == 1 and d.get("windows_stale", 0) == 0
     assert d["windows_accepted"] == 1 and core.fused is not None and core.fused.windows == 1
     assert len(out.parameters) == 1 and len(out.fused) == 1
     assert out.shadow == [] and d.get("filter_reanchored", 0) == 0
+
 
 def test_a_voltage_script_is_the_input_timed_from_the_first_joint_state():
     """A bag recorded without its input: the config's script, restarted on a time jump."""

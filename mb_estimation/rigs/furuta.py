@@ -23,7 +23,6 @@ from mb_estimation.numerics import jax, jit
 jnp = jax.numpy
 
 
-
 def _frame(x_axis, y_axis):
     """Quaternion of the right-handed frame with the given x and y axes (z = x × y).
 
