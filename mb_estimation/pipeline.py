@@ -304,7 +304,8 @@ def solver_settings(config: Config) -> SolverSettings:
     method = config.method
     return SolverSettings(kappa=method.kappa, max_iterations=method.max_iterations,
                           gradient_tolerance=method.gradient_tolerance,
-                          step_tolerance=method.step_tolerance)
+                          step_tolerance=method.step_tolerance,
+                          time_limit_s=method.time_limit_s)
 
 
 def calibrate(config: Config, grids: Sequence[GridData], *, estimate_parameters: bool = True,

@@ -10,7 +10,13 @@ import pytest
 from finite_differences import assert_parameter_columns
 
 from mb_estimation.config import apply_overrides, load_config
-from mb_estimation.estimation import EstimationProblem, SolverSettings, estimate, recording_blocks
+from mb_estimation.estimation import (
+    EstimationProblem,
+    FitStatus,
+    SolverSettings,
+    estimate,
+    recording_blocks,
+)
 from mb_estimation.estimation.compiled import Compiler
 from mb_estimation.estimation.covariance import (
     gravity_frame,
@@ -371,6 +377,21 @@ def test_estimate_recovers_the_truth_from_self_consistent_data(furuta_case):
     assert result.cost == pytest.approx(result.observation_mse + result.impulse_mse)
     assert result.message
 
+
+
+def test_a_fit_stops_at_its_time_limit(furuta_case):
+    """``time_limit_s``: no new iteration once the solve has run that long (compiling apart)."""
+    truth, rig, grid = furuta_case
+    free = ("J_Azz", "J_Byy")
+    start = apply_overrides(truth, free=list(free), set_values={"J_Azz": 0.01, "J_Byy": 0.01})
+    problem = EstimationProblem(rig, start.parameters, free,
+                                {n: start.free[n].lower for n in free},
+                                {n: start.free[n].upper for n in free}, (grid,))
+    result = estimate(problem, SolverSettings(max_iterations=40, time_limit_s=1e-6))
+    assert result.status == FitStatus.TIME_LIMIT and not result.converged
+    assert result.iterations == 0 and "time limit (1e-06 s of solving)" in result.message
+    assert result.settings["time_limit_s"] == 1e-6
+    assert estimate(problem, SolverSettings(max_iterations=40, time_limit_s=60.0)).converged
 
 def _first_steps(grid, count: int):
     """The first ``count`` grid points of ``grid`` (a shorter recording)."""

@@ -8,6 +8,7 @@ such data lands on shadow values (benchmarks/RESULTS.md, issues 3 and 5).
 """
 
 import numpy as np
+import pytest
 from configs import TABLE_1, TRUTH
 
 from mb_estimation.config import apply_overrides, load_config
@@ -46,6 +47,8 @@ def test_node_windows_estimate_the_rig_s_own_inertias_with_the_program_of_its_wa
               for name, value in TRUTH.items()}
     assert max(abs(e) for e in errors.values()) < 0.02, errors
     assert swing_up.refinement[-1].dt == 1e-3 and len(swing_up.refinement) == 1
+    # a window's fit may take 1.5 strides of solving (then the next window waits)
+    assert swing_up.settings["time_limit_s"] == pytest.approx(1.5 * config.node.stride_s)
     states = swing_up.recordings[0]
     assert states.time_s[0] == 0.0 and states.time_s[-1] == window_s
     assert len(states.time_s) == round(window_s / 1e-3) + 1

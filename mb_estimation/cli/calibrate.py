@@ -34,7 +34,7 @@ def add_calibrate(commands) -> None:
 
 
 def calibrate_command(args) -> int:
-    """0 when the fit converged or reached its iteration limit, 1 when it made no progress."""
+    """0 when the fit converged or reached its iteration or time limit; 1 without progress."""
     from mb_estimation.cli.printing import calibration_progress, print_written
     from mb_estimation.estimation.result import FitStatus
     from mb_estimation.workflows import calibrate_and_write
@@ -45,4 +45,5 @@ def calibrate_command(args) -> int:
     result = calibrate_and_write(config, args.bags, output, start_s=args.start, end_s=args.end,
                                  progress=calibration_progress(args.quiet, config)).result
     print_written(output, result)
-    return 0 if result.converged or result.status == FitStatus.MAX_ITERATIONS else 1
+    return 0 if result.converged or result.status in (FitStatus.MAX_ITERATIONS,
+                                                       FitStatus.TIME_LIMIT) else 1

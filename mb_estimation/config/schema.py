@@ -29,6 +29,7 @@ node settings. Parameter names, units and admissible ranges come from
       max_iterations: 60       # Levenberg-Marquardt iteration limit
       gradient_tolerance: 1.0e-2 # stop when |g| <= this
       step_tolerance: 1.0e-6   # stop when |delta| <= this
+      time_limit_s: null       # no new iteration after this much solving [s] (node: 1.5 strides)
     simulation:                # forward simulation defaults (SimulationSettings), all optional
       dt: 1.0e-4               # simulation time step [s]
       rate_hz: 1000.0          # sample rate of recorded joint states [Hz]
@@ -147,6 +148,8 @@ class MethodSettings:
     max_iterations: int = 60  # Levenberg-Marquardt iteration limit
     gradient_tolerance: float = 1e-2  # epsilon_g (the paper: 10)
     step_tolerance: float = 1e-6  # epsilon_delta
+    time_limit_s: float | None = None  # no new LM iteration after this much solving [s] (per
+    #                                    fit, compiling not counted); None: none (node: 1.5 strides)
 
 
 @dataclass(frozen=True)

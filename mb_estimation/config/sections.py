@@ -56,6 +56,7 @@ METHOD_FIELDS: dict[str, Check] = {
     "max_iterations": at_least(0),
     "gradient_tolerance": non_negative,
     "step_tolerance": non_negative,
+    "time_limit_s": positive,
 }
 
 SIMULATION_FIELDS: dict[str, Check] = {

@@ -72,13 +72,16 @@ class SolverSettings:
     """Method settings of one solve (paper §3.4, §4.4).
 
     ``kappa``: state error weight κ (``Ω⁻¹ = κI``); ``max_iterations``; stop when the projected
-    gradient norm ``‖Jᵀr‖ ≤ gradient_tolerance`` or the step norm ``‖δ‖ ≤ step_tolerance``.
+    gradient norm ``‖Jᵀr‖ ≤ gradient_tolerance`` or the step norm ``‖δ‖ ≤ step_tolerance``;
+    ``time_limit_s``: no new iteration once the solve has run this long [s], compiling not
+    counted (None: no limit).
     """
 
     kappa: float = 100.0
     max_iterations: int = 60
     gradient_tolerance: float = 1e-2
     step_tolerance: float = 1e-6
+    time_limit_s: float | None = None
 
 
 @dataclass(frozen=True)

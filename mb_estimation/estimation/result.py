@@ -16,6 +16,7 @@ class FitStatus(str, enum.Enum):
     CONVERGED = "converged"  # converged by a solver's own rule (the simulation refinement)
     NO_PROGRESS = "no_progress"  # no damping gives a decrease
     MAX_ITERATIONS = "max_iterations"  # the iteration limit, before any tolerance
+    TIME_LIMIT = "time_limit"  # the solve-time limit, before any tolerance
 
     def __str__(self) -> str:
         return self.value

@@ -174,10 +174,19 @@ def estimate(problem: EstimationProblem, settings: SolverSettings = DEFAULT_SETT
     state = init(solver, free_values, initial_states)
     record(state)
     while (status := terminate(solver, state)) is None:
+        if _out_of_time(solver, started):
+            status = FitStatus.TIME_LIMIT
+            break
         state = step(solver, state)
         if state.status is None:
             record(state)
     return _result(solver, state, status, history, started)
+
+
+def _out_of_time(solver: LevenbergMarquardt, started: float) -> bool:
+    """Whether the solve has used its time limit [s] (compiling, counted apart, excluded)."""
+    limit = solver.settings.time_limit_s
+    return limit is not None and time.perf_counter() - started - solver.compiler.seconds > limit
 
 
 def _solver(problem: EstimationProblem, settings: SolverSettings
@@ -283,6 +292,8 @@ def _result(solver: LevenbergMarquardt, state: LMState, status: FitStatus,
                                "precision, or a poorly scaled problem)",
         FitStatus.MAX_ITERATIONS: f"stopped at the iteration limit ({settings.max_iterations}) "
                                   "before a tolerance was met",
+        FitStatus.TIME_LIMIT: f"stopped at the time limit ({settings.time_limit_s} s of "
+                              "solving) before a tolerance was met",
     }
     message = (f"{descriptions[status]}; {state.iteration} iterations, cost {final.cost:.4g} "
                f"(observation {final.observation_mse:.4g}, impulse {final.impulse_mse:.4g})")
@@ -297,5 +308,6 @@ def _result(solver: LevenbergMarquardt, state: LMState, status: FitStatus,
         settings={"dt": grids[0].dt, "kappa": settings.kappa,
                   "max_iterations": settings.max_iterations,
                   "gradient_tolerance": settings.gradient_tolerance,
-                  "step_tolerance": settings.step_tolerance},
+                  "step_tolerance": settings.step_tolerance,
+                  "time_limit_s": settings.time_limit_s},
     )

@@ -64,6 +64,12 @@ def window_step(config: Config) -> float:
     return NODE_STEP_S if method.refinement_dt is None else method.refinement_dt
 
 
+#: A window's fit stops (rejected, ``time_limit``) after this many strides of solving unless
+#: ``method.time_limit_s`` says otherwise: by then the next window is waiting, and a window
+#: that takes two strides to fail makes the worker meet only windows of its own phase.
+WINDOW_TIME_LIMIT_STRIDES = 1.5
+
+
 def window_config(config: Config) -> Config:
     """The config the node estimates a window with.
 
@@ -71,14 +77,17 @@ def window_config(config: Config) -> Config:
     from the last accepted one, so the coarse level's continuation is not needed, and one
     program compiles at start-up) and no simulation refinement (its prediction checks and
     shooting fit take longer than a stride). How far the estimate still moves with the step
-    is the offline calibration's to show.
+    is the offline calibration's to show. Either estimator's fit has a time limit,
+    ``method.time_limit_s`` or :data:`WINDOW_TIME_LIMIT_STRIDES` strides.
     """
     method = config.method
-    if method.estimator == "paper":
-        return config
-    return dataclasses.replace(config, method=dataclasses.replace(
-        method, refinement_dt=window_step(config), refinement_levels=1,
-        simulation_refinement="off"))
+    if method.time_limit_s is None:
+        method = dataclasses.replace(
+            method, time_limit_s=WINDOW_TIME_LIMIT_STRIDES * config.node.stride_s)
+    if method.estimator != "paper":
+        method = dataclasses.replace(method, refinement_dt=window_step(config),
+                                     refinement_levels=1, simulation_refinement="off")
+    return dataclasses.replace(config, method=method)
 
 
 def estimate_window(config: Config, recording: Recording) -> EstimationResult:
