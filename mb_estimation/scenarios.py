@@ -27,6 +27,7 @@ import scipy.linalg
 from mb_estimation.errors import SimulationError
 from mb_estimation.multibody import joint_angles, joint_rates
 from mb_estimation.numerics import jax
+from mb_estimation.rigs.furuta import rest_inertia
 
 jnp = jax.numpy
 
@@ -85,8 +86,7 @@ def furuta_balance_gain(params: Mapping[str, float]) -> np.ndarray:
     of the swing-up; any stabilising gain would do.
     """
     p = _scalar_parameters(params)
-    m11 = (p["J_shaft"] + p["J_Azz"] + p["m_A"] * p["l1"] ** 2 + p["m_B"] * p["lA"] ** 2
-           + p["J_Bxx"])
+    m11 = rest_inertia(p)  # M₁₁ upright equals M₁₁ hanging (cos² θ₂ = 1, sin² θ₂ = 0)
     m12 = -p["m_B"] * p["lA"] * p["l2"]
     m22 = p["J_Byy"] + p["m_B"] * p["l2"] ** 2
     mass = np.array([[m11, m12], [m12, m22]])
