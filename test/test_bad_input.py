@@ -133,6 +133,33 @@ def test_too_short_for_one_step(tmp_path, capsys):
     _assert_one_line(status, err, "too short|nothing left|--start")
 
 
+def test_a_lone_stamp_far_away_is_one_line_before_any_allocation(tmp_path, capsys):
+    """A joint state stamped 1e6 s after the others: the recording is mostly gap."""
+    from mb_estimation.io.bags import write_rig_bag
+
+    stamps = T0_NS + np.arange(300, dtype=np.int64) * 1_000_000
+    stamps[-1] += 10**6 * 10**9
+    t = np.arange(300) * 1e-3
+    bag = write_rig_bag(
+        tmp_path / "bag", joint_time_ns=stamps, joint_names=["arm", "pendulum"],
+        joint_positions=np.stack([np.sin(t), 0.1 * np.cos(3 * t)], axis=1),
+        joint_states_topic="/joint_states", voltage_time_ns=stamps[:-1], voltage=np.ones(299),
+        voltage_topic="/control_voltage")
+    status, err = _calibrate(capsys, bag, output=tmp_path / "o")
+    _assert_one_line(status, err, r"no joint state for 1e\+06 s.*--start/--end")
+
+
+def test_the_low_pass_allocates_for_the_samples_not_for_a_gap():
+    """Each stretch between gaps on its own: a 1e6 s gap costs nothing, smooths nothing over."""
+    from mb_estimation.signals.preprocess import lowpass
+
+    time_s = np.concatenate([np.arange(500) * 1e-3, 1e6 + np.arange(500) * 1e-3])
+    values = np.concatenate([np.zeros(500), np.ones(500)])[:, None]
+    smoothed = lowpass(time_s, values, 10.0)
+    np.testing.assert_allclose(smoothed[:500], 0.0, atol=1e-12)
+    np.testing.assert_allclose(smoothed[500:], 1.0, atol=1e-12)
+
+
 def test_no_voltage_at_all(tmp_path, capsys):
     bag = _bag(tmp_path / "bag", voltage=False)
     status, err = _calibrate(capsys, bag, output=tmp_path / "o")

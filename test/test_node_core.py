@@ -18,6 +18,7 @@ from mb_estimation.config import load_config
 from mb_estimation.estimation import EstimationResult, RecordingEstimate
 from mb_estimation.online import messages
 from mb_estimation.online.core import EstimatorCore, NodeOutputs, with_node
+from mb_estimation.online.intake import STAMP_CONFIRMATIONS
 from mb_estimation.online.windows import window_step
 
 NS = 1_000_000_000
@@ -548,10 +549,12 @@ def test_a_voltage_script_is_the_input_timed_from_the_first_joint_state():
     start = T0 + 7 * NS
     for k in range(4):  # 1 ms apart: the 0.43 tick lasts 2 ms
         core.on_joint_state(start + k * 1_000_000, NAMES, (0.0, 0.0))
-    core.on_joint_state(T0, NAMES, (0.0, 0.0))  # the bag again, from its start: a time jump
+    again = [T0 + k * 1_000_000 for k in range(STAMP_CONFIRMATIONS)]
+    for stamp in again:  # the bag again, from its start: a time jump once these confirm it
+        core.on_joint_state(stamp, NAMES, (0.0, 0.0))
     stamps, values = core._voltage.ordered()
-    assert list(stamps) == [T0]  # what was before the jump is of another time base
-    assert list(values[:, 0]) == [0.43]
+    assert list(stamps) == again  # what was before the jump is of another time base
+    assert list(values[:, 0]) == [0.43, 0.43] + [0.0] * (STAMP_CONFIRMATIONS - 2)
     core = EstimatorCore(config, estimator=_fake_estimator)
     for k in range(4):
         core.on_joint_state(start + k * 1_000_000, NAMES, (0.0, 0.0))
@@ -604,8 +607,8 @@ def test_voltage_messages_and_efforts_become_held_voltages():
     effort = dataclasses.replace(config, recording=dataclasses.replace(
         config.recording, voltage_type="sensor_msgs/msg/JointState", voltage_joint="arm"))
     core = EstimatorCore(effort, estimator=_fake_estimator)
-    core.on_joint_effort(T0, NAMES, (4.0, 0.0))
-    core.on_joint_effort(T0 + 1, NAMES, ())
+    core.on_joint_state(T0, NAMES, (0.0, 0.0), efforts=(4.0, 0.0))
+    core.on_joint_state(T0 + 1, NAMES, (0.0, 0.0), efforts=())
     stamps, values = core._voltage.ordered()
     assert list(stamps) == [T0] and list(values[:, 0]) == [4.0]
     assert core.diagnostics()["message_errors"] == 1

@@ -447,7 +447,7 @@ def test_ros_node_serves_diagnostics_parameters_and_services(ros_context, tmp_pa
         assert "J_Azz" in labels and "tilt_rx" in labels
     finally:
         executor.shutdown(timeout_sec=2.0)
-        node.close(drain_timeout_s=5.0)
+        node.close()
         node.destroy_node()
         probe.destroy_node()
 

@@ -37,10 +37,8 @@ def input_handlers(core: EstimatorCore) -> tuple[Callable[[Any, int | None], Non
     from_effort = recording.voltage_type == JOINT_STATE
 
     def on_joint_state(msg, source_ns: int | None) -> None:
-        stamp = stamp_to_ns(msg.header.stamp)
-        core.on_joint_state(stamp, msg.name, msg.position, source_ns)
-        if from_effort:
-            core.on_joint_effort(stamp, msg.name, msg.effort)
+        core.on_joint_state(stamp_to_ns(msg.header.stamp), msg.name, msg.position, source_ns,
+                            msg.effort if from_effort else None)
 
     def on_voltage(msg, source_ns: int | None) -> None:
         core.on_voltage_message(msg.data, source_ns)

@@ -69,20 +69,27 @@ class SampleRing:
         index = (self._end - self._size + np.arange(self._size)) % self.capacity
         return self._stamps[index].copy(), self._values[index].copy()
 
-    def between(self, start_ns: int, end_ns: int) -> tuple[np.ndarray, np.ndarray]:
+    def between(self, start_ns: int, end_ns: int,
+                margin_ns: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Samples from the last one at or before ``start_ns`` to the first at or after ``end_ns``.
 
         The samples just outside the interval are included so that the interval is covered
-        when there are samples on both sides (interpolation and a held input need them). Only
-        those samples are copied (binary search over the ring), so a window is cheap to cut.
+        when there are samples on both sides (interpolation and a held input need them), but
+        only those within ``margin_ns`` of it when a margin is given: a neighbour stamped far
+        away (a stamp glitch) never stretches what is returned. Only the samples returned are
+        copied (binary search over the ring), so a window is cheap to cut.
         """
         oldest = self._end - self._size
 
         def stamp(i):
             return self._stamps[(oldest + i) % self.capacity]
 
-        first = max(bisect.bisect_right(range(self._size), start_ns, key=stamp) - 1, 0)
-        last = min(bisect.bisect_left(range(self._size), end_ns, key=stamp) + 1, self._size)
+        held = range(self._size)
+        first = max(bisect.bisect_right(held, start_ns, key=stamp) - 1, 0)
+        last = min(bisect.bisect_left(held, end_ns, key=stamp) + 1, self._size)
+        if margin_ns is not None:
+            first = max(first, bisect.bisect_left(held, start_ns - margin_ns, key=stamp))
+            last = min(last, bisect.bisect_right(held, end_ns + margin_ns, key=stamp))
         index = (oldest + np.arange(first, max(last, first))) % self.capacity
         return self._stamps[index].copy(), self._values[index].copy()
 

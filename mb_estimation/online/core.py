@@ -16,7 +16,8 @@ subscription callbacks and give it an :class:`NodeOutputs` to publish through. T
 * runs the per-joint Kalman filter (:mod:`.kalman`) on every sample for real-time shadow states,
   re-anchored to the estimator's states at the end of each accepted window;
 * resets buffers and filters when the stamps jump backwards (a looped bag, a restarted driver);
-  late, repeated and non-finite samples and unknown joint names are dropped and counted.
+  a lone stamp far off, late, repeated, non-finite or out-of-range samples and unknown joint
+  names are dropped and counted, each under its own name (:data:`.intake.REJECTED_SAMPLES`).
 
 Nothing non-finite is ever handed to the outputs.
 
@@ -45,7 +46,7 @@ from mb_estimation.estimation import EstimationResult
 from mb_estimation.io.results import plain_value
 from mb_estimation.online.buffers import PublicationOrder, SampleRing
 from mb_estimation.online.fusion import ParameterEstimate, load_estimate
-from mb_estimation.online.intake import SampleIntake
+from mb_estimation.online.intake import FAR_VOLTAGES, SampleIntake
 from mb_estimation.online.kalman import JerkFilterSettings, JointStateFilter
 from mb_estimation.online.windows import Window, estimate_window, window_step
 from mb_estimation.online.worker import WindowWorker
@@ -69,7 +70,8 @@ class NodeOutputs:
     * ``shadow_joint_states(stamps_ns [n], names, angles [n, j], rates [n, j])``: the window's
       estimated states in the recording's joint convention (names, offset, sign);
     * ``filtered_joint_states(stamp_ns, names, angles [j], rates [j])``: the real-time filter;
-    * ``diagnostics(snapshot)``: :meth:`EstimatorCore.diagnostics` after each window.
+    * ``diagnostics(snapshot)``: :meth:`EstimatorCore.diagnostics` after each window;
+    * ``window(outcome)``: each finished window's :class:`.windows.WindowOutcome`.
     """
 
     parameters: Callable = _ignore
@@ -77,6 +79,7 @@ class NodeOutputs:
     shadow_joint_states: Callable = _ignore
     filtered_joint_states: Callable = _ignore
     diagnostics: Callable = _ignore
+    window: Callable = _ignore
 
 
 class EstimatorCore(SampleIntake, WindowWorker):
@@ -114,9 +117,12 @@ class EstimatorCore(SampleIntake, WindowWorker):
         self._wake = threading.Condition(self._lock)
         self._worker: threading.Thread | None = None
         self._stopping = False
+        self._working = False  # the worker is on a window or the warm-up
         self._epoch_ns: int | None = None  # stamp of the first sample since the last reset
         self._generation = 0  # counts time bases (resets and time jumps): older stamps are stale
         self._voltage_before_joints: float | None = None  # received before any joint state
+        self._unconfirmed: list = []  # joint states stamped far off, until a run confirms them
+        self._far_voltages = collections.deque(maxlen=FAR_VOLTAGES)  # stamped far off
         self._publication_order = PublicationOrder(capacity)  # voltages with source stamps
         script = config.recording.voltage_script if config.rig_spec.inputs else None
         # [time since the first joint state, value] held: the input of bags recorded without it
@@ -163,6 +169,12 @@ class EstimatorCore(SampleIntake, WindowWorker):
             self._worker.join(timeout)
             if not self._worker.is_alive():
                 self._worker = None
+
+    @property
+    def busy(self) -> bool:
+        """Whether the worker is compiling or estimating a window (or did not stop in time)."""
+        worker = self._worker
+        return worker is not None and worker.is_alive() and (self._working or self._stopping)
 
     def warm_up(self) -> float:
         """Run the estimator once on a synthetic window so the first real one is not late.

@@ -60,6 +60,24 @@ def diagnostic_level(snapshot: dict) -> tuple[int, str]:
     return DIAGNOSTIC_OK, text
 
 
+def window_message(outcome) -> str:
+    """One line on a finished window (a :class:`~.windows.WindowOutcome`): verdict and values."""
+    head = (f"window {outcome.index} {'accepted' if outcome.accepted else 'rejected'} after "
+            f"{outcome.elapsed_s:.2f} s")
+    result = outcome.result
+    if result is not None:
+        head += f" ({result.iterations} iterations, {result.status})"
+    if not outcome.accepted:
+        return f"{head}: {outcome.reason}"
+    values = []
+    for name in result.free:
+        value = np.asarray(result.parameters[name], dtype=np.float64).ravel()
+        spread = np.asarray(result.std[name], dtype=np.float64).ravel()
+        if value.size == 1:
+            values.append(f"{name} {value[0]:.5g} ± {spread[0]:.2g}")
+    return f"{head}: {', '.join(values)}" if values else head
+
+
 def warm_up_message(snapshot: dict) -> str | None:
     """What a node logs once its start-up compile is done (None before it, or without one)."""
     if "warm_up_s" not in snapshot:

@@ -42,10 +42,12 @@ class WindowWorker:
 
     def _work(self) -> None:
         if self.settings.warm_up:
+            self._working = True
             self.warm_up()
             self._emit("diagnostics", self.diagnostics())
         while True:
             with self._wake:
+                self._working = False
                 while not self._pending and not self._stopping:
                     if not threading.main_thread().is_alive():  # the interpreter is exiting
                         return
@@ -53,10 +55,12 @@ class WindowWorker:
                 if self._stopping:
                     return
                 window = self._pending.popleft()
+                self._working = True
             try:
                 outcome = self.process(window)
                 with self._lock:
                     self._last["last_outcome"] = outcome
+                self._emit("window", outcome)
             except Exception as error:  # the worker must outlive any one window
                 self.on_message_error(f"window {window.index}: {first_line(error)}")
             self._emit("diagnostics", self.diagnostics())

@@ -127,20 +127,31 @@ def lowpass(time_s: np.ndarray, values: np.ndarray, cutoff_hz: float) -> np.ndar
     """Zero-phase 2nd-order Butterworth low-pass of ``values [m, c]`` sampled at ``time_s``.
 
     Non-uniform samples are first interpolated onto a uniform base at the median period; the
-    result is returned at the original times.
+    result is returned at the original times. Each stretch between gaps (intervals over
+    ``GAP_FACTOR`` median periods) is filtered on its own: a filter across a gap would smear
+    one side into the other, and a uniform base across it would grow with the gap instead of
+    with the samples (at most ``GAP_FACTOR`` points per sample).
     """
     period = float(np.median(np.diff(time_s)))
     rate_hz = 1.0 / period
     if cutoff_hz >= 0.5 * rate_hz:
         raise RecordingError(f"filter cutoff {cutoff_hz} Hz must lie below the Nyquist "
                              f"frequency {0.5 * rate_hz:g} Hz of the {rate_hz:g} Hz recording")
-    count = int(np.floor((time_s[-1] - time_s[0]) / period + 1e-9)) + 1
-    uniform_t = time_s[0] + period * np.arange(count)
-    uniform = np.stack([np.interp(uniform_t, time_s, v) for v in values.T], axis=1)
     sos = signal.butter(2, cutoff_hz, fs=rate_hz, output="sos")
-    padlen = min(3 * (2 * len(sos) + 1), count - 1)
-    smoothed = signal.sosfiltfilt(sos, uniform, axis=0, padlen=padlen)
-    return np.stack([np.interp(time_s, uniform_t, v) for v in smoothed.T], axis=1)
+    smoothed = np.array(values, dtype=np.float64)
+    breaks = np.flatnonzero(np.diff(time_s) > GAP_FACTOR * period) + 1
+    for stretch in np.split(np.arange(len(time_s)), breaks):
+        if len(stretch) < 2:
+            continue
+        times = time_s[stretch]
+        count = int(np.floor((times[-1] - times[0]) / period + 1e-9)) + 1
+        uniform_t = times[0] + period * np.arange(count)
+        uniform = np.stack([np.interp(uniform_t, times, v) for v in values[stretch].T], axis=1)
+        padlen = min(3 * (2 * len(sos) + 1), count - 1)
+        filtered = signal.sosfiltfilt(sos, uniform, axis=0, padlen=padlen)
+        smoothed[stretch] = np.stack([np.interp(times, uniform_t, v) for v in filtered.T],
+                                     axis=1)
+    return smoothed
 
 
 def held_input_means(input_time_s: np.ndarray, inputs: np.ndarray, grid_s: np.ndarray):
@@ -151,6 +162,26 @@ def held_input_means(input_time_s: np.ndarray, inputs: np.ndarray, grid_s: np.nd
     index = np.clip(np.searchsorted(input_time_s, grid_s, side="right") - 1, 0, None)
     integral = integral_at_changes[index] + inputs[index] * (grid_s - input_time_s[index])[:, None]
     return np.diff(integral, axis=0) / np.diff(grid_s)[:, None]
+
+
+def _check_not_mostly_gap(name: str, time_s: np.ndarray, begin: float, finish: float) -> None:
+    """Raise when one interval between joint samples spans most of ``[begin, finish]`` [s].
+
+    A stamp glitch (a sample stamped far from the others) would otherwise make a grid sized by
+    the glitch, not by the data.
+    """
+    inside = time_s[(time_s >= begin) & (time_s <= finish)]
+    if finish <= begin or len(inside) < 2:
+        return
+    stamps = np.concatenate([[begin], inside, [finish]])
+    intervals = np.diff(stamps)
+    longest = int(np.argmax(intervals))
+    if intervals[longest] > 0.5 * (finish - begin) and intervals[longest] > 1.0:
+        raise RecordingError(
+            f"{name}: no joint state for {intervals[longest]:.6g} s (between t = "
+            f"{stamps[longest]:.6g} s and {stamps[longest + 1]:.6g} s), more than half of the "
+            "recording: "
+            "a stamp glitch? choose the span with --start/--end")
 
 
 def prepare_recording(recording: Recording, dt: float, cutoff_hz: float, *,
@@ -181,6 +212,7 @@ def prepare_recording(recording: Recording, dt: float, cutoff_hz: float, *,
     if end_s is not None:
         finish = min(finish, time_s[0] + end_s)
     count = int(np.floor((finish - begin) / dt + 1e-9)) + 1 if finish > begin else 0
+    _check_not_mostly_gap(recording.name, time_s, begin, finish)
     if count < 3:
         raise RecordingError(f"{recording.name}: {max(finish - begin, 0.0):.3g} s of usable "
                              f"data is too short for estimation steps of {dt} s (need at least 3 "

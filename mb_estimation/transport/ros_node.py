@@ -82,6 +82,8 @@ The shadow states of a window are published from a thread of their own
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import threading
 import time
@@ -100,6 +102,7 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import Trigger
@@ -110,7 +113,7 @@ from mb_estimation.numerics import configure_jax
 from mb_estimation.online.adapter import ShadowFanout
 from mb_estimation.online.core import EstimatorCore, NodeOutputs, estimate_window
 from mb_estimation.online.fusion import ParameterEstimate
-from mb_estimation.online.messages import warm_up_message
+from mb_estimation.online.messages import warm_up_message, window_message
 from mb_estimation.transport.ros_common import (
     DRAIN_TIMEOUT_S,
     LISTENING_MARKER,
@@ -135,6 +138,10 @@ __all__ = ["EstimatorNode", "main", "ros_sink", "run_ros_player"]
 
 DIAGNOSTICS_PERIOD_S = 1.0
 SHADOW_DEPTH = 2000
+#: The main loop looks for a stop signal at least this often [s].
+SPIN_PERIOD_S = 0.1
+#: How long a stopping node waits for its worker [s] before leaving without it.
+STOP_WAIT_S = 2.0
 
 
 class EstimatorNode(Node):
@@ -190,7 +197,9 @@ class EstimatorNode(Node):
                 "~/filtered_joint_states",
                 lambda s, n, a, r: self._publish_filtered.publish(
                     joint_state_message(s, n, a, r))),
-            diagnostics=guarded("/diagnostics", self._diagnostics)), estimator=estimator)
+            diagnostics=guarded("/diagnostics", self._diagnostics),
+            window=lambda outcome: self.get_logger().info(window_message(outcome))),
+            estimator=estimator)
 
         self._inputs = RosInputs(self, self.core, self._inputs_group)
         self.create_service(Trigger, "~/reset", self._on_reset,
@@ -297,26 +306,27 @@ class EstimatorNode(Node):
         """Start the worker; it compiles first, beside the callbacks (``EstimatorCore.start``)."""
         self.core.start()
 
-    def close(self, drain_timeout_s: float | None = None) -> None:
+    def close(self, drain: bool = True, abandon_drain: Callable[[], bool] = lambda: False
+              ) -> None:
         """Stop the worker; with ``output_dir``, finish the cut windows and write once more.
 
-        Call after the executor stopped spinning. The windows already cut are estimated
-        first (at most ``drain_timeout_s``, default :data:`DRAIN_TIMEOUT_S`) when
-        ``output_dir`` is set; then the fused estimate is written if a window was accepted
-        since the start. Publishing failures after an rclpy shutdown are ignored.
+        Call after the executor stopped spinning. With ``output_dir`` and ``drain``, the
+        windows already cut are estimated first (at most :data:`DRAIN_TIMEOUT_S`, or until
+        ``abandon_drain()`` is true); then the fused estimate is written if a window was
+        accepted since the start. The worker gets :data:`STOP_WAIT_S` to finish the window it
+        is on (:attr:`EstimatorCore.busy` says whether it did). Publishing failures after an
+        rclpy shutdown are ignored.
         """
         if self._closing:
             return
-        timeout = DRAIN_TIMEOUT_S if drain_timeout_s is None else drain_timeout_s
-        deadline = time.monotonic() + timeout
-        if self.output_dir is not None:
-            while self.core.diagnostics().get("pending_windows", 0) and \
-                    time.monotonic() < deadline:
+        if self.output_dir is not None and drain:
+            deadline = time.monotonic() + DRAIN_TIMEOUT_S
+            while (self.core.diagnostics().get("pending_windows", 0) or self.core.busy) and \
+                    time.monotonic() < deadline and not abandon_drain():
                 time.sleep(0.05)
-            self.core.stop(timeout=max(1.0, deadline - time.monotonic()))
         self._closing = True
-        self.core.stop(timeout=5.0)
-        self._shadow.close()
+        self.core.stop(timeout=STOP_WAIT_S)
+        self._shadow.close(timeout=1.0)
         self._timer.cancel()
         with self._handoff:
             pending, self._pending_fused = self._pending_fused, None
@@ -334,20 +344,47 @@ class EstimatorNode(Node):
 
     def destroy_node(self):
         if not self._closing:
-            self.close(drain_timeout_s=0.0)
+            self.close(drain=False)
         return super().destroy_node()
 
 
+class StopSignals:
+    """SIGINT and SIGTERM noted instead of raised: the main loop ends, the node closes cleanly.
+
+    ``first`` is the first signal's number (None until one arrives); ``count`` how many came.
+    Installed before anything slow, so a signal during start-up ends the node as well.
+    """
+
+    def __init__(self) -> None:
+        self.first: int | None = None
+        self.count = 0
+        for number in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(number, self._note)
+
+    def _note(self, number, _frame) -> None:
+        self.count += 1
+        if self.first is None:
+            self.first = number
+
+    def __bool__(self) -> bool:
+        return self.count > 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the node until Ctrl-C or shutdown; ``argv`` as ``sys.argv`` (program name first).
+    """Run the node until SIGINT/SIGTERM or shutdown; ``argv`` as ``sys.argv`` (program first).
 
     Returns 0, or 2 when the configuration or a parameter is missing or invalid (one log line
-    says why).
+    says why). On SIGINT a node with ``output_dir`` first estimates the windows already cut
+    (a second SIGINT, or SIGTERM, skips that); otherwise the node stops within
+    :data:`STOP_WAIT_S` and a few seconds of shutdown: when its worker is still compiling or
+    estimating a window by then, the process leaves without waiting for it (the persisted
+    estimate is only ever replaced whole).
     """
+    stop = StopSignals()
     started = time.monotonic()
     configure_jax()  # as mb-estimation: a second start skips the warm-up compile
     argv = list(sys.argv if argv is None else argv)
-    rclpy.init(args=argv)
+    rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
     logger = rclpy.logging.get_logger("estimator_node")
     node = None
     try:
@@ -371,22 +408,40 @@ def main(argv: list[str] | None = None) -> int:
             node.get_logger().info(f"{READY_MARKER}: no warm-up (node.warm_up false), the first "
                                    "window compiles the solver")
         # One thread: at 1 kHz rclpy's MultiThreadedExecutor starved the inputs (a few hundred
-        # joint states per second at most) while this takes all of them at ~70 % of a core
-        # (benchmarks/RESULTS.md, issue 15); no callback here waits on another.
+        # joint states per second at most) while this takes all of them at ~70 % of a core;
+        # no callback here waits on another.
         executor = SingleThreadedExecutor()
         executor.add_node(node)
         try:
-            executor.spin()
+            while not stop and rclpy.ok():
+                executor.spin_once(timeout_sec=SPIN_PERIOD_S)
         finally:
             executor.shutdown(timeout_sec=1.0)
-    except (KeyboardInterrupt, ExternalShutdownException):
+    except ExternalShutdownException:
         pass
     finally:
         if node is not None:
-            node.close()
+            node.close(drain=stop.first != signal.SIGTERM,
+                       abandon_drain=lambda: stop.count > 1 or stop.first == signal.SIGTERM)
+            worker_busy = node.core.busy
             node.destroy_node()
+        else:
+            worker_busy = False
         try_shutdown()
+    if worker_busy:
+        leave_now(0)
     return 0
+
+
+def leave_now(status: int) -> None:
+    """End the process at once with ``status``, without waiting for the estimator's worker.
+
+    The interpreter would wait for the worker (not a daemon, since leaving XLA compiling at
+    interpreter exit crashes the process) for up to a window's time limit or a whole compile.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
 
 
 if __name__ == "__main__":
