@@ -1,102 +1,77 @@
-"""A second rig by configuration only: the peer lab's ODrive Furuta pendulum (issue 4).
+"""A real rig by configuration only: the peer lab's ODrive Furuta pendulum, step by step.
 
-For each step-response recording (PlotJuggler CSV): calibrate with
-config/examples/odrive_furuta.yaml, score every fit on every recording (state-only estimation,
-the cross-validation matrix), and replay each recording open loop from its estimated initial
-state with the fitted parameters and with the rig's nominal values (RMS angle error over the
-first 1 s and over the whole recording), and predict 0.5 s ahead from the estimated states.
+    python benchmarks/bench_peer_rig.py [--data DIR] [--refinement off|on] [--json FILE]
 
-    python benchmarks/bench_peer_rig.py [--estimator consistent|paper] [--data DIR] [--json FILE]
+For each step-response recording (PlotJuggler CSV, 2V ... 6V): calibrate as `mb-estimation
+calibrate FILE --config config/examples/odrive_furuta.yaml` does (``--refinement on`` adds the
+simulation-error stage through the rigid model), and print per recording: J_Byy, the arm's
+inertia about the motor axis I = J_shaft + J_Azz + m_A l1² + m_B lA² + J_Bxx (what the arm's
+motion sees with the pendulum hanging), the input gain K, the ratios I/K and b1/K, J_Azz's
+standing, the 0.5 s prediction error against the fit's noise, and the verdict's findings.
+Then the spread of each across the recordings (max/min - 1).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import tempfile
 from pathlib import Path
 
 import numpy as np
 
-from mb_estimation import pipeline
 from mb_estimation.config import apply_overrides, load_config
-from mb_estimation.io.recordings import read_recording
+from mb_estimation.workflows import calibrate_and_write
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = REPO / "config" / "examples" / "odrive_furuta.yaml"
 FILES = ("2V", "3V", "4V", "5V", "6V")
 
 
+def _value(parameters, name) -> float:
+    return float(np.ravel(parameters[name])[0])
+
+
+def row(run) -> dict:
+    """What one calibration says about the rig."""
+    p = run.result.parameters
+    inertia = (_value(p, "J_shaft") + _value(p, "J_Azz") + _value(p, "m_A") * _value(p, "l1")**2
+               + _value(p, "m_B") * _value(p, "lA")**2 + _value(p, "J_Bxx"))
+    gain = _value(p, "K")
+    prediction = max(float(np.max(check.rms[-1])) for check in run.predictions)
+    return {"J_Byy": _value(p, "J_Byy"), "J_Byy_std": float(np.ravel(run.result.std["J_Byy"])[0]),
+            "I": inertia, "K": gain, "I/K": inertia / gain, "b1/K": _value(p, "b1") / gain,
+            "J_Azz": run.identified.standing("J_Azz").status,
+            "prediction_rad": prediction, "trustworthy": run.verdict.trustworthy,
+            "findings": [f.problem for f in run.verdict.findings]}
+
+
 def main() -> None:
-    """Fit, cross-validate and replay every step-response recording; print the tables."""
+    """Calibrate every recording, print the table and the spreads."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=REPO.parent / "shared" / "data" /
                         "peer-furuta-hardware", type=Path)
-    parser.add_argument("--estimator", choices=("consistent", "paper"), default="consistent")
+    parser.add_argument("--refinement", choices=("off", "on"), default="off")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    config = apply_overrides(load_config(CONFIG), estimator=args.estimator)
-    recordings = {name: read_recording(args.data / f"hardware_step_response_{name}.csv", config)
-                  for name in FILES}
-
-    def calibrate(values, name, estimate_parameters=True):
-        return pipeline.calibrate_recordings(values, [recordings[name]],
-                                             estimate_parameters=estimate_parameters)
-
-    nominal = {name: calibrate(config, name, False) for name in FILES}
-    calibrations = {name: calibrate(config, name) for name in FILES}
-    fits = {name: calibration.result for name, calibration in calibrations.items()}
-    grids = {name: calibration.grids[0] for name, calibration in calibrations.items()}
-    print(f"estimator {args.estimator}; steps "
-          f"{pipeline.method_summary(config, fits['2V']).get('steps', config.method.dt)}")
-    out = {"free": list(config.free), "recordings": {}}
-    print("| fit on | cost | status | " + " | ".join(config.free) + " |")
-    print("|---|---|---|" + "---|" * len(config.free))
-    for name, fit in fits.items():
-        cells = [f"{np.ravel(fit.parameters[p])[0]:.4g} ± {np.ravel(fit.std[p])[0]:.2g}"
-                 for p in config.free]
-        print(f"| {name} | {fit.cost:.3g} | {fit.status}, {fit.iterations} | " + " | ".join(cells)
-              + " |")
-    print("\ncross-validation MSE (row: fitted on; column: scored on); nominal values last")
-    print("| fitted on | " + " | ".join(FILES) + " |")
-    print("|---|" + "---|" * len(FILES))
-    matrix = {}
-    for name, fit in [*fits.items(), ("nominal", None)]:
-        values = config if fit is None else apply_overrides(config, set_values={
-            p: fit.parameters[p].tolist() for p in config.free})
-        row = [(nominal[other] if fit is None else calibrate(values, other, False)).result.cost
-               for other in FILES]
-        matrix[name] = row
-        print(f"| {name} | " + " | ".join(f"{v:.3g}" for v in row) + " |")
-    print("\nopen-loop replay, RMS angle error [rad] arm / pendulum: first 1 s; whole recording;"
-          " prediction 0.5 s ahead")
-    print("| recording | fitted: first 1 s | fitted: all | nominal: first 1 s | nominal: all "
-          "| fitted: 0.5 s prediction | nominal: 0.5 s prediction |")
-    print("|---|---|---|---|---|---|---|")
-    for name in FILES:
-        nominal_grid = nominal[name].grids[0]
-        (fitted,) = pipeline.open_loop_checks(config, [grids[name]], fits[name])
-        (plain,) = pipeline.open_loop_checks(config, [nominal_grid], nominal[name].result)
-        (predicted,) = pipeline.prediction_checks(config, [grids[name]], fits[name])
-        (predicted_nominal,) = pipeline.prediction_checks(config, [nominal_grid],
-                                                          nominal[name].result)
-        out["recordings"][name] = {
-            "fit": {p: np.ravel(fits[name].parameters[p]).tolist() for p in config.free},
-            "std": {p: np.ravel(fits[name].std[p]).tolist() for p in config.free},
-            "cost": fits[name].cost, "cv_row": matrix[name],
-            "open_loop_fitted": [fitted.rms_first.tolist(), fitted.rms_all.tolist()],
-            "open_loop_nominal": [plain.rms_first.tolist(), plain.rms_all.tolist()],
-        }
-
-        def pair(values):
-            return " / ".join(f"{v:.3g}" for v in values)
-
-        print(f"| {name} | {pair(fitted.rms_first)} | {pair(fitted.rms_all)} | "
-              f"{pair(plain.rms_first)} | {pair(plain.rms_all)} | {pair(predicted.rms[-1])} | "
-              f"{pair(predicted_nominal.rms[-1])} |")
-    out["cv_nominal"] = matrix["nominal"]
-    out["estimator"] = args.estimator
+    config = apply_overrides(load_config(CONFIG), simulation_refinement=args.refinement)
+    rows = {}
+    with tempfile.TemporaryDirectory() as scratch:
+        for name in FILES:
+            run = calibrate_and_write(config, [args.data / f"hardware_step_response_{name}.csv"],
+                                      Path(scratch) / name)
+            rows[name] = row(run)
+            r = rows[name]
+            print(f"| {name} | {r['J_Byy']:.3g} ± {r['J_Byy_std']:.2g} | {r['I']:.3g} | "
+                  f"{r['K']:.3g} | {r['I/K']:.3g} | {r['b1/K']:.3g} | {r['J_Azz']} | "
+                  f"{r['prediction_rad']:.3g} | {len(r['findings'])} |", flush=True)
+    print("\nspread over the recordings (max/min - 1):")
+    for key in ("J_Byy", "I", "K", "I/K", "b1/K"):
+        values = np.array([r[key] for r in rows.values()])
+        spread = values.max() / values.min() - 1 if values.min() > 0 else float("inf")
+        print(f"  {key}: {100 * spread:.0f} %")
     if args.json:
-        args.json.write_text(json.dumps(out, indent=1))
+        args.json.write_text(json.dumps(rows, indent=1))
 
 
 if __name__ == "__main__":

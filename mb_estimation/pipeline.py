@@ -18,7 +18,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from mb_estimation.config import Config, ConfigError, apply_overrides
+from mb_estimation.config import Config, apply_overrides
+from mb_estimation.cramer_rao import CramerRao, cramer_rao_bound
 from mb_estimation.estimation import (
     EstimationProblem,
     EstimationResult,
@@ -30,17 +31,23 @@ from mb_estimation.estimation import (
     refinement_steps,
 )
 from mb_estimation.estimation.consistent import SimulationRefinement, refined_through_simulator
+from mb_estimation.estimation.identifiability import Identifiability, identifiability
+from mb_estimation.estimation.input_delay import InputDelay, apparent_input_delay
 from mb_estimation.estimation.shooting import ShootingSettings
 from mb_estimation.multibody import BodyStates
-from mb_estimation.rigs import Rig, get_rig
+from mb_estimation.rigs import Rig, get_rig, parameter_arrays
 from mb_estimation.rigs.parameters import DRY_FRICTION_PARAMETERS
 from mb_estimation.signals import GridData, Recording, prepare_recording
 from mb_estimation.simulation import (
+    RIGID_VALIDATION_DT,
     OpenLoopCheck,
     PredictionCheck,
+    built_system,
     compile_validation,
     open_loop_check,
     prediction_check,
+    rigid_open_loop_check,
+    rigid_prediction_check,
 )
 
 
@@ -66,8 +73,16 @@ def prepare(config: Config, recordings: Sequence[Recording], *, start_s: float |
     """Every recording on the estimation grid of step ``dt`` (default: the config's ``dt``)."""
     method = config.method
     step = method.dt if dt is None else dt
-    return tuple(prepare_recording(r, step, method.filter_cutoff_hz, start_s=start_s,
-                                   end_s=end_s) for r in recordings)
+    return tuple(prepare_recording(delayed_input(config, r), step, method.filter_cutoff_hz,
+                                   start_s=start_s, end_s=end_s) for r in recordings)
+
+
+def delayed_input(config: Config, recording: Recording) -> Recording:
+    """``recording`` with its input acting ``recording.input_delay_s`` after its stamps."""
+    delay = config.recording.input_delay_s
+    if not delay:
+        return recording
+    return dataclasses.replace(recording, input_time_s=np.asarray(recording.input_time_s) + delay)
 
 
 def sample_period(recordings: Sequence[Recording]) -> float:
@@ -190,12 +205,36 @@ class Calibration:
     note: str | None = None
 
 
-def simulation_refinement(config: Config) -> SimulationRefinement:
-    """The consistent path's optional last level, from the config.
+def refinement_mode(config: Config) -> str:
+    """``method.simulation_refinement`` in effect: as set, else as the config's hinges declare.
 
-    The simulator is the config's (``simulation.dt``); each shooting segment starts
-    ``3 τ`` (the hinges' slowest relaxation time) before its scored part.
+    Declared compliant hinges are the rig's physics, which the rigid limit lacks: the fit goes
+    on through the config's simulator (``on``). Rigid hinges (real rigs): never (``off``).
     """
+    mode = config.method.simulation_refinement
+    if mode is not None:
+        return mode
+    return "on" if config.hinges == "compliant" else "off"
+
+
+#: The rigid simulation-error stage's step [s] and longest segment [s]: its second-order
+#: error over 8 s of the 0.92 m release is 1.4e-4 rad, a seventh of 1e-3 rad noise; segments
+#: are lengthened up to whole recordings unless the motion amplifies its start (unstable).
+RIGID_SHOOTING_DT = 1e-3
+RIGID_LONGEST_SEGMENT_S = 16.0
+
+
+def simulation_refinement(config: Config) -> SimulationRefinement:
+    """The consistent path's optional last level, a simulation-error fit, from the config.
+
+    Through the model the config's hinges declare: the config's simulator for compliant ones
+    (``simulation.dt``; each shooting segment starts ``3 τ``, the hinges' slowest relaxation
+    time, before its scored part), the converged rigid model for rigid ones.
+    """
+    if config.hinges == "rigid":
+        return SimulationRefinement(RIGID_SHOOTING_DT, ShootingSettings(
+            segment_s=config.method.simulation_segment_s, lead_s=0.0, rigid=True,
+            longest_segment_s=RIGID_LONGEST_SEGMENT_S))
     taus = [float(value) for name, value in config.parameters.items() if name.startswith("tau")]
     return SimulationRefinement(config.simulation.dt, ShootingSettings(
         segment_s=config.method.simulation_segment_s, lead_s=3.0 * max(taus, default=0.0)))
@@ -223,14 +262,8 @@ def calibrate_recordings(config: Config, recordings: Sequence[Recording], *,
             level_started(0, config.method.dt, estimation_problem(config, grids))
         return Calibration(calibrate(config, grids, estimate_parameters=estimate_parameters,
                                      progress=progress), grids)
-    mode = config.method.simulation_refinement if estimate_parameters else "off"
+    mode = refinement_mode(config) if estimate_parameters else "off"
     simulation = simulation_refinement(config) if mode != "off" else None
-    if mode == "on":
-        vectors = _free_vectors(config)
-        if vectors:  # say so before the long rigid fit, not after it
-            raise ConfigError(f"the simulation refinement fits scalar parameters only; free "
-                              f"{', '.join(vectors)} is not (fix it or leave the refinement "
-                              "off)")
     steps = consistent_steps(config, recordings)
     if not estimate_parameters:
         steps = steps[-1:]
@@ -240,20 +273,24 @@ def calibrate_recordings(config: Config, recordings: Sequence[Recording], *,
         prepared[dt] = prepare(config, recordings, start_s=start_s, end_s=end_s, dt=dt)
         return estimation_problem(config, prepared[dt], estimate_parameters=estimate_parameters)
 
+    note = None
+    if mode == "on" and config.method.simulation_refinement is None:
+        segment_s = simulation.settings.segment_s + simulation.settings.lead_s
+        shortest = min(float(np.ptp(r.time_s)) for r in recordings)
+        if shortest < segment_s:  # declared, not asked for: say so and fit the rigid limit
+            mode, note = "off", (
+                f"the recordings ({shortest:.3g} s) are shorter than one segment of the fit "
+                f"through the declared compliant hinges ({segment_s:g} s): the rigid-limit fit "
+                "is kept, and its values may be shadows of the hinges")
     result = estimate_consistently(problem_at, steps, solver_settings(config), progress=progress,
                                    level_started=level_started,
                                    simulation=simulation if mode == "on" else None,
                                    simulation_progress=simulation_progress)
     grids = prepared[steps[-1]]
     if mode != "auto":
-        return Calibration(result, grids)
+        return Calibration(result, grids, note=note)
     return _refined_if_mispredicted(config, grids, result, simulation, len(steps),
                                     level_started, simulation_progress)
-
-
-def _free_vectors(config: Config) -> list[str]:
-    """The free parameters the simulation refinement cannot fit (not scalars: the tilt)."""
-    return [name for name in config.free if np.size(config.parameters[name]) != 1]
 
 
 def _refined_if_mispredicted(config: Config, grids: tuple[GridData, ...],
@@ -269,11 +306,6 @@ def _refined_if_mispredicted(config: Config, grids: tuple[GridData, ...],
     mismatch = prediction_mismatch(grids, result, predictions)
     if mismatch is None or mismatch.ratio <= PREDICTION_NOISE_RATIO:
         return Calibration(result, grids, predictions)
-    vectors = _free_vectors(config)
-    if vectors:
-        return Calibration(result, grids, predictions, (
-            f"{mismatch}; the simulation refinement fits scalar parameters only, so it was "
-            f"not tried with {', '.join(vectors)} free"))
     segment_s = simulation.settings.segment_s + simulation.settings.lead_s
     if min((grid.num_steps - 1) * grid.dt for grid in grids) < segment_s:
         return Calibration(result, grids, predictions, (
@@ -324,14 +356,26 @@ def open_loop_checks(config: Config, grids: Sequence[GridData], result: Estimati
     """Each recording replayed open loop with the result's parameters.
 
     From each recording's estimated initial state (validation: does the model reproduce the
-    recording by itself?).
+    recording by itself?), through the model the config declares (:func:`validation_model`).
     """
     rig = config_rig(config)
+    if config.hinges == "rigid":
+        return tuple(rigid_open_loop_check(rig, result.parameters, grid, estimate.joint_angles[0],
+                                           estimate.joint_rates[0], first_s)
+                     for grid, estimate in zip(grids, result.recordings, strict=True))
     return tuple(
         open_loop_check(rig, result.parameters, grid, BodyStates(
             estimate.position[0], estimate.orientation[0], estimate.linear_velocity[0],
-            estimate.angular_velocity[0]), first_s)
+            estimate.angular_velocity[0]), first_s, simulation_dt=config.simulation.dt)
         for grid, estimate in zip(grids, result.recordings, strict=True))
+
+
+def validation_model(config: Config) -> str:
+    """What the replay and the predictions run, in words (for the outputs)."""
+    if config.hinges == "rigid":
+        return (f"the rigid model in joint coordinates, second-order steps of at most "
+                f"{RIGID_VALIDATION_DT:g} s")
+    return (f"the config's compliant hinges (SPOOK, steps of {config.simulation.dt:g} s)")
 
 
 def compile_checks(config: Config, grids: Sequence[GridData]) -> None:
@@ -341,17 +385,22 @@ def compile_checks(config: Config, grids: Sequence[GridData]) -> None:
     compiles them while the fit runs (:func:`~mb_estimation.simulation.compile_validation`).
     """
     compile_validation(config_rig(config), config.parameters, grids[0],
-                       simulation_dt=config.simulation.dt)
+                       simulation_dt=config.simulation.dt, rigid=config.hinges == "rigid")
 
 
 def prediction_checks(config: Config, grids: Sequence[GridData], result: EstimationResult,
                       horizon_s: float = 0.5) -> tuple[PredictionCheck, ...]:
     """Each recording predicted over ``horizon_s`` from the estimated states (validation).
 
-    The fitted parameters run in the config's own simulator (its hinges, rows and
-    ``simulation.dt``), the way ``simulate --parameters`` would run them.
+    The fitted parameters run in the model the config declares (:func:`validation_model`):
+    rigid hinges through the converged rigid model, compliant ones through the config's own
+    simulator (its hinges, rows and ``simulation.dt``), as ``simulate --parameters`` would.
     """
     rig = config_rig(config)
+    if config.hinges == "rigid":
+        return tuple(rigid_prediction_check(rig, result.parameters, grid, estimate,
+                                            horizon_s=horizon_s)
+                     for grid, estimate in zip(grids, result.recordings, strict=True))
     return tuple(prediction_check(rig, result.parameters, grid, estimate, horizon_s=horizon_s,
                                   simulation_dt=config.simulation.dt)
                  for grid, estimate in zip(grids, result.recordings, strict=True))
@@ -405,25 +454,6 @@ def prediction_mismatch(grids: Sequence[GridData], result: EstimationResult,
     return worst
 
 
-def prediction_advice(config: Config, grids: Sequence[GridData], result: EstimationResult,
-                      checks: Sequence) -> str | None:
-    """A note when the consistent fit, not refined, predicts far worse than its noise.
-
-    For ``method.simulation_refinement: off``; under ``auto`` the calibration decides and
-    explains itself (:attr:`Calibration.note`).
-    """
-    method = config.method
-    if method.estimator != "consistent" or method.simulation_refinement != "off":
-        return None
-    mismatch = prediction_mismatch(grids, result, checks)
-    if mismatch is None or mismatch.ratio <= PREDICTION_NOISE_RATIO:
-        return None
-    return (f"{mismatch}: the rigid-hinge model does not follow this data. If the config's "
-            "hinges (compliance, damping) are the rig's own, --simulation-refinement fits "
-            "through them (about twice this fit's time); otherwise look for unmodelled effects "
-            "(friction, the input model) — or a motion too sensitive to predict that far.")
-
-
 def starting_from(config: Config, initial: Config) -> Config:
     """``config`` with ``initial``'s free parameters, started from ``initial``'s values.
 
@@ -446,6 +476,66 @@ def estimation_problem(config: Config, grids: Sequence[GridData], *,
         upper={name: config.free[name].upper for name in free},
         recordings=tuple(grids),
     )
+
+
+def input_delay(config: Config, recordings: Sequence[Recording],
+                result: EstimationResult) -> InputDelay | None:
+    """The input's apparent delay beyond ``recording.input_delay_s``, over all recordings.
+
+    Measured on the fit's states through the rigid model
+    (:func:`~mb_estimation.estimation.input_delay.apparent_input_delay`); the recordings'
+    delays are averaged by their information. None for a rig without input or an input that
+    never changes.
+    """
+    if not config.rig_spec.inputs:
+        return None
+    system = built_system(config_rig(config), parameter_arrays(result.parameters))
+    found = []
+    for recording, states in zip(recordings, result.recordings, strict=True):
+        recording = delayed_input(config, recording)
+        delay = apparent_input_delay(system, states.time_s, states.joint_angles,
+                                     states.joint_rates, recording.input_time_s,
+                                     recording.inputs)
+        if delay is not None and np.isfinite(delay.std_s) and delay.std_s > 0:
+            found.append(delay)
+    if not found:
+        return None
+    weights = np.array([1.0 / d.std_s**2 for d in found])
+    mean = float(np.sum(weights * [d.delay_s for d in found]) / np.sum(weights))
+    return InputDelay(mean, float(1.0 / np.sqrt(np.sum(weights))))
+
+
+def cramer_rao_of(config: Config, grids: Sequence[GridData], result: EstimationResult
+                  ) -> CramerRao | None:
+    """The Cramér–Rao bound of the fit's scalar free parameters on its recordings.
+
+    Through the rigid model, for rigid hinges (:mod:`mb_estimation.cramer_rao`), with each
+    recording's angle noise as the fit left it; None for compliant hinges (their refinement
+    is itself a simulation-error fit).
+    """
+    if config.hinges != "rigid":
+        return None
+    starts, noise = [], []
+    for grid, states in zip(grids, result.recordings, strict=True):
+        observed = np.asarray(grid.observed) > 0
+        starts.append(np.concatenate([states.joint_angles[0], states.joint_rates[0]]))
+        noise.append(np.sqrt(np.mean((states.joint_angles[observed]
+                                      - grid.measured_angles[observed]) ** 2, axis=0)))
+    return cramer_rao_bound(config_rig(config), result.parameters, result.free, grids, starts,
+                            noise)
+
+
+def identifiability_of(config: Config, result: EstimationResult,
+                       bound: CramerRao | None = None) -> Identifiability:
+    """What the data determine of the config's free parameters, in ``result`` (its box).
+
+    With the Cramér–Rao ``bound`` (:func:`cramer_rao_of`) where there is one.
+    """
+    free = tuple(result.free)
+    return identifiability(free, result.parameters, result.std, result.covariance,
+                           {name: config.free[name].lower for name in free},
+                           {name: config.free[name].upper for name in free},
+                           None if bound is None else (bound.names, bound.covariance))
 
 
 def method_summary(config: Config, result: EstimationResult | None = None) -> dict:

@@ -22,13 +22,17 @@ import yaml
 
 from mb_estimation import pipeline
 from mb_estimation.config import Config, apply_overrides
+from mb_estimation.cramer_rao import CramerRao
 from mb_estimation.errors import SimulationError
 from mb_estimation.estimation import EstimationProblem, EstimationResult, IterationRecord
+from mb_estimation.estimation.consistent import step_dependence
+from mb_estimation.estimation.identifiability import Identifiability
 from mb_estimation.io.bags import BagError, write_rig_bag
 from mb_estimation.io.recordings import read_recording
 from mb_estimation.io.results import write_crossval, write_outputs
 from mb_estimation.signals import GridData, Recording, recorded_joint_states
 from mb_estimation.simulation import OpenLoopCheck, PredictionCheck, simulate_recording
+from mb_estimation.verdict import Verdict, verdict
 
 __all__ = ["SIMULATED_START_TIME_S", "CalibrationProgress", "CalibrationRun", "SimulatedBag",
            "SweepPoint", "SweepRun", "calibrate_and_write", "cross_validate", "sweep",
@@ -51,7 +55,9 @@ class CalibrationRun:
     ``method``: the method settings written into parameters.yaml; ``predictions``: the fit
     predicted from its estimated states; ``advice``: a note for the user when the fit does not
     predict the recordings, or how ``method.simulation_refinement: auto`` decided (else None);
-    ``open_loop``: each recording replayed open loop.
+    ``open_loop``: each recording replayed open loop; ``identified``: what the data
+    determine; ``verdict``: whether to trust the values, and what to do; ``bound``: the
+    Cramér–Rao bound of the scalar free parameters (rigid hinges), else None.
     """
 
     result: EstimationResult
@@ -61,6 +67,9 @@ class CalibrationRun:
     predictions: tuple[PredictionCheck, ...]
     advice: str | None
     open_loop: tuple[OpenLoopCheck, ...]
+    identified: Identifiability
+    verdict: Verdict
+    bound: CramerRao | None = None
 
 
 @dataclass(frozen=True)
@@ -72,7 +81,9 @@ class CalibrationProgress:
     :func:`pipeline.calibrate_recordings`'s ``level_started``, ``progress`` and
     ``simulation_progress``; ``estimated(result)``: the fit is done; ``predicted(predictions,
     advice)``: the fit is validated by its predictions, before any file is written;
-    ``replayed(open_loop)``: the open-loop replays are done, before the report is written.
+    ``replayed(open_loop)``: the open-loop replays are done, before the report is written;
+    ``judged(result, bound, identified, verdict)``: last, the precision against the
+    Cramér–Rao bound, what the data determine and the verdict.
     """
 
     read: Callable[[tuple[str, ...]], None] | None = None
@@ -82,6 +93,8 @@ class CalibrationProgress:
     estimated: Callable[[EstimationResult], None] | None = None
     predicted: Callable[[tuple[PredictionCheck, ...], str | None], None] | None = None
     replayed: Callable[[tuple[OpenLoopCheck, ...]], None] | None = None
+    judged: Callable[[EstimationResult, CramerRao | None, Identifiability, Verdict], None] \
+        | None = None
 
 
 def _report(callback, *args) -> None:
@@ -131,16 +144,32 @@ def calibrate_and_write(config: Config, sources: Sequence[str | Path], output: s
         _report(progress.estimated, result)
         predictions = (calibration.predictions if calibration.predictions is not None
                        else pipeline.prediction_checks(config, grids, result))
-        advice = calibration.note or pipeline.prediction_advice(config, grids, result,
-                                                                 predictions)
+        advice = calibration.note
         _report(progress.predicted, predictions, advice)
+        bound = pipeline.cramer_rao_of(config, grids, result)
+        identified = pipeline.identifiability_of(config, result, bound)
+        judged = judge(config, result, identified, recordings, grids, predictions, bound)
         method = pipeline.method_summary(config, result)
-        write_outputs(output, result, config.rig_spec, method, predictions=predictions)
+        write_outputs(output, result, config.rig_spec, method, predictions=predictions,
+                      identified=identified, verdict=judged, bound=bound)
         open_loop = pipeline.open_loop_checks(config, grids, result)
     _report(progress.replayed, open_loop)
     write_report(output, result, grids, open_loop, method=method, notes=list(notes),
-                 units=_units(config, result.free), predictions=predictions)
-    return CalibrationRun(result, grids, notes, method, tuple(predictions), advice, open_loop)
+                 units=_units(config, result.free), predictions=predictions, verdict=judged)
+    _report(progress.judged, result, bound, identified, judged)
+    return CalibrationRun(result, grids, notes, method, tuple(predictions), advice, open_loop,
+                          identified, judged, bound)
+
+
+def judge(config: Config, result: EstimationResult, identified: Identifiability,
+          recordings: Sequence[Recording], grids: Sequence[GridData],
+          predictions: Sequence[PredictionCheck], bound: CramerRao | None = None) -> Verdict:
+    """The verdict on a calibration (:func:`mb_estimation.verdict.verdict`) from its checks."""
+    refined = bool(result.refinement) and result.refinement[-1].formulation == "simulation"
+    return verdict(config, result, identified, step_dependence(result),
+                   pipeline.prediction_mismatch(grids, result, predictions),
+                   pipeline.validation_model(config), refined,
+                   pipeline.input_delay(config, recordings, result), bound)
 
 
 def cross_validate(config: Config, sources: Sequence[str | Path],

@@ -24,7 +24,7 @@ def test_calibrate_and_crossval_write_their_files(tmp_path, capsys):
                  "--set", "J_Azz=0.005", "--output", str(consistent), "--quiet"]) == 0
     document = yaml.safe_load((consistent / "parameters.yaml").read_text())
     entry = document["parameters"]["J_Azz"]
-    assert set(entry) == {"value", "std", "unit", "excited", "settled"}
+    assert set(entry) == {"value", "std", "unit", "excited", "status", "settled"}
     refinement = document["refinement"]
     assert refinement["dt"] == [0.002, 0.001]
     assert len(refinement["parameters"]["J_Azz"]["values"]) == 2
@@ -54,7 +54,8 @@ def test_calibrate_and_crossval_write_their_files(tmp_path, capsys):
     assert set(document) >= {"parameters", "fixed", "fit", "method"}
     assert "refinement" not in document
     entry = document["parameters"]["J_Azz"]
-    assert set(entry) == {"value", "std", "unit", "excited"} and entry["unit"] == "kg m^2"
+    assert set(entry) == {"value", "std", "unit", "excited", "status"}
+    assert entry["unit"] == "kg m^2"
     assert "J_Azz" not in document["fixed"] and document["fixed"]["m_A"] == 0.238
     assert document["fit"]["steps"] == 61 and document["method"]["kappa"] == 100.0
     ros = yaml.safe_load((out / "ros_parameters.yaml").read_text())

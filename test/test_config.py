@@ -966,7 +966,7 @@ def test_simulation_refinement_modes(tmp_path, value, mode):
 def test_simulation_refinement_default_and_errors(tmp_path):
     data = furuta()
     del data["method"]
-    assert parse_config(data).method.simulation_refinement == "off"
+    assert parse_config(data).method.simulation_refinement is None  # as the hinges declare
     data["method"] = {"simulation_refinement": "sometimes"}
     assert load_error(tmp_path, data) == (
         "method.simulation_refinement: unknown refinement mode 'sometimes' "
@@ -978,6 +978,7 @@ def test_simulation_refinement_default_and_errors(tmp_path):
 
 def test_command_line_spells_the_refinement_modes_as_the_config():
     from mb_estimation import cli
-    from mb_estimation.config import REFINEMENT_MODES
+    from mb_estimation.config import HINGE_DECLARATIONS, REFINEMENT_MODES
 
     assert cli.REFINEMENT_MODES == REFINEMENT_MODES
+    assert cli.HINGE_DECLARATIONS == HINGE_DECLARATIONS

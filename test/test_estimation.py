@@ -202,7 +202,7 @@ def test_tilt_std_is_reported_for_the_two_directions_gravity_can_lean():
     np.testing.assert_allclose(std["J_Azz"], expected[:1], rtol=1e-8)
     assert np.isinf(std["tilt"][1])
     np.testing.assert_allclose(std["tilt"][[0, 2]], expected[1:], rtol=1e-8)
-    assert excited_by_data("quaternion", std["tilt"], None, None)
+    assert excited_by_data("quaternion", std["tilt"], None)
 
 
 def test_held_input_means_integrate_the_zero_order_hold_exactly():

@@ -134,7 +134,7 @@ def test_report_content(report):
                                         "<h2>Parameter correlation", "<h2>Convergence",
                                         "<h2>Recordings")]
     assert headings == sorted(headings)
-    assert text.count("not excited</span>") == 1  # b1 only
+    assert text.count("not determined</span>") == 1  # b1 only
     assert "± ∞" in text  # b1's infinite std
     assert ">10 %<" in text  # J_Azz: 1e-3 / 0.01
     assert "± (0.01, 0.02, 0.05) rad" in text

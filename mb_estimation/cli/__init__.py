@@ -14,14 +14,21 @@ import argparse
 import sys
 
 from mb_estimation.cli.calibrate import add_calibrate
-from mb_estimation.cli.common import OVERRIDE_FLAGS, REFINEMENT_MODES, SCENARIOS, UserError
+from mb_estimation.cli.common import (
+    HINGE_DECLARATIONS,
+    OVERRIDE_FLAGS,
+    REFINEMENT_MODES,
+    SCENARIOS,
+    UserError,
+)
 from mb_estimation.cli.crossval import add_crossval
 from mb_estimation.cli.node import add_node
 from mb_estimation.cli.players import add_replay, add_rig_sim
 from mb_estimation.cli.simulate import add_demo, add_simulate
 from mb_estimation.cli.sweep import add_sweep
 
-__all__ = ["OVERRIDE_FLAGS", "REFINEMENT_MODES", "SCENARIOS", "build_parser", "main"]
+__all__ = ["HINGE_DECLARATIONS", "OVERRIDE_FLAGS", "REFINEMENT_MODES", "SCENARIOS",
+           "build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:

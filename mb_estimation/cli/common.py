@@ -17,10 +17,12 @@ __all__ = ["ESTIMATOR_HELP", "OVERRIDE_FLAGS", "REFINEMENT_MODES", "SCENARIOS", 
 
 COMPLIANCE_HELP = "set every hinge compliance (linear and rotational) to EPS"
 
-# mb_estimation.config.REFINEMENT_MODES and mb_estimation.scenarios.SCENARIOS, spelled out:
+# mb_estimation.config.REFINEMENT_MODES, HINGE_DECLARATIONS and mb_estimation.scenarios.SCENARIOS,
+# spelled out:
 # `--help` imports nothing of the package (test_config.py and test_cli_estimation.py check that
 # they agree)
 REFINEMENT_MODES = ("auto", "on", "off")
+HINGE_DECLARATIONS = ("rigid", "compliant")
 SCENARIOS = ("release", "swingup", "pulse", "multisine")
 
 ESTIMATOR_HELP = (
@@ -31,7 +33,8 @@ ESTIMATOR_HELP = (
 #: The option behind each of apply_overrides' arguments: messages name it before the config key.
 OVERRIDE_FLAGS = {"free": "--free", "set_values": "--set", "compliance": "--compliance",
                   "dt": "--dt", "kappa": "--kappa", "max_iterations": "--max-iterations",
-                  "estimator": "--estimator", "simulation_refinement": "--simulation-refinement"}
+                  "estimator": "--estimator", "simulation_refinement": "--simulation-refinement",
+                  "hinges": "--hinges"}
 
 
 def add_recordings_argument(parser: argparse.ArgumentParser) -> None:
@@ -71,15 +74,19 @@ def add_method_options(parser: argparse.ArgumentParser, *, single_values: bool =
     """--estimator, --free, --max-iterations, --start, --end, --quiet (and --dt, --kappa)."""
     parser.add_argument("--estimator", choices=("consistent", "paper"),
                         help=f"{ESTIMATOR_HELP} (default: the config's method.estimator)")
+    parser.add_argument("--hinges", choices=HINGE_DECLARATIONS,
+                        help="declare the rig's hinges for this run (default: the config's "
+                        "hinges, built in rigid): rigid (bearings; the fit and its validation "
+                        "run the rigid model) or compliant (the config's hinge compliance and "
+                        "damping are the rig's physics; the fit goes on through them)")
     parser.add_argument("--simulation-refinement", nargs="?", const="on",
                         choices=REFINEMENT_MODES, metavar="{auto,on,off}",
                         help="consistent path: then fit the parameters through the config's "
-                        "own simulator (its hinges, simulation.dt) by multiple shooting, for "
-                        "rigs whose hinges are compliant and damped as the config declares. "
-                        "on (the bare flag): always; auto: only when the rigid-hinge fit does "
-                        "not predict the recordings, kept when it predicts better; off: never "
-                        "(slower when it runs; default: the config's "
-                        "method.simulation_refinement, built in off)")
+                        "own simulator (its hinges, simulation.dt) by multiple shooting. on "
+                        "(the bare flag): always; auto: only when the rigid-hinge fit does not "
+                        "predict the recordings, kept when it predicts better; off: never "
+                        "(default: the config's method.simulation_refinement, else as its "
+                        "hinges declare: on for compliant, off for rigid)")
     add_free_option(parser)
     if single_values:
         add_step_and_weight_options(parser)
@@ -134,7 +141,7 @@ def load_config(args: argparse.Namespace, *, ignore: tuple[str, ...] = ()):
                            max_iterations=option("max_iterations"),
                            estimator=option("estimator"),
                            simulation_refinement=option("simulation_refinement"),
-                           sources=OVERRIDE_FLAGS)
+                           hinges=option("hinges"), sources=OVERRIDE_FLAGS)
 
 
 def fitted_values(path, config) -> dict:

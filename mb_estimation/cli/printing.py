@@ -66,7 +66,7 @@ def print_fit(result, truth=None) -> None:
 
 
 def print_parameters(result, truth=None) -> None:
-    """Each free parameter ± its std (and the truth), flagged when not excited."""
+    """Each free parameter ± its std (and the truth), flagged when not determined."""
     import numpy as np
 
     for name in result.free:
@@ -78,7 +78,7 @@ def print_parameters(result, truth=None) -> None:
         if truth is not None:
             line += f"   (truth {' '.join(f'{v:.6g}' for v in np.ravel(truth[name]))})"
         if not result.excited[name]:
-            line += "   not excited"
+            line += "   not determined"
         print(line)
 
 
@@ -130,6 +130,30 @@ def print_open_loop(checks) -> None:
               f"{check.time_s[-1] - check.time_s[0]:.3g} s ({whole})")
 
 
+def print_verdict(result, bound, identified, verdict) -> None:
+    """The precision against the Cramér–Rao bound, what the data determine, the verdict."""
+    import numpy as np
+
+    if bound is not None:
+        shown = []
+        for name in bound.names:
+            value = abs(float(np.ravel(result.parameters[name])[0]))
+            if value > 0:
+                std = float(np.ravel(result.std[name])[0])
+                shown.append(f"{name} {100 * std / value:.2g} % (bound "
+                             f"{100 * bound.std[name] / value:.2g} %)")
+        if shown:
+            print("relative std against the Cramér–Rao bound (a simulation-error fit's best on "
+                  "these data): " + ", ".join(shown))
+    for standing in identified.parameters:
+        if not standing.determined:
+            print(f"  {standing.name}: {standing.status}")
+    if identified.determined_ratios:
+        print("the data determine " + ", ".join(str(r) for r in identified.determined_ratios))
+    for line in verdict.lines():
+        print(line)
+
+
 def calibration_progress(quiet: bool, config, truth=None):
     """What calibrate and demo print while calibrating.
 
@@ -142,7 +166,7 @@ def calibration_progress(quiet: bool, config, truth=None):
         read=print_notes, level_started=level_progress(quiet, config),
         iteration=iteration_progress(quiet), shooting_iteration=shooting_progress(quiet),
         estimated=lambda result: print_fit(result, truth), predicted=print_predictions,
-        replayed=print_open_loop)
+        replayed=print_open_loop, judged=print_verdict)
 
 
 def print_written(output, result) -> None:

@@ -20,7 +20,8 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "schema": ("ESTIMATORS", "QUATERNION_TOLERANCE", "REFINEMENT_MODES", "STAMP_SOURCES",
+    "schema": ("ESTIMATORS", "HINGE_DECLARATIONS", "QUATERNION_TOLERANCE", "REFINEMENT_MODES",
+               "STAMP_SOURCES",
                "TOP_LEVEL_KEYS", "VOLTAGE_TYPES", "Bounds", "Config", "ConfigError",
                "JointMapping", "MethodSettings", "NodeSettings", "RecordingSettings",
                "SimulationSettings"),

@@ -23,7 +23,7 @@ from mb_estimation.config.parameters import (
     parse_free,
     parse_parameters,
 )
-from mb_estimation.config.schema import TOP_LEVEL_KEYS, Config, ConfigError
+from mb_estimation.config.schema import HINGE_DECLARATIONS, TOP_LEVEL_KEYS, Config, ConfigError
 from mb_estimation.config.sections import (
     parse_method,
     parse_node,
@@ -106,6 +106,8 @@ def parse_config(data: Any, source: str = "<config>") -> Config:
                                  f"this key for rig {rig.name}")
 
     drift_correction = boolean(data.get("drift_correction", False), source, "drift_correction")
+    hinges = choice(data.get("hinges") or "rigid", HINGE_DECLARATIONS, source, "hinges",
+                    "hinge declaration")
     parameters = parse_parameters(data.get("parameters"), rig, source)
     free = parse_free(data.get("free"), rig, friction, parameters, source)
     return Config(
@@ -118,6 +120,7 @@ def parse_config(data: Any, source: str = "<config>") -> Config:
         recording=parse_recording(data.get("recording"), rig, source),
         node=parse_node(data.get("node"), source),
         drift_correction=drift_correction,
+        hinges=hinges,
         source=source,
     )
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from mb_estimation.config.checks import fail, is_number, positive
+from mb_estimation.config.checks import choice, fail, is_number, positive
 from mb_estimation.config.load import Loader
 from mb_estimation.config.parameters import (
     check_friction_use,
@@ -29,7 +29,7 @@ from mb_estimation.config.parameters import (
     parameter_value,
     resolve_parameter,
 )
-from mb_estimation.config.schema import Config
+from mb_estimation.config.schema import HINGE_DECLARATIONS, Config
 from mb_estimation.config.sections import METHOD_FIELDS, parse_node, recording_fields
 from mb_estimation.rigs.parameters import COMPLIANCE_PARAMETERS
 
@@ -141,6 +141,7 @@ def apply_overrides(
     max_iterations: int | None = None,
     estimator: str | None = None,
     simulation_refinement: bool | str | None = None,
+    hinges: str | None = None,
     sources: Mapping[str, str] | None = None,
 ) -> Config:
     """Apply overrides (the command line's, DESIGN.md section 6) and validate the result.
@@ -151,10 +152,10 @@ def apply_overrides(
     (for free parameters: initial values). ``dt``, ``kappa``, ``max_iterations``,
     ``estimator`` and ``simulation_refinement`` override the method settings; ``dt`` is the
     estimation step of either estimator (the paper's step and the consistent path's finest
-    step). Messages name the config key (``parameters.m_A``, ``free.J_Q``, ``method.dt``) and,
-    before it, where the value came from: ``sources[argument]`` (e.g. the CLI's
-    ``{"dt": "--dt"}``), else ``"override"``. Returns a new :class:`Config`; raises
-    :class:`ConfigError`.
+    step). ``hinges`` replaces the config's hinge declaration. Messages name the config key
+    (``parameters.m_A``, ``free.J_Q``, ``method.dt``) and, before it, where the value came
+    from: ``sources[argument]`` (e.g. the CLI's ``{"dt": "--dt"}``), else ``"override"``.
+    Returns a new :class:`Config`; raises :class:`ConfigError`.
     """
     def origin_of(argument: str) -> str:
         return (sources or {}).get(argument, DEFAULT_SOURCE)
@@ -204,6 +205,8 @@ def apply_overrides(
               for key, value in changes.items() if value is not None}
     if "dt" in method:
         method["refinement_dt"] = method["dt"]
-    return dataclasses.replace(config, parameters=parameters, free=free_bounds,
+    declared = config.hinges if hinges is None else choice(
+        hinges, HINGE_DECLARATIONS, origin_of("hinges"), "hinges", "hinge declaration")
+    return dataclasses.replace(config, parameters=parameters, free=free_bounds, hinges=declared,
                                method=dataclasses.replace(config.method, **method))
 

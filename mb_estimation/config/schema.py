@@ -11,6 +11,8 @@ node settings. Parameter names, units and admissible ranges come from
 :mod:`mb_estimation.rigs.parameters`. The file form (every value in SI units)::
 
     rig: furuta                # furuta | pendulum
+    hinges: rigid              # rigid (default: ball bearings, stiff shafts) | compliant (the
+                               # hinge compliance and damping parameters are the rig's physics)
     friction: dry              # pendulum only: viscous | dry | stribeck (default dry)
     drift_correction: false    # true: SPOOK rows with the constraints' curvature (no drift with
                                # damped stiff hinges, see multibody.constraints); false: (2.8)
@@ -46,6 +48,7 @@ node settings. Parameter names, units and admissible ranges come from
       voltage_index: 0         # index into Float64MultiArray data
       voltage_joint: null      # JointState type: the joint whose effort holds the voltage
       stamp_source: auto       # auto (header stamps when sane) | header | receive
+      input_delay_s: 0.0       # the input acts this long after its stamps [s]
     node:                      # the online node (NodeSettings), all optional
 
 Rules: unknown keys are errors (with the closest valid name suggested); a settings key set to
@@ -75,6 +78,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ESTIMATORS",
+    "HINGE_DECLARATIONS",
     "QUATERNION_TOLERANCE",
     "REFINEMENT_MODES",
     "STAMP_SOURCES",
@@ -94,8 +98,9 @@ QUATERNION_TOLERANCE = 1e-6  # allowed deviation of |tilt| from 1
 STAMP_SOURCES = ("auto", "header", "receive")  # recording.stamp_source
 ESTIMATORS = ("consistent", "paper")  # method.estimator
 REFINEMENT_MODES = ("auto", "on", "off")  # method.simulation_refinement
-TOP_LEVEL_KEYS = ("rig", "friction", "drift_correction", "parameters", "free", "method",
-                  "simulation", "recording", "node")
+HINGE_DECLARATIONS = ("rigid", "compliant")  # hinges
+TOP_LEVEL_KEYS = ("rig", "friction", "hinges", "drift_correction", "parameters", "free",
+                  "method", "simulation", "recording", "node")
 
 
 class ConfigError(UserError):
@@ -125,23 +130,25 @@ class MethodSettings:
     step refined over ``refinement_levels`` steps down to ``refinement_dt``, κ per unit time) or
     ``paper`` (the paper's single fit in maximal coordinates at step ``dt``). The node fits one
     level at ``refinement_dt``, else 1 ms (online/windows.py: its step is fixed before data).
-    ``simulation_refinement`` (consistent only): a final multiple-shooting fit through the
-    config's own simulator (its hinges, ``simulation.dt``), segments of
-    ``simulation_segment_s`` first, lengthened while the simulator follows the data
-    (estimation/shooting.py). ``off`` (default): never — a note says when the rigid-hinge
-    fit does not predict the recordings; ``auto``: only then (its 0.5 s prediction error
-    through the config's simulator over 5× the fit's angle noise), kept when the refit
-    predicts better; ``on``: always. YAML true/false mean on/off. Not ``auto`` by default:
-    the prediction runs the config's hinges, whose damping τ is often a method setting, and
-    those mispredict a rigid rig too (benchmarks/RESULTS.md, issue 14).
+    ``simulation_refinement`` (consistent only): a final simulation-error fit by multiple
+    shooting (estimation/shooting.py), segments of ``simulation_segment_s`` first, lengthened
+    while the simulation follows the data, through the model the config's ``hinges`` declare:
+    the config's own simulator for compliant hinges (their compliance and damping,
+    ``simulation.dt``), the converged rigid model for rigid ones (its std then near the
+    Cramér–Rao bound, at several times the fit's cost). ``None`` (default): ``on`` for
+    compliant hinges (the rigid limit is then not the rig's model), ``off`` for rigid ones;
+    ``auto``: only when the rigid-hinge fit does not predict the recordings (its 0.5 s
+    prediction error over 5× the fit's angle noise), kept when the refit predicts better;
+    ``on``/``off``: always/never. YAML true/false mean on/off.
     """
 
     estimator: str = "consistent"  # consistent | paper
     dt: float = 0.01  # the paper's single fit: its time step h [s]
     refinement_dt: float | None = None  # consistent: finest step [s]; None: the sample period
     refinement_levels: int = 2  # consistent: steps refinement_dt * 2^(levels-1) ... refinement_dt
-    simulation_refinement: str = "off"  # consistent: fit through the simulator? off|auto|on
-    simulation_segment_s: float = 1.0  # its first shooting segments [s] (then up to 4 s)
+    simulation_refinement: str | None = None  # consistent: fit through the simulator?
+    #                                           off|auto|on; None: as the hinges declare
+    simulation_segment_s: float = 1.0  # its first shooting segments [s] (then longer)
     kappa: float = 100.0  # state error weight, Omega^-1 = kappa I (consistent: read at h = 0.01 s
     #                       on a rig of 0.04 kg m^2, estimation.consistent.kappa_per_step)
     filter_cutoff_hz: float = 10.0  # Butterworth cutoff for the initial states [Hz]
@@ -217,6 +224,9 @@ class RecordingSettings:
     # The driver's joint velocities (low-passed) for the initial state velocities instead of
     # differences of the filtered angles; off: velocities in the recording are ignored.
     use_driver_velocities: bool = False
+    # The input acts this long after its recorded stamps [s] (a driver's transport and control
+    # delay; negative: before them). calibrate measures it and says so when it is not stated.
+    input_delay_s: float = 0.0
 
     @classmethod
     def for_rig(cls, rig: RigSpec) -> RecordingSettings:
@@ -246,6 +256,7 @@ class Config:
     recording: RecordingSettings = field(default_factory=RecordingSettings)
     node: NodeSettings = field(default_factory=NodeSettings)
     drift_correction: bool = False
+    hinges: str = "rigid"  # rigid | compliant
     source: str = "<config>"
 
     @property
@@ -281,6 +292,7 @@ class Config:
         data: dict[str, Any] = {"rig": self.rig}
         if self.friction is not None:
             data["friction"] = self.friction
+        data["hinges"] = self.hinges
         if self.drift_correction:
             data["drift_correction"] = True
         data["parameters"] = {

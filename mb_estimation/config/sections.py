@@ -183,6 +183,7 @@ def recording_fields(rig: RigSpec) -> dict[str, Check]:
         "stamp_source": one_of(STAMP_SOURCES, "stamp source"),
         "voltage_script": _voltage_script,
         "use_driver_velocities": boolean,
+        "input_delay_s": number,
     }
 
 

@@ -201,19 +201,32 @@ def refined_through_simulator(result: EstimationResult, problem: EstimationProbl
                               ) -> EstimationResult:
     """A consistent ``result`` refit through the simulator, its last refinement level added.
 
-    ``problem``: the finest level's (its rig, bounds, grids and initial values). The
-    parameters, std, covariance and excitation flags are the refit's; the states stay the
-    joint fit's; iterations and times add up.
+    ``problem``: the finest level's (its rig, bounds, grids and initial values). The scalar
+    parameters are refit (through the config's hinges: only those the joint fit determined,
+    since an undetermined one wanders off in their stiff dynamics): their values, std,
+    covariance and excitation flags are the refit's; the others (a quaternion such as
+    ``tilt``) keep the joint fit's value and std, without correlation with the refit ones; the
+    states stay the joint fit's; iterations and times add up.
     """
+    rigid = simulation.settings.rigid  # the rigid model follows what the joint fit fitted
+    scalars = tuple(name for name in result.free
+                    if np.size(result.parameters[name]) == 1 and (rigid or result.excited[name]))
     refined = refine_by_simulation(
-        problem.rig, result.parameters, result.free, problem.lower, problem.upper,
+        problem.rig, result.parameters, scalars, problem.lower, problem.upper,
         problem.recordings, [(r.joint_angles, r.joint_rates) for r in result.recordings],
         simulation.simulation_dt, simulation.settings, progress)
     parameters = {**result.parameters,
                   **{name: np.asarray(value) for name, value in refined.values.items()}}
-    std = {name: np.atleast_1d(refined.std[name]) for name in refined.names}
-    excited = {name: excited_by_data("scalar", std[name], parameters[name],
-                                     problem.parameters[name]) for name in refined.names}
+    std = {**result.std, **{name: np.atleast_1d(refined.std[name]) for name in refined.names}}
+    excited = {**result.excited,
+               **{name: excited_by_data("scalar", std[name], parameters[name])
+                  for name in refined.names}}
+    rows = _tangent_rows(result)
+    at = np.concatenate([rows[name] for name in scalars]).astype(int)
+    covariance = np.array(result.covariance, dtype=np.float64)
+    covariance[at, :] = 0.0
+    covariance[:, at] = 0.0
+    covariance[np.ix_(at, at)] = refined.covariance
     level = RefinementLevel(
         dt=simulation.simulation_dt, kappa=float("nan"),
         parameters={name: parameters[name] for name in refined.names}, std=std,
@@ -222,13 +235,23 @@ def refined_through_simulator(result: EstimationResult, problem: EstimationProbl
         solve_time_s=refined.solve_time_s, compile_time_s=refined.compile_time_s,
         formulation="simulation", segment_s=refined.segment_s, segments_tried=refined.tried)
     return dataclasses.replace(
-        result, parameters=parameters, std=std, excited=excited, covariance=refined.covariance,
+        result, parameters=parameters, std=std, excited=excited, covariance=covariance,
         refinement=(*result.refinement, level), iterations=result.iterations + level.iterations,
         compile_time_s=result.compile_time_s + level.compile_time_s,
         solve_time_s=result.solve_time_s + level.solve_time_s,
         message=(f"{result.message}; through the simulator (step {level.dt:g} s): "
                  f"{level.status} after {level.iterations} iterations, angle MSE "
                  f"{level.cost:.4g} rad²"))
+
+
+def _tangent_rows(result: EstimationResult) -> dict[str, np.ndarray]:
+    """Each free parameter's rows in the covariance: one per scalar, three per quaternion."""
+    rows, start = {}, 0
+    for name in result.free:
+        size = 3 if np.size(result.parameters[name]) == 4 else 1
+        rows[name] = np.arange(start, start + size)
+        start += size
+    return rows
 
 
 @dataclass(frozen=True)
@@ -250,12 +273,17 @@ class StepDependence:
 
 
 def step_dependence(result: EstimationResult) -> tuple[StepDependence, ...]:
-    """Per free parameter, its change over the last two levels of ``result.refinement``."""
+    """Per free parameter, its change over the last two levels of ``result.refinement``.
+
+    Only the parameters both levels fitted (the simulation refinement holds some).
+    """
     if len(result.refinement) < 2:
         return ()
     coarse, fine = result.refinement[-2], result.refinement[-1]
     rows = []
     for name in result.free:
+        if name not in fine.parameters or name not in coarse.parameters:
+            continue
         before, after = np.asarray(coarse.parameters[name]), np.asarray(fine.parameters[name])
         if before.size == 4:  # a unit quaternion: the rotation from one to the other
             change = lie.quat_boxminus(after, before)

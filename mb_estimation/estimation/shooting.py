@@ -81,6 +81,9 @@ class ShootingSettings:
     # ... and on a length that only leads to a longer one, by less than this (the parameters
     # within about one std of that length's optimum; the longer fit goes on from there).
     continuation_chi_square_tolerance: float = 1.0
+    # Simulate the rigid tree (joint coordinates, second-order variational steps) instead of
+    # the config's hinges (SPOOK): a simulation-error fit of the consistent path's own model.
+    rigid: bool = False
 
 
 @dataclass(frozen=True)
@@ -212,7 +215,9 @@ def refine_by_simulation(rig: Rig, parameters: dict, names: Sequence[str], lower
     ``progress(iteration, cost, values)`` after each accepted iterate.
 
     Segments as long as the simulator follows the data: first ``settings.segment_s``, then
-    twice as long, and so on up to ``longest_segment_s``, each fit started from the last
+    twice as long, and so on up to ``longest_segment_s`` (for the rigid model, last, the
+    shortest recording in one piece: a segment loses what its cut-off remainder held), each
+    fit started from the last
     accepted one, accepted while it converges with a cost per sample at most
     ``lengthening_cost_ratio`` times the last one's; a length with a longer one after it is
     converged loosely (``continuation_chi_square_tolerance``), the one kept strictly. Each
@@ -233,6 +238,9 @@ def refine_by_simulation(rig: Rig, parameters: dict, names: Sequence[str], lower
     while (2.0 * lengths[-1] <= settings.longest_segment_s
            and 2.0 * lengths[-1] + settings.lead_s <= shortest):
         lengths.append(2.0 * lengths[-1])
+    whole = shortest - settings.lead_s
+    if settings.rigid and lengths[-1] < whole <= settings.longest_segment_s:
+        lengths.append(whole)  # the rigid model: last, the shortest recording in one piece
     result, fitted_starts, totals = None, None, _Effort()
     for length in lengths:
         # A stage with a longer one after it only leads there: converged loosely.
@@ -320,7 +328,7 @@ def _shoot(rig: Rig, parameters: dict, names: tuple[str, ...], lower: dict, uppe
     low = np.array([lower[name] for name in names], dtype=float)
     high = np.array([upper[name] for name in names], dtype=float)
     data = (segments.measured, segments.weights, segments.inputs)
-    static = (rig, names, h, substeps, _frictionless(rig, parameters, names))
+    static = (rig, names, h, substeps, _frictionless(rig, parameters, names), settings.rigid)
     scored = float(np.sum(segments.weights) * segments.measured.shape[-1])
     dof = max(scored - starts.size - values.size, 1.0)
 

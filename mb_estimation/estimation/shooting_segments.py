@@ -22,6 +22,7 @@ from mb_estimation.multibody import (
     states_from_joints,
     without_dry_friction,
 )
+from mb_estimation.multibody.joint_space import joint_states, variational_step
 from mb_estimation.numerics import jax
 from mb_estimation.rigs import Rig, parameter_arrays
 
@@ -69,20 +70,33 @@ def segments_of(grids: Sequence, segment_s: float, lead_s: float) -> Segments:
 
 
 def segment_residuals(rig: Rig, names: tuple[str, ...], h: float, substeps: int,
-                       frictionless: tuple[bool, ...], fixed, joint_state, free_values,
-                       measured, weights, inputs):
+                       frictionless: tuple[bool, ...], rigid: bool, fixed, joint_state,
+                       free_values, measured, weights, inputs):
     """Weighted wrapped angle errors ``[(m+1)·n_joints]`` [rad] of one simulated segment.
 
-    Simulated from ``joint_state = (angles, rates)`` with the free values ``[p]`` (SPOOK step
-    ``h``, ``substeps`` per grid step), without the dry friction rows of the ``frictionless``
-    hinges.
+    Simulated from ``joint_state = (angles, rates)`` with the free values ``[p]``, steps
+    ``h``, ``substeps`` per grid step, without the dry friction rows of the ``frictionless``
+    hinges: the SPOOK stepper with the config's hinges, or (``rigid``) the rigid tree's
+    second-order variational step in joint coordinates
+    (:func:`~mb_estimation.multibody.joint_space.variational_step`).
     """
     values = {**fixed, **{name: free_values[i] for i, name in enumerate(names)}}
     system = without_dry_friction(rig.build(parameter_arrays(values)), frictionless)
     joints = joint_state.shape[0] // 2
-    start = states_from_joints(system, joint_state[:joints], joint_state[joints:])
-    states, _ = rollout(system, start, h, inputs.shape[0], lambda k, _: inputs[k], substeps)
-    angles = jax.vmap(lambda state: joint_angles(system, state))(states)
+    if rigid:
+        def sample(state, u):
+            state = jax.lax.fori_loop(0, substeps,
+                                      lambda _, s: variational_step(system, s, u, h), state)
+            return state, state.angles
+
+        _, angles = jax.lax.scan(
+            sample, joint_states(system, joint_state[:joints], joint_state[joints:]), inputs)
+        angles = jnp.concatenate([joint_state[None, :joints], angles])
+    else:
+        start = states_from_joints(system, joint_state[:joints], joint_state[joints:])
+        states, _ = rollout(system, start, h, inputs.shape[0], lambda k, _: inputs[k],
+                            substeps)
+        angles = jax.vmap(lambda state: joint_angles(system, state))(states)
     error = jnp.angle(jnp.exp(1j * (angles - measured)))
     return (error * weights[:, None]).reshape(-1)
 
@@ -90,17 +104,17 @@ def segment_residuals(rig: Rig, names: tuple[str, ...], h: float, substeps: int,
 def linearize_segments(static, fixed, joint_states, free_values, measured, weights, inputs):
     """Residuals and their Jacobians in each segment's state and in the free values.
 
-    ``static = (rig, names, h, substeps, frictionless)`` as :func:`segment_residuals` takes
-    them.
+    ``static = (rig, names, h, substeps, frictionless, rigid)`` as :func:`segment_residuals`
+    takes them.
     """
-    rig, names, h, substeps, frictionless = static
+    rig, names, h, substeps, frictionless, rigid = static
 
     def one(segment):
         joint_state, y, w, u = segment
 
         def residual(state, values):
-            value = segment_residuals(rig, names, h, substeps, frictionless, fixed, state,
-                                       values, y, w, u)
+            value = segment_residuals(rig, names, h, substeps, frictionless, rigid, fixed,
+                                       state, values, y, w, u)
             return value, value  # the value as auxiliary output: simulated once, not twice
 
         (jac_state, jac_values), value = jax.jacfwd(residual, argnums=(0, 1), has_aux=True)(
@@ -114,12 +128,12 @@ def linearize_segments(static, fixed, joint_states, free_values, measured, weigh
 
 def segments_residuals(static, fixed, joint_states, free_values, measured, weights, inputs):
     """The residuals of :func:`linearize_segments` alone (one plain simulation of each segment)."""
-    rig, names, h, substeps, frictionless = static
+    rig, names, h, substeps, frictionless, rigid = static
 
     def one(segment):
         joint_state, y, w, u = segment
-        return segment_residuals(rig, names, h, substeps, frictionless, fixed, joint_state,
-                                  free_values, y, w, u)
+        return segment_residuals(rig, names, h, substeps, frictionless, rigid, fixed,
+                                  joint_state, free_values, y, w, u)
 
     return jax.vmap(one)((joint_states, measured, weights, inputs))
 

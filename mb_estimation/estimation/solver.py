@@ -28,6 +28,7 @@ from mb_estimation.estimation.covariance import (
     residual_covariances,
 )
 from mb_estimation.estimation.formulations import formulation_named
+from mb_estimation.estimation.identifiability import NOT_DETERMINED_RELATIVE_STD
 from mb_estimation.estimation.levenberg_marquardt import (
     LevenbergMarquardt,
     LMState,
@@ -122,19 +123,20 @@ def _cost_parts(residuals: Sequence[np.ndarray], num_impulse_rows: int):
     return impulse, observation
 
 
-def excited_by_data(kind: str, std: np.ndarray, value: np.ndarray, initial: np.ndarray) -> bool:
-    """Whether the data determines the parameter.
+def excited_by_data(kind: str, std: np.ndarray, value: np.ndarray) -> bool:
+    """Whether the data determine the parameter.
 
-    A scalar is excited when its standard deviation is at most ``max(|value|, |initial|)``:
-    like Table 4's ``J_Axx = 0(200)`` a parameter the data leaves free is not, while one that
-    the data pins at its bound 0 with a small standard deviation is.
-    A quaternion (``tilt``) acts only through the direction of gravity, two degrees of
-    freedom: it is excited when at least two tangent directions are known within 0.1 rad.
+    A scalar is determined when its standard deviation is at most half its value
+    (:data:`~mb_estimation.estimation.identifiability.NOT_DETERMINED_RELATIVE_STD`; like Table
+    4's ``J_Axx = 0(200)``, a parameter the data leave free is not, and neither is one at 0).
+    A quaternion (``tilt``) acts only through the direction of gravity, two degrees of freedom:
+    it is determined when at least two tangent directions are known within 0.1 rad.
     """
     if kind == "quaternion":
         return int(np.sum(np.asarray(std) <= 0.1)) >= 2
-    scale = max(abs(float(value)), abs(float(initial)))
-    return bool(np.isfinite(std).all() and float(std[0]) <= scale)
+    spread = float(np.ravel(std)[0])
+    return bool(np.isfinite(spread)
+                and spread <= NOT_DETERMINED_RELATIVE_STD * abs(float(np.ravel(value)[0])))
 
 
 def estimate(problem: EstimationProblem, settings: SolverSettings = DEFAULT_SETTINGS, *,
@@ -263,9 +265,7 @@ def _result(solver: LevenbergMarquardt, state: LMState, status: FitStatus,
     covariance = parameter_covariance(information, middle)
     std = parameter_std(information, middle, free,
                         np.asarray(compiler(_gravity, structure, fixed, free_values)))
-    initial = history[0].parameters
-    excited = {name: excited_by_data(kind, std[name], np.asarray(free_values[name]),
-                                     initial[name])
+    excited = {name: excited_by_data(kind, std[name], np.asarray(free_values[name]))
                for name, kind in zip(free.names, free.kinds, strict=True)}
 
     estimates = []

@@ -94,11 +94,16 @@ def validation_document(predictions) -> dict:
 
 
 def parameters_document(result: EstimationResult, rig: RigSpec, method: dict,
-                        predictions=()) -> dict:
+                        predictions=(), identified=None, verdict=None, bound=None) -> dict:
     """The content of parameters.yaml.
 
     Free parameters with std, fixed ones, fit and method; with the consistent path its
-    refinement levels, and the prediction validation when given.
+    refinement levels, and the prediction validation when given; each free parameter's
+    ``status`` and the combinations the data determine (``identified``, an
+    :class:`~mb_estimation.estimation.identifiability.Identifiability`) and the ``verdict``
+    (:class:`~mb_estimation.verdict.Verdict`) when given; each scalar's ``cramer_rao_std``,
+    the std a simulation-error fit could reach on these data (``bound``, a
+    :class:`~mb_estimation.cramer_rao.CramerRao`), when given.
     """
     from mb_estimation.estimation.consistent import step_dependence
 
@@ -111,6 +116,10 @@ def parameters_document(result: EstimationResult, rig: RigSpec, method: dict,
             "unit": rig.parameter(name).unit,
             "excited": bool(result.excited[name]),
         }
+        if bound is not None and name in bound.std:
+            free[name]["cramer_rao_std"] = bound.std[name]
+        if identified is not None:
+            free[name]["status"] = identified.standing(name).status
         if name in dependence:
             free[name]["settled"] = dependence[name].settled
     fixed = {name: plain_value(value) for name, value in result.parameters.items()
@@ -131,6 +140,14 @@ def parameters_document(result: EstimationResult, rig: RigSpec, method: dict,
         document["refinement"] = refinement
     if predictions:
         document["validation"] = validation_document(predictions)
+    if identified is not None:
+        document["identifiability"] = {
+            "undetermined": [str(c) for c in identified.undetermined],
+            "determined_combinations": [
+                {"combination": str(r).split(" = ")[0], "value": float(r.value),
+                 "relative_std": float(r.relative_std)} for r in identified.determined_ratios]}
+    if verdict is not None:
+        document["verdict"] = verdict.as_dict()
     return document
 
 
@@ -156,13 +173,16 @@ def write_parameter_files(directory: str | Path, document: dict, values: Mapping
 
 
 def write_outputs(directory: Path, result: EstimationResult, rig: RigSpec, method: dict,
-                  node_name: str = "mb_estimator", predictions=()) -> None:
+                  node_name: str = "mb_estimator", predictions=(), identified=None,
+                  verdict=None, bound=None) -> None:
     """Write parameters.yaml, ros_parameters.yaml and states.csv into ``directory``.
 
     The two parameter files through :func:`write_parameter_files` (atomically, with the
-    permissions of a plain file); states.csv directly.
+    permissions of a plain file); states.csv directly. ``predictions``, ``identified`` and
+    ``verdict`` and ``bound`` as :func:`parameters_document` takes them.
     """
-    document = parameters_document(result, rig, method, predictions)
+    document = parameters_document(result, rig, method, predictions, identified, verdict,
+                                   bound)
     write_parameter_files(directory, document, result.parameters, node_name, mode=PLAIN_FILE)
     with open(directory / "states.csv", "w", newline="") as stream:
         writer = csv.writer(stream)

@@ -5,7 +5,7 @@
 * a header: title, the solver's message and a status line (converged, iterations, cost with its
   observation and impulse parts, compile and solve time, steps), the notes, the method settings;
 * the parameter table: value ± standard deviation, unit, relative standard deviation, and
-  whether the data excites the parameter ("not excited" highlighted);
+  whether the data determine the parameter ("not determined" highlighted);
 * the parameter correlation matrix (heat map with the values in the cells, and as a table;
   "—" where a variance is infinite or zero);
 * convergence: cost per LM iteration (log scale; total, observation, impulse) and one panel per
@@ -113,6 +113,15 @@ def _status(result: EstimationResult) -> str:
             f'<p class="status">{" · ".join(_text(item) for item in items)}</p>')
 
 
+def _verdict_section(verdict) -> str:
+    head = "trustworthy" if verdict.trustworthy else "not trustworthy"
+    css = "" if verdict.trustworthy else ' class="warn"'
+    items = "".join(f"<li>{_text(f.problem)}<br>→ {_text(f.action)}</li>"
+                    for f in verdict.findings)
+    return (f"<h2>Verdict</h2><p{css}><strong>{_text(head)}</strong>: "
+            f"{_text(verdict.summary)}</p>" + (f"<ul>{items}</ul>" if items else ""))
+
+
 def _parameter_rows(result: EstimationResult, units: Mapping[str, str]):
     rows, classes = [], []
     for name in result.free:
@@ -130,14 +139,14 @@ def _parameter_rows(result: EstimationResult, units: Mapping[str, str]):
         excited = bool(result.excited[name])
         rows.append([_text(name), _text(shown), _text(spread), _text(units.get(name, "")),
                      _text(relative_text),
-                     "yes" if excited else '<span class="warn">not excited</span>'])
+                     "yes" if excited else '<span class="warn">not determined</span>'])
         classes.append("" if excited else "not-excited")
     return rows, classes
 
 
 def _parameters_section(result: EstimationResult, units: Mapping[str, str]) -> str:
     rows, classes = _parameter_rows(result, units)
-    table = _table(["parameter", "value", "± std", "unit", "relative std", "excited"], rows,
+    table = _table(["parameter", "value", "± std", "unit", "relative std", "determined"], rows,
                    classes)
     note = ("<p>Standard deviations from the linearised covariance; a quaternion's are per "
             "tangent direction (rotation vector) in rad. ∞: not determined by the data.</p>")
@@ -254,12 +263,13 @@ def write_report(directory: Path, result: EstimationResult, grids: Sequence[Grid
                  checks: Sequence[OpenLoopCheck], *, units: Mapping[str, str],
                  method: Mapping[str, object], title: str = "mb-estimation calibration",
                  notes: Sequence[str] = (),
-                 predictions: Sequence[PredictionCheck] = ()) -> Path:
+                 predictions: Sequence[PredictionCheck] = (), verdict=None) -> Path:
     """Write ``directory/report.html`` and its PNG figures into ``directory/figures``.
 
     ``grids[i]`` is the grid of ``result.recordings[i]``; ``checks[i]`` and ``predictions[i]``
     (when present) its open-loop check and short-horizon predictions. ``units`` maps parameter
-    names to units, ``method`` holds the method settings shown as a table. Returns the path of
+    names to units, ``method`` holds the method settings shown as a table; ``verdict``
+    (:class:`~mb_estimation.verdict.Verdict`) is shown first when given. Returns the path of
     report.html.
     """
     directory = Path(directory)
@@ -269,6 +279,8 @@ def write_report(directory: Path, result: EstimationResult, grids: Sequence[Grid
     figure_dir.mkdir(parents=True, exist_ok=True)
 
     parts = [f"<h1>{_text(title)}</h1>", _status(result)]
+    if verdict is not None:
+        parts.append(_verdict_section(verdict))
     if notes:
         parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{_text(n)}</li>" for n in notes)
                      + "</ul>")

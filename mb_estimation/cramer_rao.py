@@ -1,0 +1,114 @@
+"""The Cramér–Rao bound of a calibration: the precision a simulation-error fit could reach.
+
+For white angle noise of standard deviation σ_j on joint j at every observed sample, a pure
+output-error model — the rigid model simulated from a fitted initial state, what MuJoCo's
+sysid and most lab notebooks fit — has the Fisher information
+
+    F = Jᵀ W J,   W = diag(1/σ_j²),
+
+with ``J`` the sensitivity of the simulated angles to the free parameters and to the initial
+state of each recording. The initial states are nuisance parameters: eliminated by the Schur
+complement, they leave the parameters' information ``F_χχ - F_χx F_xx⁻¹ F_xχ``, whose inverse
+bounds the covariance of any unbiased estimate from these data. Two uses:
+
+* beside the fit's own standard deviations, it shows how much precision the method leaves;
+* its relative standard deviations say what the *data* determine, whatever the method: a
+  joint state-and-parameter fit weighs a force noise whose size scales with the parameters,
+  and that weight alone can pin a scale the data leave open (K, J_Azz and b1 together on a
+  rig whose only torque scale is its input gain).
+
+The sensitivities are forward differences of :func:`~mb_estimation.simulation.rigid_replay`
+(its compiled chunks: no program of its own), from the fit's initial state. Scalar parameters
+only; a quaternion (``tilt``) is left out (its bound is not computed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from mb_estimation.pseudo_inverse import informed, mark_undetermined, scaled_pseudo_inverse
+from mb_estimation.rigs import Rig, parameter_arrays
+from mb_estimation.simulation import built_system, rigid_replay
+
+#: The sensitivities' longest simulation step [s]: derivatives need less accuracy than a replay.
+SENSITIVITY_DT = 2e-3
+#: Relative step of the parameters' forward differences; absolute ones of the initial state.
+PARAMETER_STEP = 1e-6
+ANGLE_STEP_RAD = 1e-7
+RATE_STEP_RAD_S = 1e-6
+
+
+@dataclass(frozen=True)
+class CramerRao:
+    """The bound on the scalar free parameters ``names``.
+
+    Their ``covariance [p, p]`` and ``std`` by name (``inf`` where the data determine nothing
+    of it).
+    """
+
+    names: tuple[str, ...]
+    covariance: np.ndarray
+    std: dict[str, float]
+
+
+def cramer_rao_bound(rig: Rig, values: Mapping[str, object], names: Sequence[str], grids,
+                     starts: Sequence[np.ndarray], noise_rad: Sequence[np.ndarray]
+                     ) -> CramerRao | None:
+    """The bound on the scalar ``names`` of ``values`` from recordings on ``grids``.
+
+    ``starts[i]``: recording i's estimated joint state (angles, rates) at its first grid
+    point; ``noise_rad[i]``: its angle noise per joint [rad] (the fit's observation residuals).
+    None without a scalar among ``names``.
+    """
+    names = tuple(name for name in names if np.size(values[name]) == 1)
+    if not names:
+        return None
+    system = built_system(rig, parameter_arrays(values))
+    perturbed = []
+    for name in names:
+        value = float(np.ravel(values[name])[0])
+        step = PARAMETER_STEP * max(abs(value), 1e-6)  # a value at 0 (a friction) too
+        perturbed.append((step, built_system(rig, parameter_arrays(
+            {**values, name: value + step}))))
+    information = np.zeros((len(names), len(names)))
+    for grid, start, noise in zip(grids, starts, noise_rad, strict=True):
+        information += _parameter_information(system, perturbed, grid, np.asarray(start),
+                                              np.asarray(noise, dtype=np.float64))
+    covariance = _inverse(information)
+    std = {name: float(np.sqrt(covariance[i, i])) for i, name in enumerate(names)}
+    return CramerRao(names, covariance, std)
+
+
+def _inverse(information: np.ndarray) -> np.ndarray:
+    """The (pseudo-)inverse of an information matrix, ``inf`` where it holds nothing."""
+    determined = informed(np.diag(information))
+    information = np.where(np.outer(determined, determined), information, 0.0)
+    scale = np.where(determined, np.sqrt(np.abs(np.diag(information))), 1.0)
+    inverse, _, loading = scaled_pseudo_inverse(information, scale)
+    return mark_undetermined(inverse, ~determined | (loading > 1e-6))
+
+
+def _parameter_information(system, perturbed, grid, start, noise) -> np.ndarray:
+    """One recording's information on the parameters, its initial state eliminated."""
+    observed = np.asarray(grid.observed) > 0
+
+    def replay(candidate):
+        return rigid_replay(system, grid, candidate, SENSITIVITY_DT)
+
+    base = replay(start)[observed]
+    joints = start.shape[0] // 2
+    columns = [(rigid_replay(other, grid, start, SENSITIVITY_DT)[observed] - base) / step
+               for step, other in perturbed]
+    steps = np.concatenate([np.full(joints, ANGLE_STEP_RAD), np.full(joints, RATE_STEP_RAD_S)])
+    for index, step in enumerate(steps):
+        columns.append((replay(start + step * np.eye(len(start))[index])[observed] - base)
+                       / step)
+    weighted = np.stack([(c / noise).ravel() for c in columns], axis=1)
+    full = weighted.T @ weighted
+    count = len(perturbed)
+    parameters, coupling, states = full[:count, :count], full[:count, count:], \
+        full[count:, count:]
+    return parameters - coupling @ np.linalg.pinv(states) @ coupling.T

@@ -1,0 +1,211 @@
+"""The closing verdict of a calibration: can the values be trusted, and if not, what to do.
+
+One finding per reason a value is not an estimate of the rig — at a bound, not determined
+(alone or only in combination with others), still moving with the estimation step, a model
+that does not predict the recordings, an input acting late, a fit that did not converge — each
+with the next step that applies to this rig as the config declares it (its hinges, which
+parameters are free, which are fixed). Pure logic over the fit's results: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from mb_estimation.config import Config
+from mb_estimation.cramer_rao import CramerRao
+from mb_estimation.estimation import EstimationResult, FitStatus
+from mb_estimation.estimation.consistent import StepDependence
+from mb_estimation.estimation.identifiability import (
+    AT_LOWER_BOUND,
+    AT_UPPER_BOUND,
+    NOT_DETERMINED,
+    Identifiability,
+)
+from mb_estimation.estimation.input_delay import InputDelay
+from mb_estimation.pipeline import PREDICTION_NOISE_RATIO, PredictionMismatch
+
+#: What to record so that a parameter shows, by the first letters of its name (Furuta and
+#: pendulum rigs); the generic advice otherwise.
+_MOTION_THAT_SHOWS = (
+    (("J_B", "b2", "mu2", "r2"), "the pendulum swinging freely with the arm held still"),
+    (("J_A", "J_shaft", "K", "b1", "mu1", "r1"), "the arm stepping from rest, the pendulum "
+                                                  "swinging as it goes"),
+    (("J_P", "b", "r_mu", "zeta"), "the pendulum swinging freely, from a large angle down "
+                                   "to rest"),
+)
+_INERTIAS_OF_THE_ARM = ("J_Azz", "J_shaft")
+#: A fit's std this many times the Cramér–Rao bound or more is worth a word.
+PRECISION_RATIO = 2.0
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One reason the values are not to be trusted as they are, and what to do about it."""
+
+    problem: str
+    action: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Trustworthy when there are no findings; ``summary`` says why either way.
+
+    ``advice``: what would make trustworthy values more precise (not a fault).
+    """
+
+    findings: tuple[Finding, ...]
+    summary: str
+    advice: tuple[str, ...] = ()
+
+    @property
+    def trustworthy(self) -> bool:
+        return not self.findings
+
+    def lines(self) -> list[str]:
+        """The verdict as the command line prints it."""
+        head = "TRUSTWORTHY" if self.trustworthy else (
+            f"NOT TRUSTWORTHY ({len(self.findings)} finding"
+            f"{'s' if len(self.findings) > 1 else ''})")
+        lines = [f"verdict: {head}: {self.summary}"]
+        for finding in self.findings:
+            lines += [f"  - {finding.problem}", f"    → {finding.action}"]
+        lines += [f"  note: {text}" for text in self.advice]
+        return lines
+
+    def as_dict(self) -> dict:
+        """Plain data for parameters.yaml."""
+        return {"trustworthy": self.trustworthy, "summary": self.summary,
+                "findings": [{"problem": f.problem, "action": f.action}
+                             for f in self.findings], "advice": list(self.advice)}
+
+
+def _motion_that_shows(name: str) -> str:
+    for prefixes, motion in _MOTION_THAT_SHOWS:
+        if any(name == p or name.startswith(p) for p in prefixes):
+            return motion
+    return "a motion in which it acts"
+
+
+def _bound_finding(config: Config, name: str, value: float, side: str) -> Finding:
+    problem = (f"{name} ended {side} ({value:.4g}): the data ask for a value beyond it, so it "
+               "is no estimate")
+    inputs = bool(config.rig_spec.inputs)
+    if side == AT_LOWER_BOUND and name in _INERTIAS_OF_THE_ARM and inputs:
+        if "K" not in config.free:
+            action = (f"the arm's torque scale comes from K, fixed at "
+                      f"{float(config.parameters['K']):.4g}; a driver's gain is rarely its "
+                      f"datasheet's: free K as well (--free {','.join(config.free)},K), or fix "
+                      f"{name} at a trusted value")
+        else:
+            action = ("the arm's inertia is set against the fixed masses and lengths (m_A l1², "
+                      f"m_B lA²): check them, or fix {name} at a trusted value (the "
+                      "combinations the data determine are listed)")
+    elif side == AT_LOWER_BOUND and config.free[name].lower == 0.0:
+        action = (f"no {name} shows in these recordings: fix it at 0, or record "
+                  f"{_motion_that_shows(name)}")
+    else:
+        action = ("check the fixed values it acts together with (masses, lengths, the input "
+                  f"gain), or fix {name} at a trusted value")
+    return Finding(problem, action)
+
+
+def verdict(config: Config, result: EstimationResult, identified: Identifiability,
+            moves: Sequence[StepDependence], prediction: PredictionMismatch | None,
+            model: str, refined: bool, delay: InputDelay | None = None,
+            bound: CramerRao | None = None) -> Verdict:
+    """The closing verdict (module docstring).
+
+    ``moves``: the last two refinement levels' changes (``refined``: the last of them went
+    through the compliant hinges' simulator, so a change there is the hinges' shadow leaving
+    the values, not a fault); ``prediction``: the worst 0.5 s prediction against the fit's
+    noise, run through ``model`` (in words); ``delay``: the input's apparent delay, where it
+    was measured; ``bound``: the Cramér–Rao bound, where it was computed (a std far above it
+    is advice, not a finding).
+    """
+    findings = []
+    if result.status not in (FitStatus.GRADIENT, FitStatus.STEP, FitStatus.CONVERGED):
+        findings.append(Finding(
+            f"the fit stopped without converging ({result.status}: {result.message})",
+            "more iterations (--max-iterations), or start nearer (--set NAME=VALUE)"))
+    for standing in identified.parameters:
+        value = float(np.ravel(result.parameters[standing.name])[0])
+        if standing.status in (AT_LOWER_BOUND, AT_UPPER_BOUND):
+            findings.append(_bound_finding(config, standing.name, value, standing.status))
+    grouped = set()
+    for combination in identified.undetermined:
+        ratios = [str(r) for r in identified.determined_ratios
+                  if r.numerator in combination.names and r.denominator in combination.names]
+        grouped.update(combination.names)
+        determined = f"; the data determine {', '.join(ratios)}" if ratios else ""
+        findings.append(Finding(
+            f"not determined: {combination}{determined}",
+            f"fix one of {', '.join(combination.names)} at a trusted value (e.g. from the "
+            f"datasheet or CAD), or record {_motion_that_shows(combination.names[0])}"))
+    for standing in identified.parameters:
+        if standing.status == NOT_DETERMINED and standing.name not in grouped:
+            spread = ("inf" if not np.isfinite(standing.relative_std)
+                      else f"{100 * standing.relative_std:.0f} %")
+            findings.append(Finding(
+                f"{standing.name} is not determined (its std is {spread} of its value)",
+                f"record {_motion_that_shows(standing.name)}, or fix it at a trusted value"))
+    moved = [row for row in moves if not row.settled]
+    if moved and not refined:
+        names = ", ".join(row.name for row in moved)
+        if config.hinges == "rigid":
+            action = ("the rigid model misses something this rig does at the step's time scale "
+                      "(the input's delay or gain, friction): see the other findings; or "
+                      "refine the step (--dt)")
+        else:
+            action = ("the compliant hinges are declared: the refinement through them "
+                      "(--simulation-refinement on) removes this")
+        findings.append(Finding(f"{names} still move{'s' if len(moved) == 1 else ''} with the "
+                                "estimation step: shadow values of the method", action))
+    if delay is not None and abs(delay.delay_s) > 3 * delay.std_s:  # std ≥ a quarter step
+        findings.append(Finding(
+            f"the input acts {1e3 * delay.delay_s:.3g} ms (± {1e3 * delay.std_s:.2g}) "
+            f"{'after' if delay.delay_s > 0 else 'before'} its recorded stamps",
+            f"state it in the config: recording.input_delay_s: {delay.delay_s:.4g}"))
+    if prediction is not None and prediction.ratio > PREDICTION_NOISE_RATIO:
+        if config.hinges == "rigid":
+            action = ("the model lacks something this rig does: check the input model (the "
+                      "driver's gain K free, recording.input_delay_s), friction on the arm "
+                      "(mu1), the fixed geometry; compliant-hinge refinement does not apply to "
+                      "declared rigid hinges")
+        elif refined:
+            action = ("neither the rigid limit nor the declared compliant hinges follow these "
+                      "recordings: check the input model and friction")
+        else:
+            action = ("the values are the rigid limit's and the prediction runs the declared "
+                      "compliant hinges: fit through them (--simulation-refinement on, on "
+                      "recordings longer than one of its segments)")
+        findings.append(Finding(
+            f"run {prediction.horizon_s:g} s ahead from its estimated states, the fitted model "
+            f"({model}) misses {prediction.name} by {prediction.ratio:.0f}× the fit's noise",
+            action))
+    advice = []
+    if bound is not None and not refined:
+        loose = []
+        for standing in identified.parameters:
+            name = standing.name
+            if standing.determined and name in bound.std and bound.std[name] > 0:
+                ratio = float(np.ravel(result.std[name])[0]) / bound.std[name]
+                if ratio > PRECISION_RATIO:
+                    loose.append(f"{name} {ratio:.0f}×")
+        if loose:
+            advice.append(
+                f"the data allow tighter values than this fit gives ({', '.join(loose)} the "
+                "Cramér–Rao bound): a simulation-error stage through the rigid model gets "
+                "near it (--simulation-refinement on; several times the fit's time)")
+    if findings:
+        summary = "the values below are the data's, not yet the rig's"
+    else:
+        summary = "every free parameter determined"
+        if moves:
+            summary += ", settled in the step"
+        if prediction is not None:
+            summary += (f", and the model predicts {prediction.horizon_s:g} s ahead within "
+                        f"{prediction.ratio:.1f}× the fit's noise")
+    return Verdict(tuple(findings), summary, tuple(advice))

@@ -1,0 +1,91 @@
+"""What the data determine: parameters, combinations, bounds (from a fit's covariance).
+
+The rules on covariances built by hand, where the answer is known; the fits of
+test_verdict.py check them on data.
+"""
+
+import numpy as np
+import pytest
+
+from mb_estimation.estimation.identifiability import (
+    AT_LOWER_BOUND,
+    AT_UPPER_BOUND,
+    DETERMINED,
+    NOT_DETERMINED,
+    at_bound,
+    identifiability,
+)
+
+
+def _log_covariance(values, log_covariance):
+    """The covariance of ``values`` whose logarithms have ``log_covariance``."""
+    scale = np.abs(np.asarray(values))
+    return np.asarray(log_covariance) * np.outer(scale, scale)
+
+
+def _identified(values, covariance, lower=None, upper=None):
+    names = tuple(values)
+    x = np.array([values[n] for n in names])
+    std = {n: np.array([np.sqrt(covariance[i, i])]) for i, n in enumerate(names)}
+    return identifiability(names, {n: np.array([values[n]]) for n in names}, std, covariance,
+                           lower or {n: 0.0 for n in names}, upper or {n: 10.0 for n in names}
+                           ) if x.size else None
+
+
+def test_a_scale_the_data_leave_open_is_named_with_the_ratios_they_fix():
+    """K and J_Azz (and b1) free together: their common scale open, their ratios sharp."""
+    values = {"J_Azz": 2e-4, "K": 0.04, "b1": 0.01}
+    spread = 1.2  # ±120 % along the common scale: ±69 % on each
+    direction = np.ones(3) / np.sqrt(3)
+    log_covariance = spread**2 * np.outer(direction, direction) + 0.01**2 * np.eye(3)
+    identified = _identified(values, _log_covariance(list(values.values()), log_covariance))
+    assert [p.status for p in identified.parameters] == [NOT_DETERMINED] * 3
+    (combination,) = identified.undetermined
+    assert set(combination.names) == {"J_Azz", "K", "b1"}
+    assert combination.relative_std == pytest.approx(spread, rel=1e-3)
+    assert "scaled together" in str(combination)
+    ratios = {(r.numerator, r.denominator): r for r in identified.determined_ratios}
+    assert len(ratios) == 2
+    for ratio in ratios.values():
+        assert ratio.power == pytest.approx(1.0, abs=1e-6)
+        assert ratio.relative_std == pytest.approx(0.01 * np.sqrt(2), rel=1e-3)
+        assert ratio.value == pytest.approx(values[ratio.numerator] / values[ratio.denominator])
+
+
+def test_determined_parameters_name_no_combination():
+    values = {"J_Azz": 3e-3, "J_Byy": 4e-3}
+    identified = _identified(values, np.diag([(0.01 * 3e-3) ** 2, (0.02 * 4e-3) ** 2]))
+    assert [p.status for p in identified.parameters] == [DETERMINED, DETERMINED]
+    assert identified.undetermined == () and identified.determined_ratios == ()
+
+
+def test_half_its_value_is_the_limit_of_a_determined_parameter():
+    """b2 = 3.8e-5 ± 4.7e-5 is not determined (the std is 124 % of the value)."""
+    values = {"b2": 3.8e-5, "b1": 1e-3}
+    identified = _identified(values, np.diag([4.7e-5**2, (0.49e-3) ** 2]))
+    assert identified.standing("b2").status == NOT_DETERMINED
+    assert identified.standing("b2").relative_std == pytest.approx(4.7 / 3.8)
+    assert identified.standing("b1").status == DETERMINED
+
+
+def test_a_value_on_its_bound_is_at_its_bound_whatever_its_std():
+    values = {"J_Azz": 1e-12, "b2": 0.0, "K": 2.0}
+    identified = _identified(values, np.diag([1e-20, 1e-12, 1e-8]),
+                             lower={"J_Azz": 1e-12, "b2": 0.0, "K": 0.0},
+                             upper={"J_Azz": 1.0, "b2": 1.0, "K": 2.0})
+    assert [p.status for p in identified.parameters] == [AT_LOWER_BOUND, AT_LOWER_BOUND,
+                                                         AT_UPPER_BOUND]
+    assert identified.with_status(AT_LOWER_BOUND) == ("J_Azz", "b2")
+    assert at_bound(1e-12, 1e-12) and not at_bound(1.1e-12, 1e-12)
+    assert not at_bound(5.0, np.inf)
+
+
+def test_a_quaternion_is_determined_by_its_two_observable_directions():
+    names = ("tilt", "J_Azz")
+    values = {"tilt": np.array([1.0, 0.0, 0.0, 0.0]), "J_Azz": np.array([3e-3])}
+    std = {"tilt": np.array([1e-3, np.inf, 2e-3]), "J_Azz": np.array([1e-5])}
+    covariance = np.diag([1e-6, np.inf, 4e-6, 1e-10])
+    identified = identifiability(names, values, std, covariance, {"J_Azz": 0.0},
+                                 {"J_Azz": 1.0})
+    assert identified.standing("tilt").status == DETERMINED
+    assert identified.standing("J_Azz").status == DETERMINED
