@@ -136,12 +136,19 @@ def simulate_recording(
     )
 
 
+#: An open-loop replay follows a recording while every angle stays this close [rad].
+FOLLOWED_RAD = 0.1
+
+
 @dataclass(frozen=True)
 class OpenLoopCheck:
     """A recording replayed open loop through the model (the paper's Figure 5 view).
 
     ``time_s [n]``; ``measured``/``simulated`` joint angles ``[n, n_joints]`` [rad]; RMS of the
-    wrapped angle error per joint [rad] over the first ``first_s`` seconds and over all of it.
+    wrapped angle error per joint [rad] over the first ``first_s`` seconds and over all of it;
+    ``followed_s``: how long the replay stays within :data:`FOLLOWED_RAD` of every measured
+    angle [s] (an unstable or closed-loop motion is not followed open loop for long, however
+    right the model).
     """
 
     name: str
@@ -151,6 +158,7 @@ class OpenLoopCheck:
     first_s: float
     rms_first: np.ndarray
     rms_all: np.ndarray
+    followed_s: float = float("nan")
 
 
 @dataclass(frozen=True)
@@ -500,8 +508,10 @@ def _scored_replay(grid, simulated, first_s: float) -> OpenLoopCheck:
     error = np.angle(np.exp(1j * (simulated - grid.measured_angles)))
     observed = grid.observed > 0
     early = observed & (grid.time_s < grid.time_s[0] + first_s)
+    off = np.flatnonzero(observed & np.any(np.abs(error) > FOLLOWED_RAD, axis=1))
+    followed = grid.time_s[off[0] if len(off) else -1] - grid.time_s[0]
     return OpenLoopCheck(
         name=grid.name, time_s=grid.time_s, measured=grid.measured_angles, simulated=simulated,
         first_s=first_s,
         rms_first=np.sqrt(np.mean(error[early] ** 2, axis=0)),
-        rms_all=np.sqrt(np.mean(error[observed] ** 2, axis=0)))
+        rms_all=np.sqrt(np.mean(error[observed] ** 2, axis=0)), followed_s=float(followed))

@@ -27,6 +27,8 @@ from mb_estimation.estimation.identifiability import (
 from mb_estimation.estimation.input_delay import InputDelay
 from mb_estimation.pipeline import PREDICTION_NOISE_RATIO, PredictionMismatch
 
+#: Inertias about axes a Furuta arm never turns about: no recording shows them.
+_NEVER_EXCITED = ("J_Axx", "J_Ayy")
 #: What to record so that a parameter shows, by the first letters of its name (Furuta and
 #: pendulum rigs); the generic advice otherwise.
 _MOTION_THAT_SHOWS = (
@@ -146,11 +148,13 @@ def verdict(config: Config, result: EstimationResult, identified: Identifiabilit
             f"datasheet or CAD), or record {_motion_that_shows(combination.names[0])}"))
     for standing in identified.parameters:
         if standing.status == NOT_DETERMINED and standing.name not in grouped:
-            spread = ("inf" if not np.isfinite(standing.relative_std)
-                      else f"{100 * standing.relative_std:.0f} %")
-            findings.append(Finding(
-                f"{standing.name} is not determined (its std is {spread} of its value)",
-                f"record {_motion_that_shows(standing.name)}, or fix it at a trusted value"))
+            spread = ("the data hold nothing of it" if not np.isfinite(standing.relative_std)
+                      else f"its std is {100 * standing.relative_std:.0f} % of its value")
+            action = ("fix it: the arm never turns about that axis" if standing.name in
+                      _NEVER_EXCITED and config.rig == "furuta" else
+                      f"record {_motion_that_shows(standing.name)}, or fix it at a trusted "
+                      "value")
+            findings.append(Finding(f"{standing.name} is not determined ({spread})", action))
     moved = [row for row in moves if not row.settled]
     if moved and not refined:
         names = ", ".join(row.name for row in moved)
@@ -159,8 +163,8 @@ def verdict(config: Config, result: EstimationResult, identified: Identifiabilit
                       "(the input's delay or gain, friction): see the other findings; or "
                       "refine the step (--dt)")
         else:
-            action = ("the compliant hinges are declared: the refinement through them "
-                      "(--simulation-refinement on) removes this")
+            action = ("the compliant hinges are declared but the fit stopped at their rigid "
+                      "limit: fit through them (--simulation-refinement on)")
         findings.append(Finding(f"{names} still move{'s' if len(moved) == 1 else ''} with the "
                                 "estimation step: shadow values of the method", action))
     if delay is not None and abs(delay.delay_s) > 3 * delay.std_s:  # std ≥ a quarter step

@@ -4,6 +4,7 @@ Each case is a recording or config a user could really hand the tool; none may e
 traceback.
 """
 
+import os
 import re
 from pathlib import Path
 
@@ -256,3 +257,21 @@ def test_input_errors_are_user_errors():
 
     for error in (ConfigError, BagError, RecordingError, SimulationError, ParametersFileError):
         assert issubclass(error, UserError) and issubclass(error, ValueError)
+
+
+def test_an_output_that_cannot_be_a_folder_is_one_line_before_the_fit(tmp_path, capsys):
+    bag = _bag(tmp_path / "bag")
+    taken = tmp_path / "a_file"
+    taken.write_text("not a folder")
+    status, err = _calibrate(capsys, bag, output=taken)
+    _assert_one_line(status, err, "exists and is not a folder")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        if not os.access(locked, os.W_OK):  # root writes anywhere: nothing to check there
+            status, err = _calibrate(capsys, bag, output=locked / "out")
+            _assert_one_line(status, err, "cannot write there")
+    finally:
+        locked.chmod(0o700)
+    assert not (tmp_path / "a_file").is_dir()

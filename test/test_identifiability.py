@@ -89,3 +89,23 @@ def test_a_quaternion_is_determined_by_its_two_observable_directions():
                                  {"J_Azz": 1.0})
     assert identified.standing("tilt").status == DETERMINED
     assert identified.standing("J_Azz").status == DETERMINED
+
+
+def test_a_tilt_is_reported_as_the_two_angles_gravity_leans_by():
+    """A rotation about gravity (here 10.5°, as the demo's fit once printed) shows nowhere."""
+    from mb_estimation.io.results import gravity_tilt
+
+    half = 0.5 * np.radians(10.5)
+    lean_x, lean_z = 0.01, -0.02
+    about_gravity = np.array([np.cos(half), 0.0, np.sin(half), 0.0])
+    about_x = np.array([np.cos(lean_x / 2), np.sin(lean_x / 2), 0.0, 0.0])
+    about_z = np.array([np.cos(lean_z / 2), 0.0, 0.0, np.sin(lean_z / 2)])
+    from mb_estimation.lie import quat_multiply
+
+    for spin in (np.array([1.0, 0.0, 0.0, 0.0]), about_gravity):
+        tilt = gravity_tilt(np.asarray(quat_multiply(about_x, spin)), [1e-4, np.inf, 2e-4])
+        assert tilt["about_x_rad"] == pytest.approx(lean_x, abs=1e-12)
+        assert tilt["about_z_rad"] == pytest.approx(0.0, abs=1e-12)
+        assert tilt["std_rad"] == [1e-4, 2e-4] and "not determined" in tilt["about_gravity"]
+    tilt = gravity_tilt(about_z, [1e-4, np.inf, 2e-4])
+    assert tilt["about_z_rad"] == pytest.approx(lean_z, abs=1e-12)

@@ -9,6 +9,7 @@ from mb_estimation.cli.common import (
     add_method_options,
     add_recordings_argument,
     check_bags,
+    check_output_folder,
     load_config,
 )
 
@@ -40,6 +41,7 @@ def calibrate_command(args) -> int:
     from mb_estimation.workflows import calibrate_and_write
 
     check_bags(args.bags)
+    check_output_folder(args.output)
     config = load_config(args)
     output = Path(args.output)
     result = calibrate_and_write(config, args.bags, output, start_s=args.start, end_s=args.end,

@@ -12,7 +12,8 @@ from mb_estimation.errors import UserError
 
 __all__ = ["ESTIMATOR_HELP", "OVERRIDE_FLAGS", "REFINEMENT_MODES", "SCENARIOS", "UserError",
            "add_config_options", "add_free_option", "add_method_options",
-           "add_recordings_argument", "add_step_and_weight_options", "check_bags", "load_config",
+           "add_recordings_argument", "add_step_and_weight_options", "check_bags",
+           "check_output_folder", "load_config",
            "number_list"]
 
 COMPLIANCE_HELP = "set every hinge compliance (linear and rotational) to EPS"
@@ -158,6 +159,23 @@ def fitted_values(path, config) -> dict:
         raise UserError(f"{path} holds parameters of a {rig} rig, but the config is for a "
                         f"{config.rig} rig")
     return {name: value for name, value in values.items() if name in config.parameters}
+
+
+def check_output_folder(path) -> None:
+    """A :class:`UserError` when ``path`` cannot be the output folder (checked before work).
+
+    It must be a folder or not exist yet, and the nearest existing folder must be writable.
+    """
+    import os
+
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise UserError(f"{path}: exists and is not a folder: choose another --output")
+    existing = path
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise UserError(f"{path}: cannot write there ({existing} is not a writable folder)")
 
 
 def check_bags(paths) -> None:

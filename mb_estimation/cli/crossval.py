@@ -7,6 +7,7 @@ from mb_estimation.cli.common import (
     add_method_options,
     add_recordings_argument,
     check_bags,
+    check_output_folder,
     load_config,
 )
 
@@ -38,6 +39,8 @@ def crossval_command(args) -> int:
               f"impulse {result.impulse_mse:.3e}), {result.message}")
 
     check_bags(args.bags)
+    if args.output is not None:
+        check_output_folder(args.output)
     config = load_config(args)
     rows = cross_validate(config, args.bags, args.output, start_s=args.start, end_s=args.end,
                           progress=iteration_progress(args.quiet), scored=scored)

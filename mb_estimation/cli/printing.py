@@ -69,9 +69,18 @@ def print_parameters(result, truth=None) -> None:
     """Each free parameter ± its std (and the truth), flagged when not determined."""
     import numpy as np
 
+    from mb_estimation.io.results import gravity_tilt
+
     for name in result.free:
         value = np.ravel(result.parameters[name])
         std = np.ravel(result.std[name])
+        if value.size == 4:  # a tilt: the two angles gravity leans by; about it, nothing shows
+            tilt = gravity_tilt(value, std)
+            line = (f"  {name:8s} gravity leans {tilt['about_x_rad']:.3g} ± "
+                    f"{tilt['std_rad'][0]:.2g} rad about x, {tilt['about_z_rad']:.3g} ± "
+                    f"{tilt['std_rad'][1]:.2g} rad about z; about gravity: not determined")
+            print(line)
+            continue
         text = " ".join(f"{v:.6g}" for v in value)
         spread = " ".join(f"{s:.2g}" for s in std)
         line = f"  {name:8s} {text} ± {spread}"
@@ -121,13 +130,18 @@ def print_predictions(checks, advice=None) -> None:
 
 def print_open_loop(checks) -> None:
     """The fitted model replayed open loop on each recording's input (validation)."""
+    from mb_estimation.simulation import FOLLOWED_RAD
+
     print("open-loop replay from the estimated initial state, RMS angle error [rad] "
           "(arm, pendulum):")
     for check in checks:
         first = ", ".join(f"{v:.3g}" for v in check.rms_first)
         whole = ", ".join(f"{v:.3g}" for v in check.rms_all)
-        print(f"  {check.name}: first {check.first_s:g} s ({first}), all "
-              f"{check.time_s[-1] - check.time_s[0]:.3g} s ({whole})")
+        length = check.time_s[-1] - check.time_s[0]
+        followed = ("" if check.followed_s >= length else
+                    f"; within {FOLLOWED_RAD:g} rad for the first {check.followed_s:.3g} s")
+        print(f"  {check.name}: first {check.first_s:g} s ({first}), all {length:.3g} s "
+              f"({whole}){followed}")
 
 
 def print_verdict(result, bound, identified, verdict) -> None:

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mb_estimation.cli.common import SCENARIOS, UserError, add_config_options, load_config
+from mb_estimation.cli.common import (
+    SCENARIOS,
+    UserError,
+    add_config_options,
+    check_output_folder,
+    load_config,
+)
 
 DEMO_RATE_HZ = 500.0  # the demo's sample rate [Hz]
 
@@ -97,6 +103,7 @@ def demo_command(args) -> int:
     from mb_estimation.config import load_config as load_named_config
     from mb_estimation.workflows import calibrate_and_write, write_simulated_bag
 
+    check_output_folder(args.output)
     output = Path(args.output)
     bag = output / "swingup_bag"
     initial = load_named_config("furuta")

@@ -7,6 +7,7 @@ from mb_estimation.cli.common import (
     add_method_options,
     add_recordings_argument,
     check_bags,
+    check_output_folder,
     load_config,
     number_list,
 )
@@ -41,6 +42,7 @@ def sweep_command(args) -> int:
     from mb_estimation.workflows import sweep_and_write
 
     check_bags(args.bags)
+    check_output_folder(args.output)
     # the values to sweep over are not overrides: each fit sets its own
     config = load_config(args, ignore=("dt", "kappa", "compliance"))
     total = done = 0

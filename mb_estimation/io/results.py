@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ParametersFileError",
+    "gravity_tilt",
     "parameters_document",
     "plain_value",
     "read_parameters",
@@ -93,6 +94,24 @@ def validation_document(predictions) -> dict:
         for check in predictions]}
 
 
+def gravity_tilt(quaternion, std) -> dict:
+    """The two angles a tilt quaternion [w, x, y, z] shows: how far gravity leans [rad].
+
+    Gravity ``(0, -g, 0)`` rotated by the quaternion leans by ``about_x`` (towards -z) and
+    ``about_z`` (towards +x); a rotation about gravity itself moves nothing and is reported not
+    determined. ``std``: the tilt's standard deviations in the gravity frame (about x, about
+    gravity, about z) [rad].
+    """
+    w, x, y, z = (float(v) for v in np.ravel(quaternion))
+    # the rotation matrix's middle column is the image of +y: gravity is its negative
+    down = -np.array([2 * (x * y - w * z), 1 - 2 * (x * x + z * z), 2 * (y * z + w * x)])
+    spread = np.ravel(np.asarray(std, dtype=np.float64))
+    return {"about_x_rad": float(np.arctan2(-down[2], -down[1])),
+            "about_z_rad": float(np.arctan2(down[0], -down[1])),
+            "std_rad": [float(spread[0]), float(spread[2])],
+            "about_gravity": "not determined (a rotation about gravity moves nothing)"}
+
+
 def parameters_document(result: EstimationResult, rig: RigSpec, method: dict,
                         predictions=(), identified=None, verdict=None, bound=None) -> dict:
     """The content of parameters.yaml.
@@ -116,6 +135,9 @@ def parameters_document(result: EstimationResult, rig: RigSpec, method: dict,
             "unit": rig.parameter(name).unit,
             "excited": bool(result.excited[name]),
         }
+        if np.size(result.parameters[name]) == 4:
+            free[name]["gravity_tilt"] = gravity_tilt(result.parameters[name],
+                                                      result.std[name])
         if bound is not None and name in bound.std:
             free[name]["cramer_rao_std"] = bound.std[name]
         if identified is not None:
