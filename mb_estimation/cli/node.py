@@ -49,6 +49,7 @@ def node_command(args) -> int:
         return _ros_node(args)
     bus = dds_bus(args)
     try:
+        from mb_estimation.online.core import leave_now
         from mb_estimation.online.messages import warm_up_message
         from mb_estimation.transport.dds_node import DdsNode
 
@@ -88,6 +89,8 @@ def node_command(args) -> int:
                 break
     finally:
         node.close()
+    if node.core.busy:  # compiling or estimating still: leave without waiting for it
+        leave_now(0)
     return 0
 
 

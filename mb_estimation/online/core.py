@@ -32,6 +32,8 @@ from __future__ import annotations
 import collections
 import dataclasses
 import math
+import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -54,7 +56,8 @@ from mb_estimation.pipeline import warm_up_recording
 from mb_estimation.signals import Recording, recorded_joint_states
 from mb_estimation.stamps import NS_PER_S
 
-__all__ = ["EstimatorCore", "NodeOutputs", "estimate_window", "with_node"]
+__all__ = ["STOP_WAIT_S", "EstimatorCore", "NodeOutputs", "estimate_window", "leave_now",
+           "with_node"]
 
 
 def _ignore(*_args) -> None:
@@ -298,6 +301,23 @@ class EstimatorCore(SampleIntake, WindowWorker):
             snapshot["filter_reinitialised"] = sum(c.reinitialised for c in filters.values())
             snapshot["fused_windows"] = 0 if self._fused is None else self._fused.windows
         return snapshot
+
+
+#: How long a stopping node waits for its worker [s] before leaving without it (:func:`leave_now`).
+STOP_WAIT_S = 2.0
+
+
+def leave_now(status: int) -> None:
+    """End the process at once with ``status``, without waiting for the estimator's worker.
+
+    For a node's entry point whose worker is still busy after :data:`STOP_WAIT_S`
+    (:attr:`EstimatorCore.busy`): the interpreter would wait for the worker (not a daemon,
+    since leaving XLA compiling at interpreter exit crashes the process) for up to a window's
+    time limit or a whole compile. The persisted estimate is only ever replaced whole.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
 
 
 def with_node(config: Config, **changes) -> Config:

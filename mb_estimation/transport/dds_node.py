@@ -27,7 +27,7 @@ import threading
 from mb_estimation.config import Config
 from mb_estimation.message_types import JOINT_STATE
 from mb_estimation.online.adapter import ShadowFanout, input_handlers
-from mb_estimation.online.core import EstimatorCore, NodeOutputs, estimate_window
+from mb_estimation.online.core import STOP_WAIT_S, EstimatorCore, NodeOutputs, estimate_window
 from mb_estimation.online.messages import (
     diagnostic_level,
     diagnostic_values,
@@ -145,7 +145,7 @@ class DdsNode:
     def close(self) -> None:
         """Stop the worker and the timer and close the bus."""
         self._stop.set()
-        self.core.stop()
+        self.core.stop(timeout=STOP_WAIT_S)
         self._shadow.close()
         if self._timer is not None:
             self._timer.join(5.0)

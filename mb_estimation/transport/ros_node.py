@@ -82,7 +82,6 @@ The shadow states of a window are published from a thread of their own
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 import threading
@@ -111,7 +110,13 @@ from mb_estimation.config import Config
 from mb_estimation.errors import first_line
 from mb_estimation.numerics import configure_jax
 from mb_estimation.online.adapter import ShadowFanout
-from mb_estimation.online.core import EstimatorCore, NodeOutputs, estimate_window
+from mb_estimation.online.core import (
+    STOP_WAIT_S,
+    EstimatorCore,
+    NodeOutputs,
+    estimate_window,
+    leave_now,
+)
 from mb_estimation.online.fusion import ParameterEstimate
 from mb_estimation.online.messages import warm_up_message, window_message
 from mb_estimation.transport.ros_common import (
@@ -140,8 +145,6 @@ DIAGNOSTICS_PERIOD_S = 1.0
 SHADOW_DEPTH = 2000
 #: The main loop looks for a stop signal at least this often [s].
 SPIN_PERIOD_S = 0.1
-#: How long a stopping node waits for its worker [s] before leaving without it.
-STOP_WAIT_S = 2.0
 
 
 class EstimatorNode(Node):
@@ -431,17 +434,6 @@ def main(argv: list[str] | None = None) -> int:
     if worker_busy:
         leave_now(0)
     return 0
-
-
-def leave_now(status: int) -> None:
-    """End the process at once with ``status``, without waiting for the estimator's worker.
-
-    The interpreter would wait for the worker (not a daemon, since leaving XLA compiling at
-    interpreter exit crashes the process) for up to a window's time limit or a whole compile.
-    """
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(status)
 
 
 if __name__ == "__main__":
