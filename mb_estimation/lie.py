@@ -33,7 +33,7 @@ def _components(array):
     """The entries along the last axis, each ``[...]``.
 
     Sliced, not unpacked from ``moveaxis``: under ``vmap`` and forward-mode AD the move is a
-    transpose of every batched operand, which XLA keeps (issue 16).
+    transpose of every batched operand, which XLA keeps.
     """
     return tuple(array[..., i] for i in range(array.shape[-1]))
 
@@ -86,7 +86,7 @@ def matrix_times(rotation, v):
 
     Written with broadcast products rather than ``@``: under ``vmap`` and forward-mode AD a
     product of tiny matrices becomes a batched dot that XLA's CPU backend neither fuses nor runs
-    fast, while these products fuse with their neighbours (benchmarks/RESULTS.md, issue 16).
+    fast, while these products fuse with their neighbours (measured).
     """
     return (rotation[..., :, 0] * v[..., 0:1] + rotation[..., :, 1] * v[..., 1:2]
             + rotation[..., :, 2] * v[..., 2:3])

@@ -21,7 +21,7 @@ CACHE_ENVIRONMENT_VARIABLE = "MB_ESTIMATION_CACHE_DIR"
 #: ``estimation.compiled``). XLA's CPU fusion emitters (its default since jaxlib 0.5) spend
 #: 1.7× longer generating code for this model's programs than the classic emitters, for the
 #: same run time within a few per cent: the rigid fit's transition Jacobian with dry friction
-#: compiles in 5.3 s instead of 9.3 s on one core (benchmarks/RESULTS.md, issue 16). Passed
+#: compiles in 5.3 s instead of 9.3 s on one core (measured). Passed
 #: per compilation rather than through ``XLA_FLAGS``, which XLA reads once, when its backend
 #: starts: an import that makes an array first would silently drop it.
 COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
@@ -56,7 +56,7 @@ def configure_jax() -> Path | None:
 
     Every program is kept, however quickly it compiled: the whole-recording algebra's programs
     compile in 0.2–0.8 s each, and with JAX's default threshold (1 s) a cached run still
-    compiled them — 2.7 of the 5.7 s a cached swing-up fit spent (issue 16, RESULTS.md).
+    compiled them — 2.7 of the 5.7 s a cached swing-up fit spent.
     """
     directory = compilation_cache_dir()
     if directory is not None:
@@ -78,7 +78,7 @@ def reuse_freed_memory() -> bool:
     and unmaps it when freed, so each new buffer of that size costs the kernel a page fault per
     4 KiB page. A solve allocates such buffers every iteration (XLA's outputs, the host's
     assembly of the Jacobian blocks): on the paper's swing-up of 100 s (10 001 steps) they made
-    a solve 20–30 % slower (benchmarks/RESULTS.md, issue 16). Served from the heap, and with up
+    a solve 20–30 % slower (measured). Served from the heap, and with up
     to 1 GiB of freed memory kept there, the next buffer reuses pages already mapped; the
     process keeps its peak memory instead (1–14 % more at its peak there). A no-op,
     returning False, where the C library has no ``mallopt`` (macOS, musl).

@@ -1,6 +1,6 @@
 """The pipeline shared by the command line and the node: config + recordings → estimate.
 
-recording → signals (grid) → estimation problem → result (DESIGN §2: data flows one way).
+recording → signals (grid) → estimation problem → result (data flows one way).
 Two estimators (``method.estimator``): the consistent path (default; joint coordinates, refined
 steps, :mod:`mb_estimation.estimation.consistent`) and the paper's single fit at ``method.dt``.
 The sweep over method settings, a loop over :func:`calibrate_recordings`, is
@@ -156,7 +156,7 @@ def compiling_meanwhile(compile_function: Callable, *args):
     (:class:`~mb_estimation.estimation.compiled.Compiler`). An error in the thread is dropped:
     the block compiles what it needs itself and meets any real error there. With one core
     there is no idle one to use: nothing is started (the demo took 0.6 s longer with the
-    thread, benchmarks/RESULTS.md, issue 16).
+    thread).
     """
     if len(os.sched_getaffinity(0)) < 2:
         yield
@@ -408,7 +408,7 @@ def prediction_checks(config: Config, grids: Sequence[GridData], result: Estimat
 
 #: A prediction error above this many times the fit's angle noise says the model does not
 #: follow the data over the horizon (the rigid limit against §4.7's damped hinges: 7×; the
-#: simulation refinement on the same data: 1.5–2×; benchmarks/RESULTS.md, issue 14).
+#: simulation refinement on the same data: 1.5–2×).
 PREDICTION_NOISE_RATIO = 5.0
 
 

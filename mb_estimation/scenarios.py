@@ -1,4 +1,4 @@
-"""Experiment scenarios for simulation: initial joint state and the input law (DESIGN §1.3).
+"""Experiment scenarios for simulation: initial joint state and the input law.
 
 Pure numerics. Each scenario gives the initial joint angles and rates and an input function
 ``input_fn(sample_index, state) -> inputs`` evaluated once per recording sample and held in

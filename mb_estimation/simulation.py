@@ -1,4 +1,4 @@
-"""Forward simulation of a rig through a scenario into a recording-like result (DESIGN §1.3).
+"""Forward simulation of a rig through a scenario into a recording-like result.
 
 Pure numerics (no files): :func:`mb_estimation.workflows.write_simulated_bag` writes the result
 to a bag (the ``simulate`` command).
@@ -191,7 +191,7 @@ def _angles_on_the_way(system, initial: BodyStates, inputs, h: float, substeps: 
 
 # An open-loop replay runs in chunks of this many held inputs (the last one padded with its
 # final input, the padding's angles dropped), so one compiled rollout serves every recording
-# length: one per length compiled for ~3 s each (five peer-rig recordings: 15 s, issue 16).
+# length: one per length compiled for ~3 s each (five peer-rig recordings: 15 s).
 REPLAY_CHUNK = 512
 
 
@@ -200,7 +200,7 @@ _driven_chunk = jit(_angles_on_the_way, static_argnames=("h", "substeps"))
 
 # The predictions run this many starts at once (the last batch padded by repeating its final
 # start): 2.5× faster than one start after the other (swing-up, 20 starts: 1.39 -> 0.56 s),
-# and one compiled program serves every number of starts (issue 16).
+# and one compiled program serves every number of starts.
 PREDICTION_BATCH = 8
 
 

@@ -1,4 +1,4 @@
-"""The ``mb-estimation`` command (DESIGN §6): a thin shell over the library.
+"""The ``mb-estimation`` command: a thin shell over the library.
 
 One module per command (or pair of commands), each with ``add_<command>(commands)`` that
 declares its arguments and a handler that calls the library (:mod:`mb_estimation.workflows`,

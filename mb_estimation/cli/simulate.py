@@ -110,7 +110,7 @@ def demo_command(args) -> int:
     # Table G.5 as the paper simulated it (stiff, damped hinges, ε = 1e-6, step 1e-4 s),
     # recorded at 500 Hz: data the estimator's model did not produce, as from a rig. The
     # consistent path (the default) recovers the excited parameters from it; the paper's single
-    # fit would give shadow values of its own step (benchmarks/RESULTS.md).
+    # fit would give shadow values of its own step (measured).
     truth = load_named_config("furuta_synthetic")
     rate, step = DEMO_RATE_HZ, truth.simulation.dt
     print(f"1/2 simulating a {args.duration} s swing-up (config furuta_synthetic: hinge "

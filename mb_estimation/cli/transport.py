@@ -10,7 +10,7 @@ from mb_estimation.errors import UserError
 # rig-sim and replay wait this long [s] for a subscriber on each of their topics before
 # publishing, so that the first messages are not lost to discovery. Discovery can take seconds
 # on a busy machine: with 2 s, 3 of 20 rclpy replays of the Humble bag on 2 cores under 3 busy
-# processes timed out and lost their first 0.4-0.9 s (measured, RESULTS.md "tenth session").
+# processes timed out and lost their first 0.4-0.9 s (measured).
 SUBSCRIBER_WAIT_S = 10.0
 
 

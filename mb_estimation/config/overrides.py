@@ -1,7 +1,7 @@
 """Overrides of a loaded configuration, and the text grammar they are written in.
 
-The command line (``--free``, ``--set``, ``--dt``, ``--kappa``, ``--compliance``, ...; DESIGN.md
-section 6), the node's ``free``/``set``/``compliance`` and settings ROS parameters, the sweep and
+The command line (``--free``, ``--set``, ``--dt``, ``--kappa``, ``--compliance``, ...), the node's
+``free``/``set``/``compliance`` and settings ROS parameters, the sweep and
 the node core all change a :class:`~mb_estimation.config.schema.Config` through
 :func:`apply_overrides` and :func:`with_section_values`, which validate exactly like the file
 and name the config key in their messages (``parameters.J_Azz``, ``method.dt``). The caller
@@ -144,7 +144,7 @@ def apply_overrides(
     hinges: str | None = None,
     sources: Mapping[str, str] | None = None,
 ) -> Config:
-    """Apply overrides (the command line's, DESIGN.md section 6) and validate the result.
+    """Apply overrides (the command line's) and validate the result.
 
     ``free`` replaces the set of free parameters; a name that was already free keeps the bounds
     the config gave it, a new one gets its default range. ``compliance`` sets every compliance

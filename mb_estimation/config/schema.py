@@ -161,7 +161,7 @@ class MethodSettings:
 
 @dataclass(frozen=True)
 class NodeSettings:
-    """The online node (DESIGN §7): windows, acceptance, fusion, persistence, names."""
+    """The online node: windows, acceptance, fusion, persistence, names."""
 
     name: str = "mb_estimator"  # node name: topics ~/parameters etc. live under /<name>/
     window_s: float = 5.0  # window length [s] (header stamps)
@@ -209,7 +209,7 @@ class JointMapping:
 
 @dataclass(frozen=True)
 class RecordingSettings:
-    """Topics, message types and joint mapping of recordings (DESIGN.md section 5)."""
+    """Topics, message types and joint mapping of recordings."""
 
     joint_states_topic: str = "/joint_states"
     joints: dict[str, JointMapping] = field(default_factory=dict)  # rig joint -> mapping

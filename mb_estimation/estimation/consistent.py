@@ -2,8 +2,7 @@
 
 The paper's single fit (§3, :func:`~mb_estimation.estimation.estimate` in maximal coordinates)
 converges to *shadow* parameters whenever the data were not produced by its own step h and
-hinge compliance ε (§4.9; benchmarks/RESULTS.md). This path removes the three causes measured
-there:
+hinge compliance ε (§4.9). This path removes the three measured causes of that bias:
 
 1. **Stiff hinges.** The joint-coordinate formulation
    (:class:`~mb_estimation.estimation.formulations.JointCoordinates`) is the rigid limit of the

@@ -51,7 +51,7 @@ class MaximalCoordinates:
     # The transition Jacobian's forward passes, as groups of the residual's arguments
     # (δq_prev, δv_prev, δq_cur, δv_cur, δχ): one pass per argument. Each carries tangents only
     # through what depends on it; one pass over all 61 directions ran 2.3× slower, the states
-    # in one pass 2.2× slower (benchmarks/RESULTS.md, issue 16).
+    # in one pass 2.2× slower (measured).
     jacobian_passes = ((0,), (1,), (2,), (3,), (4,))
 
     @staticmethod
@@ -126,7 +126,7 @@ class JointCoordinates:
 
     name = "joint"
     # The states' few directions in one pass, the parameters' in another: the same compile
-    # time as one pass over all, 2.7× faster to run (43 → 16 ms per chunk; RESULTS.md, issue 16).
+    # time as one pass over all, 2.7× faster to run (43 → 16 ms per chunk).
     jacobian_passes = ((0, 1, 2, 3), (4,))
 
     @staticmethod

@@ -12,7 +12,7 @@ compiled-program cache), the iterate is one :class:`LMState` (a pytree), and
 Per trial damping α: the block-tridiagonal elimination, the exact box QP in χ, the state
 back-substitution and the linearisation at ``(x ⊞ δx, χ ⊞ δχ)``, whose residuals give the
 trial's cost and which the next iterate keeps when the trial is accepted (one model program
-for both, issue 16: a separate residual program compiled for seconds and saved little). The
+for both: a separate residual program compiled for seconds and saved little). The
 gain ratio ρ compares the cost reduction with the reduction the linear model predicts,
 ``‖r‖² - ‖r + Jδ‖²``, which stays exact when the box cuts the step. The host drives the
 loop; each recording's blocks run as compiled programs
@@ -62,7 +62,7 @@ MAX_DAMPING = 2.0**32  # Algorithm 1
 # the diagonal is floored at DAMPING_FLOOR·max(diag H) for directions the data cannot see.
 # Algorithm 1 starts at 1e-6·max(diag H)·I; relative to each direction's own diagonal that is
 # far too strong for the weak directions, and 1e-6·diag(H) makes the 13-parameter swing-up
-# crawl (40 iterations, not converged); 1e-9·diag(H) reaches ‖g‖ < 10 in 4 (RESULTS.md).
+# crawl (40 iterations, not converged); 1e-9·diag(H) reaches ‖g‖ < 10 in 4 (measured).
 INITIAL_DAMPING = 1e-9
 DAMPING_FLOOR = 1e-12
 
@@ -113,7 +113,7 @@ class LevenbergMarquardt:
 
         The longest recording's :func:`bucket_length`: the recordings of one solve share one
         set of programs whatever their lengths (the five peer-rig recordings compiled nine
-        sets, RESULTS.md, issue 16); a shorter one pays for its padding in those programs only.
+        sets); a shorter one pays for its padding in those programs only.
         """
         return bucket_length(max(grid.num_steps for grid in self.grids))
 

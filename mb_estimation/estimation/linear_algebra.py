@@ -78,7 +78,7 @@ def normal_equations(lin: Linearization) -> NormalEquations:
     ``k+1`` and shifted up (shifting the products, not the blocks, copies less). The products
     are batched matrix products of the transposed blocks: XLA's CPU code ran them in 9.1 ms
     for the 1 024 steps of the swing-up, against 11.9 ms as one contraction over the rows
-    (benchmarks/RESULTS.md, issue 16).
+    (measured).
     """
     r, a, b, c = lin.residuals, lin.previous, lin.current, lin.parameters
 

@@ -6,7 +6,7 @@ The cheap whole-recording algebra (normal equations, block elimination, trial st
 covariance blocks, initial and shadow states) runs on the recording zero-padded to a length
 bucket (:func:`bucket_length`; in a solve, the longest recording's for all), assembled and
 cut on the host, so it compiles once per bucket and other lengths and numbers of recordings
-reuse it (issue 16, benchmarks/RESULTS.md).
+reuse it.
 Programs come from the caller's :class:`~mb_estimation.estimation.compiled.Compiler`.
 """
 
@@ -37,8 +37,7 @@ def bucket_length(num_steps: int) -> int:
 
     ``256 · 2^k`` times 1, 1.25, 1.5 or 1.75 (four sizes per doubling, at most a fifth of it
     padding): the normal equations, block elimination and state maps compile once per bucket,
-    and every recording length in it reuses them. Their cost grows with the padding (measured
-    in RESULTS.md, issue 16).
+    and every recording length in it reuses them. Their cost grows with the padding (measured).
     """
     size = CHUNK_TRANSITIONS
     while True:

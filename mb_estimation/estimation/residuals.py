@@ -135,7 +135,7 @@ class JacobianParts:
     ``parameters`` is ``∂r/∂δχ``. The compiled model programs return them so, and the
     :class:`Linearization`'s columns are formed outside (:func:`joined`, or on the host in
     ``recording_blocks.linearization``): interleaved inside the program, they made XLA compile
-    the transition program 1.5× longer (10.8 against 7.0 s, benchmarks/RESULTS.md, issue 16).
+    the transition program 1.5× longer (10.8 against 7.0 s, measured).
     """
 
     residuals: jax.Array
@@ -165,7 +165,7 @@ def _jacobians_by_part(function, half_size, num_parameters, passes):
     arguments: in maximal coordinates most of the residual depends on the previous
     configuration alone (mass matrix, constraint rows) and the velocities enter almost linearly,
     so one pass per argument made the Jacobian 2.3× cheaper than one over all 61 directions
-    (312 → 136 ms, benchmarks/RESULTS.md).
+    (312 → 136 ms, measured).
     Returns ``(value, ∂/∂δq_prev, ∂/∂δv_prev, ∂/∂δq_cur, ∂/∂δv_cur, ∂/∂δχ)`` (see
     :class:`JacobianParts`).
     """
@@ -190,7 +190,7 @@ def first_jacobians(structure: ModelStructure, fixed, free_values, state, measur
                              observed, dt, sqrt_kappa)
 
     # One forward pass: block 0 is evaluated once per linearisation, so its run time does not
-    # matter, and one pass compiles in a third of the time of three (issue 16).
+    # matter, and one pass compiles in a third of the time of three.
     return JacobianParts(*_jacobians_by_part(first, formulation.half_size_of(state), free.size,
                                              passes=((0, 1, 2, 3, 4),)))
 

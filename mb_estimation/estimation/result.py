@@ -1,4 +1,4 @@
-"""The result of one estimation: everything a caller needs, nothing internal (DESIGN §9)."""
+"""The result of one estimation: everything a caller needs, nothing internal."""
 
 from __future__ import annotations
 

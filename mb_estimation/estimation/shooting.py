@@ -3,7 +3,7 @@
 The consistent path (:mod:`~mb_estimation.estimation.consistent`) fits the rig's rigid limit.
 Where the config's hinges are themselves the physics — compliant, damped hinges that dissipate
 energy in fast motion (paper §4.7: ε = 1e-6, τ = 0.02 s) — no rigid model follows the data, and
-the consistent estimate keeps a bias (benchmarks/RESULTS.md, issue 14). This refinement fits
+the consistent estimate keeps a bias (measured). This refinement fits
 what the user will run: the SPOOK simulator (paper (2.18), (2.26)–(2.28)) with the config's
 hinges at ``simulation.dt``, by *multiple shooting* on the output error (as simulation-error
 identification tools do):
@@ -68,7 +68,7 @@ class ShootingSettings:
 
     segment_s: float = 1.0  # scored length of a segment
     lead_s: float = 0.06  # simulated before each segment's scored part (3 τ at τ = 0.02 s)
-    max_iterations: int = 60  # per segment length (the 0.92 m swing-up of issue 14 needs 41)
+    max_iterations: int = 60  # per segment length (the 0.92 m swing-up needs 41)
     longest_segment_s: float = 4.0  # segments are lengthened up to this (refine_by_simulation)
     lengthening_cost_ratio: float = 1.2  # accepted while the cost per sample grows less
     # ... and while no segment amplifies a change of its start state more than this
@@ -223,7 +223,7 @@ def refine_by_simulation(rig: Rig, parameters: dict, names: Sequence[str], lower
     converged loosely (``continuation_chi_square_tolerance``), the one kept strictly. Each
     segment restarts the motion from
     free joint states, so short segments lose what only a long stretch of free motion shows
-    (measured on issue 14's 0.92 m release: with 1 s segments the pendulum's damping b2 has a
+    (measured on the 0.92 m release: with 1 s segments the pendulum's damping b2 has a
     std of 36 %, with 2.5 s 10 %, with 5 s 5 %); a closed-loop recording near an unstable
     equilibrium is not followed open loop for long (the 0.92 m swing-up: J_Byy +1.4 % with
     1 s segments, −62 % with 2.5 s) and keeps short ones.

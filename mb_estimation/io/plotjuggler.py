@@ -1,4 +1,4 @@
-"""PlotJuggler CSV exports of ROS 2 topics (DESIGN §5), read into the same arrays as bags.
+"""PlotJuggler CSV exports of ROS 2 topics, read into the same arrays as bags.
 
 PlotJuggler writes one row per received message: ``__time`` (receive time [s]) and one column per
 message field, ``<topic>/<field path>``; a row fills only its own topic's columns. Joint states

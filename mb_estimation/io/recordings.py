@@ -1,4 +1,4 @@
-"""Recordings from rosbag2 bags and PlotJuggler CSV exports, in model conventions (DESIGN §5).
+"""Recordings from rosbag2 bags and PlotJuggler CSV exports, in model conventions.
 
 Everything a real driver does is handled here from the config's ``recording`` section alone:
 

@@ -1,4 +1,4 @@
-"""Output files of ``calibrate`` (DESIGN §6): parameters.yaml, ros_parameters.yaml, states.csv.
+"""Output files of ``calibrate``: parameters.yaml, ros_parameters.yaml, states.csv.
 
 And ``crossval``'s crossval.yaml (:func:`write_crossval`).
 

@@ -16,7 +16,7 @@ dividing by parameters that may be zero:
 Dry friction rows are kept apart: ``Ḡ v_{k+1} + σ λ = w`` with ``|λ| ≤ β`` and ``w`` of the
 sign that makes it a box complementarity condition (2.24)-(2.25). Their regularisation is the
 hinge's rotational one, ``σ = (4/h²) ε_rot γ``, and the bound is
-``β = c_k Σ_{hinge rows} |λ_i|`` (DESIGN §3; with the internal distance r folded into ``c``).
+``β = c_k Σ_{hinge rows} |λ_i|`` (with the internal distance r folded into ``c``).
 
 The rows are kept matrix-free: a hinge's Jacobian rows are made of five world vectors (the two
 lever arms, two normals and the axis, :class:`HingeGeometry`), and ``J v`` and ``Jᵀ λ`` are
@@ -311,7 +311,7 @@ def constraint_rows(system: Multibody, state: BodyStates, inputs, h) -> Constrai
     a steady rotation the violation then settles where the stabilisation cancels that drift,
     at ``g* = h² κ (1 + γ) / (8 γ)`` — for τ ≫ h (γ → 0) about ``½ h τ κ``, which with the
     paper's τ = 0.02 s is 1e-4…4e-3 m in a fast spin, far above the physical deflection ε·F,
-    and its relaxation dissipates energy that depends on h (benchmarks/RESULTS.md). With the
+    and its relaxation dissipates energy that depends on h (measured). With the
     correction the fixed point is ``g* = h² κ (1 + γ)/8`` (small for every τ), and at τ = 0
     (γ = 1) the row is unchanged, where SPOOK's undamped rows are only marginally stable and
     any explicit term would destabilise them. ``κ_k`` uses ``v_k``, so row k still depends on

@@ -109,7 +109,7 @@ def solve_positive_definite(matrix, vector):
     An unrolled Cholesky on scalars: for the rigid limit's few joints it compiles smaller than
     :func:`solve_small`'s row operations (the rigid-fit Jacobian program 9.8 against 10.4 s).
     Its derivative ``matrix⁻¹ (δvector - δmatrix x)`` reuses the factor rather than
-    differentiating the factorisation (9.8 → 9.5 s to compile, 4.2 → 3.3 ms per chunk;
-    benchmarks/RESULTS.md, issue 16).
+    differentiating the factorisation (measured: 9.8 → 9.5 s to compile, 4.2 → 3.3 ms
+    per chunk).
     """
     return _solve_with(_cholesky, _cholesky_solve, matrix, vector)

@@ -84,7 +84,7 @@ def state_boxplus_linearized(state: BodyStates, delta_configuration,
     ``exp(δψ) ⋆ e`` (2.14) at zero (D.12), without the exponential and the normalisation.
     For the Jacobians in the tangent space (§3.6), which take only that derivative: forward-mode
     AD through it compiles a ~12 % smaller program than through :func:`state_boxplus`
-    (benchmarks/RESULTS.md, issue 16). Not a retraction: finite steps use :func:`state_boxplus`.
+    (measured). Not a retraction: finite steps use :func:`state_boxplus`.
     """
     rotation = delta_configuration[..., 3:]
     pure = jnp.concatenate([jnp.zeros_like(rotation[..., :1]), rotation], axis=-1)

@@ -10,7 +10,7 @@ The regular rows are eliminated too, which leaves a box-constrained linear compl
 in the (one per hinge) dry friction impulses ``λ_F``, ``|λ_F| ≤ β`` with ``β`` proportional to
 the hinge's own constraint impulses. It is solved exactly: for a fixed β by enumerating the
 active sets (free, at +β, at -β per row; the reduced matrix is positive definite so exactly one
-is consistent), and β by fixed-point iteration to convergence (DESIGN §3 allows this).
+is consistent), and β by fixed-point iteration to convergence.
 """
 
 from __future__ import annotations

@@ -127,7 +127,7 @@ def without_dry_friction(system: Multibody, hinges: tuple[bool, ...]) -> Multibo
 
     For hinges whose friction bound is zero (:func:`frictionless_hinges`): their rows carry no
     impulse (β = 0 forces λ_F = 0), so the step is the same, and 2–3× cheaper without the
-    friction complementarity problem (benchmarks/RESULTS.md, issue 14).
+    friction complementarity problem (measured).
     """
     return dataclasses.replace(system, hinges=tuple(
         dataclasses.replace(hinge, has_dry_friction=False) if drop else hinge
@@ -231,7 +231,7 @@ def hinge_frames(hinge: Hinge, state: BodyStates):
     Their columns are the frames' x, y, z axes in world coordinates, ``A = R_p R(parent_frame)``
     and ``B = R_c R(child_frame)``. Rotation matrices rather than quaternion products: every
     world vector of a hinge is then one matrix column or one matrix-vector product, which makes
-    the model's compiled programs about a fifth smaller (benchmarks/RESULTS.md, issue 16).
+    the model's compiled programs about a fifth smaller (measured).
     """
     parent = body_rotation(state, hinge.parent)
     frame_a = lie.quat_to_matrix(hinge.parent_frame)

@@ -1,4 +1,4 @@
-"""Bounded ring buffers of time-stamped samples for the online node (DESIGN §7).
+"""Bounded ring buffers of time-stamped samples for the online node.
 
 Memory is fixed at construction: appending to a full buffer overwrites the oldest sample.
 Appends are O(width) and never allocate, so they are safe in a subscription callback.

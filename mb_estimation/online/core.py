@@ -1,4 +1,4 @@
-"""The online estimator node's core, shared by every transport (DESIGN §7, issue 5).
+"""The online estimator node's core, shared by every transport.
 
 Transports (:mod:`mb_estimation.transport`) feed it joint states and voltages from their
 subscription callbacks and give it an :class:`NodeOutputs` to publish through. The core

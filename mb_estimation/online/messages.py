@@ -1,4 +1,4 @@
-"""What the node's messages hold, independent of the transport (issue 5 interfaces).
+"""What the node's messages hold, independent of the transport.
 
 ``~/parameters`` and ``~/fused_parameters`` are std_msgs/Float64MultiArray holding a 2×n
 row-major matrix: row 0 the values, row 1 the standard deviations; ``layout.dim[0]`` =

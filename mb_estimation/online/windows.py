@@ -46,7 +46,7 @@ class WindowOutcome:
 
 #: The consistent path's step in the node when ``method.refinement_dt`` is not set [s]: the
 #: paper's rig rate (§4.1). Fine enough that a swing-up's estimate no longer moves with it
-#: (benchmarks/RESULTS.md, issue 16), and a 5 s window still solves in a fraction of a second.
+#: (measured), and a 5 s window still solves in a fraction of a second.
 NODE_STEP_S = 1e-3
 
 

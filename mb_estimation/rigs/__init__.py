@@ -1,4 +1,4 @@
-"""Rigs: multibody systems built from named parameters (paper §4.2, §4.3; DESIGN §3).
+"""Rigs: multibody systems built from named parameters (paper §4.2, §4.3).
 
 A :class:`Rig` couples a :class:`~mb_estimation.rigs.parameters.RigSpec` (names, units, joints,
 inputs) with a pure function building the :class:`~mb_estimation.multibody.Multibody` from a

@@ -1,4 +1,4 @@
-"""The Furuta pendulum (paper §4.3) in the geometry of DESIGN §3.
+"""The Furuta pendulum (paper §4.3) in the geometry below (as in the README's Model conventions).
 
 World: y up, gravity ``(0, -gravity, 0)`` rotated by ``tilt``. Hinge 1 at the origin, axis
 world +y, carries arm A (body 0); θ1 rotates A about +y. A's frame at θ1 = 0: ``x_A`` = world x
@@ -63,7 +63,7 @@ def rest_inertia(params: Mapping[str, object]) -> float:
 
 
 def build_system(params: Mapping[str, jax.Array]) -> Multibody:
-    """The Furuta pendulum as a :class:`Multibody` from parameters named as in DESIGN §3."""
+    """The Furuta pendulum as a :class:`Multibody` from its named parameters (module docstring)."""
     p = params
     zero = jnp.zeros(())
     bodies = Bodies(

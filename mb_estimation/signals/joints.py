@@ -1,6 +1,6 @@
 """Joint mapping maths: model joint angles and rates as a recording holds them.
 
-A rig joint is recorded as ``sign · θ + offset`` (DESIGN.md section 5; the mappings are the
+A rig joint is recorded as ``sign · θ + offset`` (the mappings are the
 config's ``recording.joints``, :class:`mb_estimation.config.JointMapping`, taken here by their
 ``sign`` and ``offset`` only). Pure NumPy: ``mb-estimation simulate``, the node core and the
 players share it.

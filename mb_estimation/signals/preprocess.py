@@ -1,4 +1,4 @@
-"""Preprocessing of a recording onto the estimation grid (paper §4.4, DESIGN §4-5).
+"""Preprocessing of a recording onto the estimation grid (paper §4.4).
 
 Pure NumPy/SciPy, no model: the estimator turns the filtered angles into initial states.
 

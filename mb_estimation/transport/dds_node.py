@@ -1,4 +1,4 @@
-"""The estimator node over bare DDS (cyclonedds), speaking the ROS 2 wire format (issue 5).
+"""The estimator node over bare DDS (cyclonedds), speaking the ROS 2 wire format.
 
 The same :class:`~mb_estimation.online.core.EstimatorCore` as the rclpy adapter; topics, types
 and QoS as a ROS 2 node named ``config.node.name`` would use them, so ROS 2 tools and nodes on the

@@ -61,7 +61,7 @@ estimate over under a lock and triggers a guard condition, whose callback runs o
 the node's *default* callback group -- the group of rclpy's parameter services -- so an update
 never interleaves with a get/set/list/describe request, and the worker never waits on ROS.
 :func:`main` spins the node on a ``SingleThreadedExecutor`` (at 1 kHz rclpy's
-``MultiThreadedExecutor`` starved the inputs; measured in benchmarks/RESULTS.md); the callback
+``MultiThreadedExecutor`` starved the inputs in measurements); the callback
 groups keep it correct where a user adds it to a multi-threaded one.
 
 **Topics** (as :mod:`mb_estimation.transport.dds_node`): in, joint states
