@@ -34,10 +34,9 @@ setup(
     ],
     extras_require={
         "test": ["pytest>=7.4", "hypothesis>=6.80", "ruff>=0.5"],
-        "dds": ["cyclonedds>=11.0.1,<12"],
-        # ROS 2 (Kilted) as wheels for estimator_node / --transport ros: rclpy with its Fast DDS
-        # middleware (without which `import rclpy` fails) and the message and service packages
-        # the node imports.
+        # ROS 2 (Kilted) as wheels for estimator_node and mb-estimation node/rig-sim/replay:
+        # rclpy with its Fast DDS middleware (without which `import rclpy` fails) and the
+        # message and service packages the node imports.
         "ros": [
             "ros-rclpy",
             "ros-rmw-fastrtps-cpp",

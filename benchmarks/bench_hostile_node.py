@@ -2,8 +2,8 @@
 
     python benchmarks/bench_hostile_node.py [--seconds 60] [--seeds 0,1,2] [--signal INT]
 
-For each seed: starts ``mb-estimation node --transport ros --config
-config/furuta_synthetic.yaml --free J_Azz,J_Byy``, waits until it is ready, then publishes the
+For each seed: starts ``mb-estimation node --config config/furuta_synthetic.yaml
+--free J_Azz,J_Byy``, waits until it is ready, then publishes the
 hostile stream of ``test/hostile_driver.py`` (1 kHz joint states, about half malformed; a
 voltage every tenth, mostly bad) for ``--seconds``, sampling the node's resident memory every
 0.5 s; then sends the signal and times the exit. Prints one row per seed: the largest resident
@@ -36,8 +36,8 @@ def run(seed: int, seconds: float, stop_signal: int, kill_above: float, domain: 
     from hostile_driver import COUNTERS, Session, node_environment, resident_bytes
     from processes import Process, mb_estimation
 
-    node = Process(mb_estimation("node", "--transport", "ros", "--config",
-                                 "config/furuta_synthetic.yaml", "--free", "J_Azz,J_Byy"),
+    node = Process(mb_estimation("node", "--config", "config/furuta_synthetic.yaml",
+                                 "--free", "J_Azz,J_Byy"),
                    node_environment(domain, cache_dir))
     session = None
     peak, killed = 0, None

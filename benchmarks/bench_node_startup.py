@@ -1,13 +1,12 @@
-"""Node start-up over rclpy and over Cyclone DDS: cold (empty compile cache) and cached.
+"""Node start-up over rclpy: cold (empty compile cache) and cached.
 
     taskset -c 1 python benchmarks/bench_node_startup.py [--config furuta_synthetic]
 
-Starts ``mb-estimation node --transport T --config C`` until its ready line,
-first with an empty compile cache, then again with the cache the first start filled; prints the
-wall time to the listening line (subscribed; the solver compiles from then on, beside the
-intake), to the ready line (compiled: windows are estimated as they fill) and the warm-up the
-node reports. Runs in a loopback-only network
-namespace (``test/loopback_namespace.py``): nothing leaves the machine.
+Starts ``mb-estimation node --config C`` until its ready line, first with an empty compile
+cache, then again with the cache the first start filled; prints the wall time to the listening
+line (subscribed; the solver compiles from then on, beside the intake), to the ready line
+(compiled: windows are estimated as they fill) and the warm-up the node reports. Runs in a
+loopback-only network namespace (``test/loopback_namespace.py``): nothing leaves the machine.
 """
 
 from __future__ import annotations
@@ -29,7 +28,7 @@ sys.path.insert(0, str(REPO / "test"))
 import loopback_namespace  # noqa: E402
 
 
-def start(transport: str, config: str, env: dict) -> tuple[float, float, float]:
+def start(config: str, env: dict) -> tuple[float, float, float]:
     """Seconds to the listening line and to the ready line, and the warm-up the node reports.
 
     The node subscribes first (the listening line) and compiles its solver beside the intake;
@@ -37,9 +36,8 @@ def start(transport: str, config: str, env: dict) -> tuple[float, float, float]:
     """
     started = time.monotonic()
     process = subprocess.Popen(
-        [sys.executable, "-m", "mb_estimation.cli", "node", "--transport", transport, "--config",
-         config], env=env, cwd=REPO, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True)
+        [sys.executable, "-m", "mb_estimation.cli", "node", "--config", config], env=env,
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     listening = float("nan")
     try:
         for line in process.stdout:
@@ -56,28 +54,23 @@ def start(transport: str, config: str, env: dict) -> tuple[float, float, float]:
 
 
 def main() -> None:
-    """Both transports, cold then cached, as a Markdown table."""
+    """Cold then cached, as a Markdown table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="config/furuta_synthetic.yaml")
     args = parser.parse_args()
     reason = loopback_namespace.enter()
     if reason is not None:
-        raise SystemExit(f"no loopback-only network namespace ({reason}): not starting DDS")
-    from mb_estimation.transport.dds_bus import loopback_config
+        raise SystemExit(f"no loopback-only network namespace ({reason}): not starting rclpy")
 
     cache = Path(tempfile.mkdtemp())
-    env = dict(os.environ, MB_ESTIMATION_CACHE_DIR=str(cache), CYCLONEDDS_URI=loopback_config(),
-               ROS_DOMAIN_ID="97")
-    print("| transport | listening, cold [s] | ready, cold [s] | ready, cached [s] | "
+    env = dict(os.environ, MB_ESTIMATION_CACHE_DIR=str(cache), ROS_DOMAIN_ID="97")
+    print("| listening, cold [s] | ready, cold [s] | ready, cached [s] | "
           "warm-up (cold / cached) [s] |")
-    print("|---|---|---|---|---|")
-    for transport in ("ros", "dds"):
-        shutil.rmtree(cache)
-        cache.mkdir()
-        (listening, cold, cold_warm_up), (_, cached, cached_warm_up) = (
-            start(transport, args.config, env) for _ in range(2))
-        print(f"| {transport} | {listening:.1f} | {cold:.1f} | {cached:.1f} | "
-              f"{cold_warm_up:.1f} / {cached_warm_up:.1f} |", flush=True)
+    print("|---|---|---|---|")
+    (listening, cold, cold_warm_up), (_, cached, cached_warm_up) = (
+        start(args.config, env) for _ in range(2))
+    print(f"| {listening:.1f} | {cold:.1f} | {cached:.1f} | "
+          f"{cold_warm_up:.1f} / {cached_warm_up:.1f} |", flush=True)
     shutil.rmtree(cache)
 
 

@@ -4,10 +4,10 @@ Everything runs in a private network namespace holding only the loopback interfa
 first thing; see test/loopback_namespace.py), with ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``:
 nothing leaves the machine. Two processes, as on a rig:
 
-* ``mb-estimation rig-sim --transport ros``: ``config/furuta_synthetic.yaml`` as written (step
+* ``mb-estimation rig-sim``: ``config/furuta_synthetic.yaml`` as written (step
   1e-4, compliance 1e-6, noise 1e-3 rad), the multisine scenario (restarted every period, the
   stamps running on), joint states and a std_msgs/Float64 voltage at 1 kHz in real time;
-* ``mb-estimation node --transport ros`` (``estimator_node``): J_Azz, J_Byy, b1, b2 from §4.7's
+* ``mb-estimation node`` (``estimator_node``): J_Azz, J_Byy, b1, b2 from §4.7's
   start, windows of 5 s every 5 s on the consistent path at its 1 ms step (the config's node
   settings).
 
@@ -16,10 +16,7 @@ node's RSS (``VmRSS``), its CPU time and the counters (windows done / accepted /
 dropped, samples received, late voltages, the last window's solve time). At the end: the RSS
 slope after ``--settle-minutes``, windows dropped, the distribution of the time per window.
 
-    python benchmarks/bench_ros_soak.py [--minutes 60] [--transport ros|dds] [--json FILE]
-
-``--transport dds`` runs the node and rig-sim on the DDS transport instead (the listener stays
-rclpy: the two interoperate), for the same numbers side by side.
+    python benchmarks/bench_ros_soak.py [--minutes 60] [--json FILE]
 
 ``--cache-dir`` (default: a fresh temporary folder, so the start-up is cold) is the node's
 compile cache.
@@ -66,25 +63,18 @@ def run(args) -> dict:
 
     env = dict(os.environ, ROS_DOMAIN_ID=str(args.domain), MB_ESTIMATION_CACHE_DIR=args.cache_dir,
                ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST", PYTHONUNBUFFERED="1")
-    if args.transport == "dds":
-        from mb_estimation.transport.dds_bus import loopback_config
-
-        env["CYCLONEDDS_URI"] = loopback_config()  # a second guard, as in the tests
     context = rclpy.context.Context()
     rclpy.init(context=context, domain_id=args.domain)
     listener = Listener(context)
     started = time.monotonic()
-    node = Process(mb_estimation("node", "--transport", args.transport, "--config",
-                                 "furuta_synthetic", *FIT), env)
+    node = Process(mb_estimation("node", "--config", "furuta_synthetic", *FIT), env)
     rig = None
     samples, window_times = [], []
     try:
-        node.wait_for("mb_estimation node ready" if args.transport == "ros" else ": ready after",
-                      900)
+        node.wait_for("mb_estimation node ready", 900)
         startup_s = time.monotonic() - started
-        rig = Process(mb_estimation("rig-sim", "--transport", args.transport, "--config",
-                                    "furuta_synthetic", "--scenario", "multisine",
-                                    "--rate", "1000"), env)
+        rig = Process(mb_estimation("rig-sim", "--config", "furuta_synthetic", "--scenario",
+                                    "multisine", "--rate", "1000"), env)
         begun = time.monotonic()
         last_done = 0
         while time.monotonic() - begun < args.minutes * 60.0:
@@ -125,7 +115,7 @@ def run(args) -> dict:
         return times[min(len(times) - 1, int(q * len(times)))] if times else None
 
     return {
-        "transport": args.transport, "minutes": args.minutes, "startup_s": startup_s,
+        "minutes": args.minutes, "startup_s": startup_s,
         "samples": samples,
         "rss_first_mb": samples[0]["rss_mb"], "rss_last_mb": last["rss_mb"],
         "rss_slope_mb_per_hour_after_settle": slope, "settle_minutes": args.settle_minutes,
@@ -147,9 +137,6 @@ def main() -> None:
     parser.add_argument("--settle-minutes", type=float, default=5.0,
                         help="minutes left out of the RSS slope (default 5)")
     parser.add_argument("--domain", type=int, default=61, help="ROS domain id (default 61)")
-    parser.add_argument("--transport", choices=("ros", "dds"), default="ros",
-                        help="the node's and rig-sim's transport (default ros; the listener is "
-                        "rclpy either way)")
     parser.add_argument("--cache-dir", default=None,
                         help="the node's compile cache (default: a fresh temporary folder)")
     parser.add_argument("--json", default=None, help="write the result here")

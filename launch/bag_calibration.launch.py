@@ -7,9 +7,9 @@ leaves the fused estimate in ``output`` as ``calibrate`` would (``parameters.yam
 1. the node starts and warms up; when it logs that it is ready (``READY_MARKER``), the bag is
    played by the ``player``: ``rosbag2`` (default) runs ``ros2 bag play <bag> --clock 1000
    --rate <rate>`` and the node runs on that sim time; ``mb_estimation`` runs the package's own
-   rclpy player, ``mb-estimation replay <bag> --transport ros --rate <rate>`` (header stamps
-   kept; no ``/clock``, so the node keeps the system time -- the windows are cut on the joint
-   states' stamps either way), for machines without rosbag2;
+   rclpy player, ``mb-estimation replay <bag> --rate <rate>`` (header stamps kept; no
+   ``/clock``, so the node keeps the system time -- the windows are cut on the joint states'
+   stamps either way), for machines without rosbag2;
 2. after each accepted window the node rewrites the files in ``output`` (its ``output_dir``);
 3. when the bag has been played, ``~/calibrate_now`` is called (one more window over the newest
    buffered data; :func:`~mb_estimation.transport.ros_node.call_trigger`, which needs no ``ros2``
@@ -63,8 +63,7 @@ def _player(context):
     if player == "rosbag2":
         return ["ros2", "bag", "play", bag, "--clock", CLOCK_HZ, "--rate", rate], True
     if player == "mb_estimation":
-        return [sys.executable, "-m", "mb_estimation.cli", "replay", bag, "--transport", "ros",
-                "--rate", rate], False
+        return [sys.executable, "-m", "mb_estimation.cli", "replay", bag, "--rate", rate], False
     raise ValueError(f"player:={player}: expected one of {', '.join(PLAYERS)}")
 
 

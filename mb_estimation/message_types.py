@@ -1,8 +1,8 @@
 """ROS 2 message type names the product reads and writes: one spelling for every layer.
 
-Pure Python (no ROS, no DDS): the config validator, the bag reader and writer, the node core
-and both transports name message types through these constants, and read the spellings a user
-may write (``std_msgs/Float64``, ``std_msgs::msg::Float64``) through
+Pure Python (no ROS, no middleware): the config validator, the bag reader and writer, the node
+core and the rclpy transport name message types through these constants, and read the spellings
+a user may write (``std_msgs/Float64``, ``std_msgs::msg::Float64``) through
 :func:`normalise_message_type`.
 """
 

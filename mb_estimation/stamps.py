@@ -1,7 +1,7 @@
 """Time stamps: ``builtin_interfaces/Time`` (seconds, nanoseconds) and integer nanoseconds.
 
-Pure Python (no JAX, no middleware), so the Cyclone messages, the rclpy node, the players and
-the node core share one conversion without importing each other.
+Pure Python (no JAX, no middleware), so the rclpy node, the players, the bags and the node core
+share one conversion without importing each other.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ NS_PER_S = 1_000_000_000
 def stamp_to_ns(stamp) -> int:
     """Nanoseconds since the epoch of a ``builtin_interfaces/Time`` (exact integer).
 
-    Any object with ``sec`` and ``nanosec`` (rclpy's message, Cyclone's IDL struct, a bag's).
+    Any object with ``sec`` and ``nanosec`` (rclpy's message, a bag's).
     """
     return int(stamp.sec) * NS_PER_S + int(stamp.nanosec)
 

@@ -1,8 +1,8 @@
 """Shared pytest fixtures; the whole session runs in a loopback-only network namespace.
 
 The namespace is entered first thing, while pytest has a single thread (see
-``loopback_namespace``): every rclpy and Cyclone DDS participant the tests start, in process or
-as a subprocess, can reach 127.0.0.1 only. Where it cannot be made, the tests that start rclpy
+``loopback_namespace``): every rclpy participant the tests start, in process or as a
+subprocess, can reach 127.0.0.1 only. Where it cannot be made, the tests that start rclpy
 skip with the reason (``ros_network``).
 """
 
@@ -52,17 +52,3 @@ def shared_data_dir() -> Path:
     if not SHARED_DATA_DIR.is_dir():
         pytest.skip(f"shared data folder not found: {SHARED_DATA_DIR}")
     return SHARED_DATA_DIR
-
-
-@pytest.fixture()
-def dds_loopback(monkeypatch):
-    """DDS confined to 127.0.0.1 (CYCLONEDDS_URI from ``loopback_config``), no ROS_DOMAIN_ID.
-
-    Cyclone DDS reads CYCLONEDDS_URI when a domain is created in the process (its first
-    participant), so the tests using this fixture close their participants.
-    """
-    pytest.importorskip("cyclonedds")
-    from mb_estimation.transport.dds_bus import loopback_config
-
-    monkeypatch.setenv("CYCLONEDDS_URI", loopback_config())
-    monkeypatch.delenv("ROS_DOMAIN_ID", raising=False)

@@ -4,8 +4,8 @@ ROS 2's default middleware (Fast DDS) discovers peers by multicast on every inte
 of a test or benchmark may leave the machine. ``enter()`` is the in-process equivalent of
 ``unshare -rn sh -c 'ip link set lo up && exec CMD'``: a new user namespace (the same user id,
 mapped onto itself) owning a new network namespace, whose ``lo`` it brings up. Every thread and
-child process started afterwards (rclpy, Cyclone DDS, the node and player subprocesses) sees
-only 127.0.0.1. ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`` is set as a second guard.
+child process started afterwards (rclpy, the node and player subprocesses) sees only
+127.0.0.1. ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`` is set as a second guard.
 
 Linux only, and only while the process has a single thread (``unshare(2)`` refuses a new user
 namespace otherwise): call it before anything starts threads (the test suite's conftest does,

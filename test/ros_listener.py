@@ -7,7 +7,7 @@ NODE = "mb_estimator"
 
 
 class Listener:
-    """Subscribes over rclpy (Fast DDS) to ``/diagnostics`` and ``/<node>/filtered_joint_states``.
+    """Subscribes over rclpy to ``/diagnostics`` and ``/<node>/filtered_joint_states``.
 
     The newest diagnostic values by key (:meth:`count` for counters, :meth:`value` for any),
     and the header stamps [ns] of every filtered joint state (:meth:`filtered`). Spun on its own

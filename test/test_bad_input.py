@@ -203,7 +203,7 @@ def _run(capsys, *argv):
 
 
 def test_impossible_simulations_are_one_line(tmp_path, capsys):
-    """The simulate and rig-sim commands: settings the simulator cannot run (before DDS)."""
+    """The simulate and rig-sim commands: settings the simulator cannot run (before rclpy)."""
     output = str(tmp_path / "bag")
     status, err = _run(capsys, "simulate", "release", "--config", CONFIG, "--dt", "0.003",
                        "--output", output)

@@ -1,29 +1,23 @@
-"""Message players: simulated-rig and bag streams, real-time pacing, and the DDS sink.
+"""Message players: simulated-rig and bag streams and real-time pacing.
 
 The simulated streams compile the rig's simulation once per distinct length (some seconds): every
 stream here lasts 0.5 s at 200 Hz or is chunked in 0.5 s simulations, so they share one compiled
 simulation (cached by :mod:`mb_estimation.transport.players`); the direct ``simulate_recording``
-run they are compared with compiles once more.
-
-The DDS test runs on the loopback interface only (``CYCLONEDDS_URI`` = :func:`loopback_config`,
-set before any participant exists, as in ``test_dds.py``) in its own domain and on topics named
-with a per-test token.
+run they are compared with compiles once more. The rclpy sink is tested in
+``test_ros_launch.py``.
 """
 
 import dataclasses
 import itertools
 import math
-import os
 import threading
 import time
-import uuid
 
 import numpy as np
 import pytest
 
 from mb_estimation.config import JointMapping, builtin_config_path, load_config
 from mb_estimation.io.bags import BagError, write_rig_bag
-from mb_estimation.transport import players
 from mb_estimation.transport.players import (
     FLOAT64,
     FLOAT64_MULTIARRAY,
@@ -36,8 +30,6 @@ from mb_estimation.transport.players import (
     rig_sim_topics,
 )
 
-#: DDS test domain (test_dds.py uses 77); override with MB_TEST_PLAYERS_DDS_DOMAIN.
-DOMAIN = int(os.environ.get("MB_TEST_PLAYERS_DDS_DOMAIN", "78"))
 RATE = 200.0
 DURATION = 0.5
 SAMPLES = 101  # round(DURATION * RATE) + 1
@@ -46,11 +38,6 @@ SEED = 3
 SCENARIO = "multisine"  # compiles faster than the swing-up
 ARM = JointMapping("joint_arm", offset=0.25, sign=-1)
 PENDULUM = JointMapping("joint_pendulum", offset=-3.0, sign=1)
-
-
-@pytest.fixture(autouse=True)
-def _loopback_only(dds_loopback):
-    """Every test here keeps DDS on 127.0.0.1 (conftest.dds_loopback)."""
 
 
 def _with_recording(config, **changes):
@@ -398,68 +385,3 @@ def test_play_rejects_a_negative_rate():
         play([], print, rate=-1.0)
     with pytest.raises(ValueError, match="rate"):
         play([], print, rate=math.nan)
-
-
-# --- DdsSink ----------------------------------------------------------------------------------
-
-def test_dds_sink_publishes_ros_messages_over_loopback():
-    pytest.importorskip("cyclonedds")
-    from mb_estimation.transport import dds_messages as m
-    from mb_estimation.transport.dds_bus import DdsBus
-
-    prefix = f"/players_{uuid.uuid4().hex[:12]}"
-    js_topic, volt_topic, multi_topic = (f"{prefix}/joint_states", f"{prefix}/volts",
-                                        f"{prefix}/volts_array")
-    messages = []
-    for k in range(5):
-        stamp = START_NS + k * 10_000_000 + 123
-        payload = JointStatePayload(("arm", "pendulum"), np.array([0.1 * k, -0.2 * k]),
-                                    np.array([1.0, 2.0 + k]), np.empty(0))
-        messages.append(TimedMessage(stamp, js_topic, JOINT_STATE, payload))
-        messages.append(TimedMessage(stamp, volt_topic, FLOAT64, 0.5 * k))
-        messages.append(TimedMessage(stamp, multi_topic, FLOAT64_MULTIARRAY, (0.0, 3.0 * k)))
-
-    received = {js_topic: [], volt_topic: [], multi_topic: []}
-    lock = threading.Lock()
-
-    def collect(topic):
-        def callback(msg):
-            with lock:
-                received[topic].append(msg)
-        return callback
-
-    with DdsBus(DOMAIN) as tx, DdsBus(DOMAIN) as rx:
-        subs = [rx.subscribe(js_topic, m.JointState, collect(js_topic), qos="sensor_data"),
-                rx.subscribe(volt_topic, m.Float64, collect(volt_topic)),
-                rx.subscribe(multi_topic, m.Float64MultiArray, collect(multi_topic))]
-        sink = players.DdsSink(tx)
-        for topic, kind in ((js_topic, JOINT_STATE), (volt_topic, FLOAT64),
-                            (multi_topic, FLOAT64_MULTIARRAY)):
-            sink.publisher(topic, kind)
-        assert sink.wait_for_subscribers(1, timeout=5.0)
-        deadline = time.monotonic() + 5.0
-        while any(sub.matched < 1 for sub in subs) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        stats = play(messages, sink, rate=1.0)
-        assert stats.messages == 15
-        assert dict(sink.counts) == {js_topic: 5, volt_topic: 5, multi_topic: 5}
-        deadline = time.monotonic() + 5.0
-        while time.monotonic() < deadline:
-            with lock:
-                if all(len(v) == 5 for v in received.values()):
-                    break
-            time.sleep(0.01)
-
-    joints = received[js_topic]
-    assert [m.stamp_to_ns(j.header.stamp) for j in joints] == [
-        msg.stamp_ns for msg in messages[::3]]
-    for k, joint in enumerate(joints):
-        assert list(joint.name) == ["arm", "pendulum"]
-        assert list(joint.position) == pytest.approx([0.1 * k, -0.2 * k], abs=0)
-        assert list(joint.velocity) == [1.0, 2.0 + k]
-        assert list(joint.effort) == []
-        assert joint.header.frame_id == ""
-    assert [v.data for v in received[volt_topic]] == [0.5 * k for k in range(5)]
-    arrays = received[multi_topic]
-    assert [list(a.data) for a in arrays] == [[0.0, 3.0 * k] for k in range(5)]
-    assert all(a.layout.dim == [] and a.layout.data_offset == 0 for a in arrays)

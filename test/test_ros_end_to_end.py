@@ -1,10 +1,10 @@
 """End to end over real ROS 2 (issue 15): rig-sim → node → rclpy clients, all on rclpy.
 
 Three parties as a user would run them, all on rclpy with Fast DDS in the session's
-loopback-only network namespace (conftest): ``mb-estimation rig-sim --transport ros`` publishes a
-simulated rig, ``mb-estimation node --transport ros`` (``estimator_node``) estimates from Table
-1's start values, and this process subscribes to every output, calls the services and the
-parameter services, and stands in for a controller whose parameters the node pushes to.
+loopback-only network namespace (conftest): ``mb-estimation rig-sim`` publishes a simulated
+rig, ``mb-estimation node`` (``estimator_node``) estimates from Table 1's start values, and
+this process subscribes to every output, calls the services and the parameter services, and
+stands in for a controller whose parameters the node pushes to.
 
 The rig is furuta_synthetic as a rig would be (SPOOK at 1e-4 s, its own stiff 1e-6 hinges,
 published at 100 Hz), so the values can be checked against the truth: the node runs the
@@ -156,7 +156,7 @@ def running(ros_network, node_compile_cache, tmp_path_factory):
     executor.add_node(controller)
     spinner = threading.Thread(target=executor.spin, daemon=True)
     spinner.start()
-    node = Process(mb_estimation("node", "--transport", "ros", "--config", config_path,
+    node = Process(mb_estimation("node", "--config", config_path,
                                  "--free", FREE, "--set", TABLE_1_SET), env)
     rig = None
     try:
@@ -164,7 +164,7 @@ def running(ros_network, node_compile_cache, tmp_path_factory):
         ready = next(line for line in node.lines if "mb_estimation node ready" in line)
         assert "solver compiled in" in ready and any(
             "mb_estimation node listening" in line for line in node.lines), node.tail()
-        rig = Process(mb_estimation("rig-sim", "--transport", "ros", "--config", config_path,
+        rig = Process(mb_estimation("rig-sim", "--config", config_path,
                                     "--scenario", "multisine", "--rate", str(RATE_HZ)), env)
         settled = wait_until(lambda: (fused := probe.parameters()) is not None
                              and max(_errors(fused).values()) < 0.03

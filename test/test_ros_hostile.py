@@ -1,6 +1,6 @@
 """The rclpy node under a broken driver, and stopped at any moment (SIGINT and SIGTERM).
 
-A node on a rig must survive any input: ``mb-estimation node --transport ros`` fed 1 kHz joint
+A node on a rig must survive any input: ``mb-estimation node`` fed 1 kHz joint
 states of which about half are malformed (``hostile_driver.py``) keeps its resident memory
 bounded, publishes nothing non-finite and counts every fault under its own name; stopped by
 SIGINT or SIGTERM while listening, compiling, estimating a window or after such a flood, it
@@ -37,8 +37,7 @@ def _node(env, folder, warm_up=True):
 
     config = write_config(folder / "hostile.yaml", node={
         "state_file": str(folder / "fused.yaml"), "warm_up": warm_up})
-    return Process(mb_estimation("node", "--transport", "ros", "--config", config,
-                                 "--free", "J_Azz,J_Byy"), env)
+    return Process(mb_estimation("node", "--config", config, "--free", "J_Azz,J_Byy"), env)
 
 
 def _seed_estimate(folder):

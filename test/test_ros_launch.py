@@ -168,8 +168,8 @@ def test_bag_launch_players(ament_prefix):
                                         "--rate", "2.0"], True)
     context.launch_configurations["player"] = "mb_estimation"
     command, sim_time = module._player(context)
-    assert command[1:] == ["-m", "mb_estimation.cli", "replay", "/data/bag", "--transport",
-                           "ros", "--rate", "2.0"] and sim_time is False
+    assert command[1:] == ["-m", "mb_estimation.cli", "replay", "/data/bag", "--rate",
+                           "2.0"] and sim_time is False
     context.launch_configurations["player"] = "vlc"
     with pytest.raises(ValueError, match="rosbag2, mb_estimation"):
         module._player(context)

@@ -1,6 +1,6 @@
 """Offline calibration by replay over rclpy (issue 15): bag → replay → rclpy node → estimate.
 
-``mb-estimation replay --transport ros`` plays the bags; ``node --transport ros`` estimates.
+``mb-estimation replay`` plays the bags; ``mb-estimation node`` estimates.
 
 * a ``simulate`` bag of furuta_synthetic, replayed in a loop: the node resets
   its buffers on the stamps' jump back, keeps its fused estimate through it and persists it;
@@ -48,13 +48,12 @@ def test_looped_replay_of_a_simulated_bag_over_rclpy(diagnostics, node_compile_c
     assert cli(["simulate", "multisine", "--config", config, "--output", str(bag),
                 "--duration", "6", "--rate", "100"]) == 0
     env = _environment(node_compile_cache)
-    node = Process(mb_estimation("node", "--transport", "ros", "--config", config,
+    node = Process(mb_estimation("node", "--config", config,
                                  "--set", "J_Azz=0.0035,J_Byy=0.0045"), env)
     replay = None
     try:
         node.wait_for("mb_estimation node ready", 300)
-        replay = Process(mb_estimation("replay", str(bag), "--transport", "ros", "--loop",
-                                       "--rate", "2"), env)
+        replay = Process(mb_estimation("replay", str(bag), "--loop", "--rate", "2"), env)
         # the loop goes back (a reset), and windows are accepted and fused across it
         assert wait_until(lambda: diagnostics.count("time_jumps") >= 2
                           and diagnostics.count("fused_windows") >= 2, 120, period=0.5), \
@@ -88,11 +87,11 @@ def test_replay_of_a_humble_bag_reaches_the_rclpy_node(diagnostics, tmp_path):
         node={"warm_up": False, "state_file": str(state_file), "window_s": 4.5,
               "stride_s": 4.5})
     env = _environment("")
-    node = Process(mb_estimation("node", "--transport", "ros", "--config", path), env)
+    node = Process(mb_estimation("node", "--config", path), env)
     try:
         node.wait_for("mb_estimation node ready", 120)
-        replay = Process(mb_estimation("replay", str(HUMBLE / "impulse_response_de"),
-                                       "--transport", "ros"), env)  # 500 Hz, as recorded
+        replay = Process(mb_estimation("replay", str(HUMBLE / "impulse_response_de")),
+                         env)  # 500 Hz, as recorded
         assert replay.process.wait(120) == 0, replay.tail()
         # best effort, as a driver publishes joint states: allow a rare loss on a busy machine
         assert wait_until(lambda: diagnostics.count("joint_samples") >= 0.99 * 5001, 20,

@@ -1,9 +1,8 @@
-"""``mb-estimation rig-sim`` and ``replay``: publish joint states and voltage in real time."""
+"""``mb-estimation rig-sim`` and ``replay``: real-time joint states and voltage over rclpy."""
 
 from __future__ import annotations
 
 import dataclasses
-import sys
 
 from mb_estimation.cli.common import (
     SCENARIOS,
@@ -14,8 +13,7 @@ from mb_estimation.cli.common import (
 )
 from mb_estimation.cli.transport import (
     SUBSCRIBER_WAIT_S,
-    add_transport_options,
-    dds_bus,
+    add_domain_option,
     ros_transport,
     stop_on_signals,
 )
@@ -27,8 +25,8 @@ def add_rig_sim(commands) -> None:
         "rig-sim", help="publish a simulated rig's joint states and voltage in real time",
         description="Simulate the rig of --config through a scenario (repeated until "
         "--duration, default forever) and publish its joint states and voltage on the "
-        "config's topics in real time, as the rig's driver would: for trying the node "
-        "without the rig.")
+        "config's topics in real time through rclpy, as the rig's driver would: for trying "
+        "the node without the rig.")
     add_config_options(rig_sim)
     rig_sim.add_argument("--scenario", required=True, choices=SCENARIOS, metavar="NAME",
                          help=f"one of: {', '.join(SCENARIOS)}")
@@ -38,7 +36,7 @@ def add_rig_sim(commands) -> None:
                          help="simulated time [s] (default: forever)")
     rig_sim.add_argument("--dt", type=float, metavar="H",
                          help="simulation step [s] (default: config, 1e-4)")
-    add_transport_options(rig_sim)
+    add_domain_option(rig_sim)
     rig_sim.set_defaults(handler=rig_sim_command)
 
 
@@ -47,33 +45,22 @@ def add_replay(commands) -> None:
     replay = commands.add_parser(
         "replay", help="play a bag's joint states and voltage like ros2 bag play",
         description="Publish the JointState, Float64 and Float64MultiArray messages of a "
-        "rosbag2 bag in their recorded timing (header stamps kept), scaled by --rate; "
-        "--loop starts over at the end (the stamps jump back, as with ros2 bag play --loop).")
+        "rosbag2 bag through rclpy in their recorded timing (header stamps kept), scaled by "
+        "--rate; --loop starts over at the end (the stamps jump back, as with ros2 bag play "
+        "--loop).")
     replay.add_argument("bag", metavar="BAG", help="rosbag2 folder or .db3/.mcap file")
     replay.add_argument("--rate", type=float, default=1.0, metavar="X",
                         help="speed factor (default 1; 0: as fast as possible)")
     replay.add_argument("--loop", action="store_true", help="replay forever")
-    add_transport_options(replay)
+    add_domain_option(replay)
     replay.set_defaults(handler=replay_command, uses_jax=False)
 
 
 def _play(args, messages, speed: float, topics=None) -> int:
-    from mb_estimation.transport.players import DdsSink, play
-
+    """Publish ``messages`` through rclpy (the topics' publishers first, then a subscriber wait)."""
     stop = stop_on_signals()
-    if args.transport == "ros":
-        stats = ros_transport(args).run_ros_player(messages, speed, topics=topics, stop=stop,
-                                                   wait_s=SUBSCRIBER_WAIT_S)
-    else:
-        with dds_bus(args) as bus:
-            sink = DdsSink(bus)
-            if topics:  # publishers first, so that the first messages are not lost to discovery
-                for topic, kind in topics.items():
-                    sink.publisher(topic, kind)
-                if not sink.wait_for_subscribers(1, timeout=SUBSCRIBER_WAIT_S):
-                    print(f"no subscriber on {', '.join(topics)} after {SUBSCRIBER_WAIT_S:g} s; "
-                          "playing anyway", file=sys.stderr, flush=True)
-            stats = play(messages, sink, rate=speed, stop=stop)
+    stats = ros_transport(args).run_ros_player(messages, speed, topics=topics, stop=stop,
+                                               wait_s=SUBSCRIBER_WAIT_S)
     print(f"published {stats.messages} messages over {stats.wall_s:.1f} s "
           f"(stream {stats.stream_s:.1f} s, at most {stats.max_lateness_s * 1e3:.1f} ms late)")
     return 0

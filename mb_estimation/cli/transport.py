@@ -1,4 +1,4 @@
-"""What node, rig-sim and replay share: the transport options, the DDS bus or rclpy, Ctrl-C."""
+"""What node, rig-sim and replay share: --domain-id, the rclpy transport, Ctrl-C."""
 
 from __future__ import annotations
 
@@ -14,29 +14,10 @@ from mb_estimation.errors import UserError
 SUBSCRIBER_WAIT_S = 10.0
 
 
-def add_transport_options(parser: argparse.ArgumentParser) -> None:
-    """--transport and --domain-id."""
-    parser.add_argument("--transport", choices=("dds", "ros"), default="dds",
-                        help="dds: bare Cyclone DDS in the ROS 2 wire format (default); ros: "
-                        "rclpy (a sourced ROS 2 install)")
+def add_domain_option(parser: argparse.ArgumentParser) -> None:
+    """--domain-id."""
     parser.add_argument("--domain-id", type=int, metavar="N",
-                        help="DDS domain, as ROS_DOMAIN_ID (default: $ROS_DOMAIN_ID, else 0)")
-
-
-def dds_bus(args: argparse.Namespace):
-    """A DDS bus on the domain of --domain-id (else $ROS_DOMAIN_ID, else 0)."""
-    try:
-        from cyclonedds.core import DDSException
-
-        from mb_estimation.transport.dds_bus import DdsBus
-    except ImportError:
-        raise UserError("--transport dds needs the cyclonedds package: pip install "
-                        "'mb_estimation[dds]'") from None
-    try:
-        return DdsBus(args.domain_id)
-    except (DDSException, RuntimeError) as error:
-        raise UserError(f"cannot start DDS (check CYCLONEDDS_URI and --domain-id): "
-                        f"{str(error).strip() or type(error).__name__}") from None
+                        help="ROS 2 domain, sets ROS_DOMAIN_ID (default: $ROS_DOMAIN_ID, else 0)")
 
 
 def ros_transport(args: argparse.Namespace):
@@ -44,8 +25,8 @@ def ros_transport(args: argparse.Namespace):
     try:
         import rclpy  # noqa: F401
     except ImportError:
-        raise UserError("--transport ros needs rclpy: source a ROS 2 installation or "
-                        "pip install 'mb_estimation[ros]', or use --transport dds") from None
+        raise UserError("this command needs rclpy: source a ROS 2 installation or "
+                        "pip install 'mb_estimation[ros]'") from None
     if args.domain_id is not None:
         os.environ["ROS_DOMAIN_ID"] = str(args.domain_id)
     from mb_estimation.transport import ros_node

@@ -1,9 +1,8 @@
-"""What every transport adapter of the node shares: input handlers and the shadow fan-out.
+"""The node's transport adapter, transport-neutral part: input handlers and the shadow fan-out.
 
-The rclpy node (:mod:`mb_estimation.transport.ros_node`) and the DDS node
-(:mod:`mb_estimation.transport.dds_node`) receive messages of their own classes that have the
-same fields (``header.stamp.sec``/``nanosec``, ``name``, ``position``, ``effort``, ``data``), so
-the handlers below read either. No transport is imported here.
+The rclpy node (:mod:`mb_estimation.transport.ros_node`) hands the handlers below its messages;
+they read only the fields (``header.stamp.sec``/``nanosec``, ``name``, ``position``, ``effort``,
+``data``), so any message object with them will do. No transport is imported here.
 """
 
 from __future__ import annotations

@@ -1,1 +1,1 @@
-"""Transports of the online node: rclpy (on a ROS 2 install) and bare DDS (cyclonedds)."""
+"""The online node's transport: rclpy (a ROS 2 install), its players and what they share."""

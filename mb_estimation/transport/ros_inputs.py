@@ -1,9 +1,9 @@
 """The rclpy node's inputs: the joint-state and voltage subscriptions and their type check.
 
 :class:`RosInputs` subscribes an :class:`~mb_estimation.online.core.EstimatorCore`'s input
-handlers (:func:`~mb_estimation.online.adapter.input_handlers`, shared with the DDS node) to the
-config's topics and reports, once each, a publisher of another type on them (rclpy never
-delivers its messages). Needs rclpy (the node module says so when it is missing).
+handlers (:func:`~mb_estimation.online.adapter.input_handlers`) to the config's topics and
+reports, once each, a publisher of another type on them (rclpy never delivers its messages).
+Needs rclpy (the node module says so when it is missing).
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """``estimator_node`` (``ros2 run mb_estimation estimator_node``): the online node on rclpy.
 
-:class:`EstimatorNode` wraps the same :class:`~mb_estimation.online.core.EstimatorCore` as the
-DDS node (:mod:`mb_estimation.transport.dds_node`), with the same topics, types and QoS; the
-input handlers and the shadow fan-out are shared (:mod:`mb_estimation.online.adapter`), and what
-the launch files and the command line need without ROS 2 is in
-:mod:`mb_estimation.transport.ros_common`. Its parameters are declared in
+:class:`EstimatorNode` wraps the transport-neutral core
+(:class:`~mb_estimation.online.core.EstimatorCore`); the input handlers and the shadow fan-out
+are in :mod:`mb_estimation.online.adapter`, and what the launch files and the command line need
+without ROS 2 is in :mod:`mb_estimation.transport.ros_common`. Its parameters are declared in
 :mod:`~mb_estimation.transport.ros_parameters`, its subscriptions made in
 :mod:`~mb_estimation.transport.ros_inputs`, its messages built in
 :mod:`~mb_estimation.transport.ros_messages`; the rclpy players and ``call_trigger`` are in
@@ -64,7 +63,7 @@ never interleaves with a get/set/list/describe request, and the worker never wai
 ``MultiThreadedExecutor`` starved the inputs in measurements); the callback
 groups keep it correct where a user adds it to a multi-threaded one.
 
-**Topics** (as :mod:`mb_estimation.transport.dds_node`): in, joint states
+**Topics**: in, joint states
 (sensor_msgs/JointState, sensor-data QoS) on the config's ``recording.joint_states_topic`` (their
 header stamps cut the windows) and the voltage (std_msgs/Float64, or Float64MultiArray at
 ``voltage_index``, stamped with the joint state published last before it, by the messages'
@@ -94,7 +93,7 @@ try:
 except ModuleNotFoundError as error:  # the console script on a machine without ROS 2
     raise ModuleNotFoundError(
         "the rclpy node needs rclpy: pip install 'mb_estimation[ros]' or source a ROS 2 "
-        "installation (Humble or newer); or run the node with --transport dds",
+        "installation (Humble or newer)",
         name="rclpy") from error
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup

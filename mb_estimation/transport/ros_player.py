@@ -1,9 +1,9 @@
-"""The players on rclpy (``mb-estimation rig-sim``/``replay --transport ros``) and ``call_trigger``.
+"""The players on rclpy (``mb-estimation rig-sim``/``replay``) and ``call_trigger``.
 
-:class:`RosSink` is the rclpy counterpart of :class:`~mb_estimation.transport.players.DdsSink`;
-:func:`run_ros_player` plays a stream through it from a node of its own; :func:`call_trigger`
-calls the node's ``~/calibrate_now`` (or ``~/reset``) once, for bag_calibration.launch.py on
-machines without the ``ros2`` command line. :func:`try_shutdown` ends an rclpy context that may
+:class:`RosSink` is a :func:`~mb_estimation.transport.players.play` sink; :func:`run_ros_player`
+plays a stream through it from a node of its own; :func:`call_trigger` calls the node's
+``~/calibrate_now`` (or ``~/reset``) once, for bag_calibration.launch.py on machines without the
+``ros2`` command line. :func:`try_shutdown` ends an rclpy context that may
 already be shut down. Needs rclpy (the node module says so when it is missing).
 """
 
@@ -35,10 +35,9 @@ SETTLE_S = 0.3
 class RosSink:
     """A :func:`~mb_estimation.transport.players.play` sink publishing through rclpy.
 
-    The rclpy counterpart of :class:`~mb_estimation.transport.players.DdsSink`: one publisher
-    per (topic, kind), created on first use (or ahead with :meth:`publisher`); joint states with
-    sensor-data QoS (as ``joint_state_broadcaster``), the rest with the default QoS (reliable,
-    depth 10). :attr:`counts` holds the messages published per topic.
+    One publisher per (topic, kind), created on first use (or ahead with :meth:`publisher`);
+    joint states with sensor-data QoS (as ``joint_state_broadcaster``), the rest with the default
+    QoS (reliable, depth 10). :attr:`counts` holds the messages published per topic.
     """
 
     def __init__(self, node, *, joint_state_qos=None, qos=None) -> None:

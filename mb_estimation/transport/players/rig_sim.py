@@ -39,7 +39,7 @@ _EMPTY.flags.writeable = False
 def rig_sim_topics(config: Config) -> dict[str, str]:
     """Topic -> message kind of the messages :func:`rig_sim_messages` yields for ``config``.
 
-    For creating publishers ahead of the first message (e.g. :meth:`DdsSink.publisher`).  The
+    For creating publishers ahead of the first message (e.g. ``RosSink.publisher``).  The
     voltage topic is listed for actuated rigs unless the voltage travels as joint-state effort.
     """
     settings = config.recording
