@@ -1,7 +1,7 @@
 """A controller that re-designs its LQR gain whenever the estimator publishes new parameters.
 
 An rclpy node standing for the rig's balance controller: it subscribes to the estimator's
-``/mb_estimator/fused_parameters`` (std_msgs/Float64MultiArray, README "The online node"),
+``/mb_estimator/fused_parameters`` (std_msgs/Float64MultiArray, docs/node.md, "Topics"),
 takes the values the data determine (std ≥ 0) into its model, linearises the Furuta pendulum
 about the upright and solves the LQR problem again (``upright_lqr_gain``), and publishes the
 gain on ``~/gain`` (std_msgs/Float64MultiArray, labels ``k_arm,k_pendulum,k_arm_rate,

@@ -195,8 +195,8 @@ class Calibration:
     """A calibration's result and the recordings on the grid of its (final) fit.
 
     ``predictions``: the result's :func:`prediction_checks` where the calibration computed
-    them (``method.simulation_refinement: auto`` decides by them), else None; ``note``: what
-    that decision was and why, for the user.
+    them (whether to keep a simulation-error fit is decided by them), else None; ``note``:
+    what that decision was and why, for the user.
     """
 
     result: EstimationResult
@@ -206,15 +206,16 @@ class Calibration:
 
 
 def refinement_mode(config: Config) -> str:
-    """``method.simulation_refinement`` in effect: as set, else as the config's hinges declare.
+    """``method.simulation_refinement`` in effect: as set, else ``on``.
 
-    Declared compliant hinges are the rig's physics, which the rigid limit lacks: the fit goes
-    on through the config's simulator (``on``). Rigid hinges (real rigs): never (``off``).
+    Unset, the fit goes on through the model the hinges declare: compliant hinges are the
+    rig's physics, which the rigid limit lacks; through rigid ones the simulation-error fit
+    takes the estimate to the Cramér–Rao bound, where the joint fit's force noise leaves the
+    frictions several times wider (kept only where it predicts the recordings better,
+    :func:`calibrate_recordings`).
     """
     mode = config.method.simulation_refinement
-    if mode is not None:
-        return mode
-    return "on" if config.hinges == "compliant" else "off"
+    return "on" if mode is None else mode
 
 
 #: The rigid simulation-error stage's step [s] and longest segment [s]: its second-order
@@ -274,23 +275,54 @@ def calibrate_recordings(config: Config, recordings: Sequence[Recording], *,
         return estimation_problem(config, prepared[dt], estimate_parameters=estimate_parameters)
 
     note = None
-    if mode == "on" and config.method.simulation_refinement is None:
+    declared = config.method.simulation_refinement is None
+    if mode == "on" and declared:
         segment_s = simulation.settings.segment_s + simulation.settings.lead_s
         shortest = min(float(np.ptp(r.time_s)) for r in recordings)
-        if shortest < segment_s:  # declared, not asked for: say so and fit the rigid limit
+        if shortest < segment_s:  # not asked for: say so and keep the joint fit
             mode, note = "off", (
-                f"the recordings ({shortest:.3g} s) are shorter than one segment of the fit "
-                f"through the declared compliant hinges ({segment_s:g} s): the rigid-limit fit "
-                "is kept, and its values may be shadows of the hinges")
+                f"the recordings ({shortest:.3g} s) are shorter than one segment of the "
+                f"simulation-error fit ({segment_s:g} s): the joint fit is kept"
+                + (", and its values may be shadows of the declared compliant hinges"
+                   if config.hinges == "compliant" else ""))
     result = estimate_consistently(problem_at, steps, solver_settings(config), progress=progress,
-                                   level_started=level_started,
-                                   simulation=simulation if mode == "on" else None,
-                                   simulation_progress=simulation_progress)
+                                   level_started=level_started)
     grids = prepared[steps[-1]]
-    if mode != "auto":
+    if mode == "off":
         return Calibration(result, grids, note=note)
-    return _refined_if_mispredicted(config, grids, result, simulation, len(steps),
-                                    level_started, simulation_progress)
+    if mode == "auto":
+        return _refined_if_mispredicted(config, grids, result, simulation, len(steps),
+                                        level_started, simulation_progress)
+    problem = estimation_problem(config, grids)
+    if level_started is not None:
+        level_started(len(steps), simulation.simulation_dt, problem)
+    refined = refined_through_simulator(result, problem, simulation, simulation_progress)
+    if declared and config.hinges == "rigid":
+        return _kept_if_it_predicts_better(config, grids, result, refined)
+    return Calibration(refined, grids)
+
+
+def _kept_if_it_predicts_better(config: Config, grids: tuple[GridData, ...],
+                                result: EstimationResult, refined: EstimationResult
+                                ) -> Calibration:
+    """The rigid simulation-error fit ``refined`` where it predicts no worse than ``result``.
+
+    Both predicted 0.5 s ahead from the joint fit's states (:func:`prediction_mismatch`); where
+    the rigid model does not follow the recordings, the joint fit's force noise is what keeps
+    it robust, and a simulation-error fit through that model can go further astray.
+    """
+    before = prediction_mismatch(grids, result, prediction_checks(config, grids, result))
+    after_checks = prediction_checks(config, grids, refined)
+    after = prediction_mismatch(grids, refined, after_checks)
+    if before is None or after is None or after.ratio <= before.ratio:
+        return Calibration(refined, grids, after_checks)
+    return Calibration(
+        dataclasses.replace(result, compile_time_s=refined.compile_time_s,
+                            solve_time_s=refined.solve_time_s),
+        grids, None,
+        f"the simulation-error fit through the rigid model predicted the recordings worse "
+        f"({after.ratio:.1f}× the fit's noise at {after.horizon_s:g} s, against "
+        f"{before.ratio:.1f}× for the joint fit), so the joint fit is kept")
 
 
 def _refined_if_mispredicted(config: Config, grids: tuple[GridData, ...],

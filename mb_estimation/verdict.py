@@ -201,8 +201,9 @@ def verdict(config: Config, result: EstimationResult, identified: Identifiabilit
         if loose:
             advice.append(
                 f"the data allow tighter values than this fit gives ({', '.join(loose)} the "
-                "Cramér–Rao bound): a simulation-error stage through the rigid model gets "
-                "near it (--simulation-refinement on; several times the fit's time)")
+                "Cramér–Rao bound): the simulation-error stage through the rigid model gets "
+                "near it where the model follows the data (method.simulation_refinement, on "
+                "unless set off; kept only where it predicts no worse)")
     if findings:
         summary = "the values below are the data's, not yet the rig's"
     else:

@@ -1,4 +1,4 @@
-"""The house's layers (README "Layout"): no module imports from a room above its own.
+"""The house's layers (docs/development.md, "Layout"): no module imports from a room above its own.
 
 Every ``import mb_estimation…`` / ``from mb_estimation… import`` in the package, at module level
 or inside a function, is checked against the table below. A new top-level room must be placed

@@ -139,15 +139,19 @@ def test_simulation_refinement_recovers_the_simulators_parameters():
 
 
 def test_a_rigid_rig_refined_by_simulation_error_reaches_the_cramer_rao_bound():
-    """Rigid hinges declared, the refinement on: a simulation-error fit of the rigid model.
+    """Rigid hinges declared, no method setting: the default path ends in the rigid model's.
+
+    A simulation-error fit of the rigid model ends the default path on rigid hinges.
 
     3 s of the independent rigid reference's multisine (1 kHz, noise 1e-3 rad): the joint fit's
     std are several times the Cramér–Rao bound, the refit's (the recording in one segment) at
-    it, within 10 %, and its values within 3 of its std of the truth.
+    it, within 10 %, and its values within 3 of its std of the truth. A refit that predicts the
+    recording worse than the joint fit (here: its J_Byy doubled) is not kept, and the note
+    says why.
     """
     from reference_furuta import simulate_reference
 
-    from mb_estimation.pipeline import cramer_rao_of
+    from mb_estimation.pipeline import _kept_if_it_predicts_better, cramer_rao_of
     from mb_estimation.scenarios import multisine_torque
 
     truth = apply_overrides(load_config("furuta_synthetic"), hinges="rigid")
@@ -163,11 +167,11 @@ def test_a_rigid_rig_refined_by_simulation_error_reaches_the_cramer_rao_bound():
     start = {"J_Azz": 0.0035, "J_Byy": 0.0045, "b1": 1.2e-3, "b2": 1.2e-4}
     joint = calibrate_recordings(apply_overrides(truth, free=free, set_values=start,
                                                  simulation_refinement="off"), [recording])
-    config = apply_overrides(truth, free=free, set_values=start,
-                             simulation_refinement="on")
+    config = apply_overrides(truth, free=free, set_values=start)
+    assert config.method.simulation_refinement is None
     calibration = calibrate_recordings(config, [recording])
     result = calibration.result
-    assert result.refinement[-1].formulation == "simulation"
+    assert result.refinement[-1].formulation == "simulation" and calibration.note is None
     assert result.refinement[-1].segment_s == 3.0  # the recording in one piece
     bound = cramer_rao_of(config, calibration.grids, result)
     for name in ("J_Azz", "J_Byy", "b1"):
@@ -176,3 +180,9 @@ def test_a_rigid_rig_refined_by_simulation_error_reaches_the_cramer_rao_bound():
         assert abs(value - target) <= 3 * std, (name, value, target, std)
         assert std <= 1.1 * bound.std[name], (name, std, bound.std[name])
     assert float(joint.result.std["J_Azz"][0]) > 3 * bound.std["J_Azz"]
+
+    worse = dataclasses.replace(result, parameters={
+        **result.parameters, "J_Byy": 2.0 * np.asarray(result.parameters["J_Byy"])})
+    kept = _kept_if_it_predicts_better(config, joint.grids, joint.result, worse)
+    assert kept.result.parameters is joint.result.parameters
+    assert "predicted the recordings worse" in kept.note

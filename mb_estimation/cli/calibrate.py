@@ -25,7 +25,7 @@ def add_calibrate(commands) -> None:
         "the fit by predicting 0.5 s ahead from the estimated states and by an open-loop "
         "replay, and writes parameters.yaml, ros_parameters.yaml, states.csv and report.html "
         "(figures in figures/) into --output. Exit status 0 when the fit converged or reached "
-        "its iteration limit, 1 when it stopped without progress (files written all the "
+        "its iteration or time limit, 1 when it stopped without progress (files written all the "
         "same), 2 for an error in the input.")
     add_recordings_argument(calibrate)
     add_config_options(calibrate)

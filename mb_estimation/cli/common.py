@@ -82,12 +82,13 @@ def add_method_options(parser: argparse.ArgumentParser, *, single_values: bool =
                         "damping are the rig's physics; the fit goes on through them)")
     parser.add_argument("--simulation-refinement", nargs="?", const="on",
                         choices=REFINEMENT_MODES, metavar="{auto,on,off}",
-                        help="consistent path: then fit the parameters through the config's "
-                        "own simulator (its hinges, simulation.dt) by multiple shooting. on "
-                        "(the bare flag): always; auto: only when the rigid-hinge fit does not "
+                        help="consistent path: then fit the parameters by simulation error "
+                        "(multiple shooting) through the model the hinges declare: the "
+                        "config's simulator for compliant ones, the rigid model for rigid ones. "
+                        "on (the bare flag): always; auto: only when the joint fit does not "
                         "predict the recordings, kept when it predicts better; off: never "
-                        "(default: the config's method.simulation_refinement, else as its "
-                        "hinges declare: on for compliant, off for rigid)")
+                        "(default: the config's method.simulation_refinement, else on, and for "
+                        "rigid hinges kept only where it predicts no worse)")
     add_free_option(parser)
     if single_values:
         add_step_and_weight_options(parser)

@@ -135,9 +135,9 @@ class MethodSettings:
     while the simulation follows the data, through the model the config's ``hinges`` declare:
     the config's own simulator for compliant hinges (their compliance and damping,
     ``simulation.dt``), the converged rigid model for rigid ones (its std then near the
-    Cramér–Rao bound, at several times the fit's cost). ``None`` (default): ``on`` for
-    compliant hinges (the rigid limit is then not the rig's model), ``off`` for rigid ones;
-    ``auto``: only when the rigid-hinge fit does not predict the recordings (its 0.5 s
+    Cramér–Rao bound, at several times the joint fit's cost). ``None`` (default): on, and for
+    rigid hinges kept only where it predicts the recordings no worse than the joint fit;
+    ``auto``: only when the joint fit does not predict the recordings (its 0.5 s
     prediction error over 5× the fit's angle noise), kept when the refit predicts better;
     ``on``/``off``: always/never. YAML true/false mean on/off.
     """
@@ -147,7 +147,7 @@ class MethodSettings:
     refinement_dt: float | None = None  # consistent: finest step [s]; None: the sample period
     refinement_levels: int = 2  # consistent: steps refinement_dt * 2^(levels-1) ... refinement_dt
     simulation_refinement: str | None = None  # consistent: fit through the simulator?
-    #                                           off|auto|on; None: as the hinges declare
+    #                                           off|auto|on; None: on, kept where it predicts
     simulation_segment_s: float = 1.0  # its first shooting segments [s] (then longer)
     kappa: float = 100.0  # state error weight, Omega^-1 = kappa I (consistent: read at h = 0.01 s
     #                       on a rig of 0.04 kg m^2, estimation.consistent.kappa_per_step)

@@ -118,8 +118,6 @@ def estimate_consistently(
     *,
     progress: Callable[[IterationRecord], None] | None = None,
     level_started: Callable[[int, float, EstimationProblem], None] | None = None,
-    simulation: SimulationRefinement | None = None,
-    simulation_progress: Callable[[int, float, dict], None] | None = None,
 ) -> EstimationResult:
     """Fit in joint coordinates at each of ``steps`` [s] (coarse to fine), warm-started.
 
@@ -127,11 +125,9 @@ def estimate_consistently(
     ``joint`` here. ``settings.kappa`` is read at :data:`KAPPA_REFERENCE_STEP` on a rig of
     :data:`KAPPA_REFERENCE_INERTIA` (:func:`kappa_per_step`, with the rest inertia of the first
     problem's values, the same for every level).
-    ``level_started(index, dt, problem)`` is called before each fit. With ``simulation`` the
-    finest fit is refined through the simulator (its parameters, std, covariance and
-    excitation flags replace the joint fit's; the states stay the joint fit's);
-    ``simulation_progress(iteration, cost, values)`` reports its iterations. Returns the last
-    fit with every level in ``refinement`` and the iteration history of all levels.
+    ``level_started(index, dt, problem)`` is called before each fit. Returns the last fit with
+    every level in ``refinement`` and the iteration history of all levels
+    (:func:`refined_through_simulator` may add a simulation-error level after it).
     """
     levels: list[RefinementLevel] = []
     history: list[IterationRecord] = []
@@ -187,11 +183,7 @@ def estimate_consistently(
                   "kappa_reference_inertia": KAPPA_REFERENCE_INERTIA,
                   "rest_inertia": rest_inertia,
                   "steps": [float(dt) for dt in steps]})
-    if simulation is None:
-        return result
-    if level_started is not None:
-        level_started(len(steps), simulation.simulation_dt, problem)
-    return refined_through_simulator(result, problem, simulation, simulation_progress)
+    return result
 
 
 def refined_through_simulator(result: EstimationResult, problem: EstimationProblem,

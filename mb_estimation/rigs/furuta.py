@@ -1,4 +1,4 @@
-"""The Furuta pendulum (paper §4.3) in the geometry below (as in the README's Model conventions).
+"""The Furuta pendulum (paper §4.3) in the geometry below (docs/user-guide.md, Model conventions).
 
 World: y up, gravity ``(0, -gravity, 0)`` rotated by ``tilt``. Hinge 1 at the origin, axis
 world +y, carries arm A (body 0); θ1 rotates A about +y. A's frame at θ1 = 0: ``x_A`` = world x
