@@ -1,13 +1,15 @@
 """A real rig by configuration only: the peer lab's ODrive Furuta pendulum, step by step.
 
-    python benchmarks/bench_peer_rig.py [--data DIR] [--refinement off|on] [--json FILE]
+    python benchmarks/bench_peer_rig.py [--data DIR] [--refinement default|off|on] [--json FILE]
 
 For each step-response recording (PlotJuggler CSV, 2V ... 6V): calibrate as `mb-estimation
-calibrate FILE --config config/examples/odrive_furuta.yaml` does (``--refinement on`` adds the
-simulation-error stage through the rigid model), and print per recording: J_Byy, the arm's
-inertia about the motor axis I = J_shaft + J_Azz + m_A l1² + m_B lA² + J_Bxx (what the arm's
-motion sees with the pendulum hanging), the input gain K, the ratios I/K and b1/K, J_Azz's
-standing, the 0.5 s prediction error against the fit's noise, and the verdict's findings.
+calibrate FILE --config config/examples/odrive_furuta.yaml` does (the joint fit, then the
+simulation-error stage through the rigid model where it is kept; ``--refinement
+off``: the joint fit alone; ``on``: the stage kept whatever it predicts), and print per
+recording: J_Byy, the arm's inertia about the motor axis
+I = J_shaft + J_Azz + m_A l1² + m_B lA² + J_Bxx (what the arm's motion sees with the pendulum
+hanging), the input gain K, the ratios I/K and b1/K, J_Azz's standing, the 0.5 s prediction
+error, the verdict's findings and whether the stage was kept.
 Then the spread of each across the recordings (max/min - 1).
 """
 
@@ -43,6 +45,8 @@ def row(run) -> dict:
             "I": inertia, "K": gain, "I/K": inertia / gain, "b1/K": _value(p, "b1") / gain,
             "J_Azz": run.identified.standing("J_Azz").status,
             "prediction_rad": prediction, "trustworthy": run.verdict.trustworthy,
+            "stage_kept": bool(run.result.refinement)
+            and run.result.refinement[-1].formulation == "simulation",
             "findings": [f.problem for f in run.verdict.findings]}
 
 
@@ -51,10 +55,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=REPO.parent / "shared" / "data" /
                         "peer-furuta-hardware", type=Path)
-    parser.add_argument("--refinement", choices=("off", "on"), default="off")
+    parser.add_argument("--refinement", choices=("default", "off", "on"), default="default")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    config = apply_overrides(load_config(CONFIG), simulation_refinement=args.refinement)
+    config = apply_overrides(load_config(CONFIG), simulation_refinement=(
+        None if args.refinement == "default" else args.refinement))
     rows = {}
     with tempfile.TemporaryDirectory() as scratch:
         for name in FILES:
@@ -64,7 +69,8 @@ def main() -> None:
             r = rows[name]
             print(f"| {name} | {r['J_Byy']:.3g} ± {r['J_Byy_std']:.2g} | {r['I']:.3g} | "
                   f"{r['K']:.3g} | {r['I/K']:.3g} | {r['b1/K']:.3g} | {r['J_Azz']} | "
-                  f"{r['prediction_rad']:.3g} | {len(r['findings'])} |", flush=True)
+                  f"{r['prediction_rad']:.3g} | {len(r['findings'])} | "
+                  f"{'yes' if r['stage_kept'] else 'no'} |", flush=True)
     print("\nspread over the recordings (max/min - 1):")
     for key in ("J_Byy", "I", "K", "I/K", "b1/K"):
         values = np.array([r[key] for r in rows.values()])

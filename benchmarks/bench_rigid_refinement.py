@@ -9,8 +9,8 @@ furuta_synthetic (Table G.5) with pendulum length l2, at 1 kHz with 1e-3 rad noi
 J_Azz, J_Byy, b1, b2 free from §4.7's start (Table 1), the hinges declared rigid (the data's
 model). For each case: the joint fit alone (``simulation_refinement: off``), the default path
 (no method setting: the joint fit, then the simulation-error stage through the rigid model,
-kept where it predicts no worse) and the bound; per parameter the relative error ± relative
-std, and for the default path its std over the bound and its error in std.
+kept where the rigid model follows the data) and the bound; per parameter the relative
+error ± relative std, and for the default path its std over the bound and its error in std.
 
 With ``--seeds N``: the default path on N noise seeds; the spread of the estimates against the
 mean reported std and the mean bound.

@@ -203,7 +203,7 @@ def verdict(config: Config, result: EstimationResult, identified: Identifiabilit
                 f"the data allow tighter values than this fit gives ({', '.join(loose)} the "
                 "Cramér–Rao bound): the simulation-error stage through the rigid model gets "
                 "near it where the model follows the data (method.simulation_refinement, on "
-                "unless set off; kept only where it predicts no worse)")
+                "unless set off; kept where the rigid model follows the recordings)")
     if findings:
         summary = "the values below are the data's, not yet the rig's"
     else:

@@ -146,12 +146,12 @@ def test_a_rigid_rig_refined_by_simulation_error_reaches_the_cramer_rao_bound():
     3 s of the independent rigid reference's multisine (1 kHz, noise 1e-3 rad): the joint fit's
     std are several times the Cramér–Rao bound, the refit's (the recording in one segment) at
     it, within 10 %, and its values within 3 of its std of the truth. A refit that predicts the
-    recording worse than the joint fit (here: its J_Byy doubled) is not kept, and the note
-    says why.
+    recording worse than the joint fit, its simulations far from the data (here: its J_Byy
+    doubled, its cost 100-fold), is not kept, and the note says why.
     """
     from reference_furuta import simulate_reference
 
-    from mb_estimation.pipeline import _kept_if_it_predicts_better, cramer_rao_of
+    from mb_estimation.pipeline import _kept_if_it_follows, cramer_rao_of
     from mb_estimation.scenarios import multisine_torque
 
     truth = apply_overrides(load_config("furuta_synthetic"), hinges="rigid")
@@ -181,8 +181,10 @@ def test_a_rigid_rig_refined_by_simulation_error_reaches_the_cramer_rao_bound():
         assert std <= 1.1 * bound.std[name], (name, std, bound.std[name])
     assert float(joint.result.std["J_Azz"][0]) > 3 * bound.std["J_Azz"]
 
-    worse = dataclasses.replace(result, parameters={
+    # a stage whose simulations miss by 10× the noise, and predict worse: not kept
+    stage = dataclasses.replace(result.refinement[-1], cost=100 * result.refinement[-1].cost)
+    worse = dataclasses.replace(result, refinement=(*result.refinement[:-1], stage), parameters={
         **result.parameters, "J_Byy": 2.0 * np.asarray(result.parameters["J_Byy"])})
-    kept = _kept_if_it_predicts_better(config, joint.grids, joint.result, worse)
+    kept = _kept_if_it_follows(config, joint.grids, joint.result, worse)
     assert kept.result.parameters is joint.result.parameters
-    assert "predicted the recordings worse" in kept.note
+    assert "predicts them worse" in kept.note

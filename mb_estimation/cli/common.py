@@ -88,7 +88,7 @@ def add_method_options(parser: argparse.ArgumentParser, *, single_values: bool =
                         "on (the bare flag): always; auto: only when the joint fit does not "
                         "predict the recordings, kept when it predicts better; off: never "
                         "(default: the config's method.simulation_refinement, else on, and for "
-                        "rigid hinges kept only where it predicts no worse)")
+                        "rigid hinges kept where it follows the recordings or predicts no worse)")
     add_free_option(parser)
     if single_values:
         add_step_and_weight_options(parser)

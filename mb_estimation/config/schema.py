@@ -136,7 +136,8 @@ class MethodSettings:
     the config's own simulator for compliant hinges (their compliance and damping,
     ``simulation.dt``), the converged rigid model for rigid ones (its std then near the
     Cramér–Rao bound, at several times the joint fit's cost). ``None`` (default): on, and for
-    rigid hinges kept only where it predicts the recordings no worse than the joint fit;
+    rigid hinges kept where its simulations follow the recordings (within 1.5× the joint fit's
+    angle noise) or it predicts them 0.5 s ahead no worse than the joint fit;
     ``auto``: only when the joint fit does not predict the recordings (its 0.5 s
     prediction error over 5× the fit's angle noise), kept when the refit predicts better;
     ``on``/``off``: always/never. YAML true/false mean on/off.
