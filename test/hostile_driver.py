@@ -1,6 +1,6 @@
 """A broken driver on rclpy: joint states and voltages, about half of them malformed.
 
-Used by test_ros_hostile.py and benchmarks/bench_hostile_node.py. The stream is a swinging rig
+Used by test_ros_hostile.py and benchmarks/perf/bench_hostile_node.py. The stream is a swinging rig
 at ``rate_hz`` whose joint states are, one in two, one of: NaN or ±inf positions, 1e300
 positions, unknown joint names, fewer positions than names, an empty message, a header stamp
 5 s in the past, zero, or 1e6 s ahead; every tenth message also publishes a voltage of 0.5,

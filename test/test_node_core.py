@@ -63,7 +63,9 @@ class Collect:
     def __init__(self):
         self.parameters, self.fused, self.shadow, self.filtered, self.diagnostics = \
             [], [], [], [], []
+        self.windows = []
         self.outputs = NodeOutputs(
+            window=self.windows.append,
             parameters=lambda e, s: self.parameters.append((e, s)),
             fused_parameters=lambda e, s: self.fused.append((e, s)),
             shadow_joint_states=lambda *a: self.shadow.append(a),
@@ -72,7 +74,8 @@ class Collect:
 
 
 def _feed(core, seconds, *, start_ns=T0, rate_hz=1000.0, voltage=True, still=False,
-          names=NAMES, angle=None):
+          names=NAMES, angle=None, jump=(np.inf, 0.0)):
+    """``jump``: from ``jump[0]`` s on, the arm reads ``jump[1]`` rad more (a driver restart)."""
     count = int(round(seconds * rate_hz))
     for k in range(count):
         t = k / rate_hz
@@ -80,6 +83,7 @@ def _feed(core, seconds, *, start_ns=T0, rate_hz=1000.0, voltage=True, still=Fal
         if voltage:
             core.on_voltage(stamp, 1.0)
         arm = 0.0 if still else (0.5 * np.sin(1.3 * t) + 0.2 * t)
+        arm += jump[1] if t >= jump[0] else 0.0
         positions = (arm if angle is None else angle, 0.1 * np.cos(2.0 * t) if not still else 0.0)
         core.on_joint_state(stamp, names, positions)
 
@@ -144,6 +148,42 @@ def test_a_rig_at_rest_is_skipped_and_says_so():
     d = core.diagnostics()
     assert d["windows_rejected"] == 1 and "rig at rest" in d["last_error"]
     assert out.parameters == [] and out.fused == []
+
+
+@pytest.mark.parametrize("jump_rad", [1.5, -0.3])
+def test_a_window_holding_a_jump_is_rejected_and_the_fused_estimate_kept(jump_rad):
+    """The arm's reading jumps at 7 s (a driver restart): its window is rejected.
+
+    Window 2 (5-10 s) names the jump, the fused estimate stays window 1's, window 3 is fused.
+    """
+    out = Collect()
+    core = EstimatorCore(_config(), out.outputs, estimator=_fake_estimator)
+    _run(core, 16.0, jump=(7.0, jump_rad))
+    d = core.diagnostics()
+    assert d["windows_done"] == 3 and d["windows_accepted"] == 2, d
+    assert [e.windows for e, _ in out.fused] == [1, 2]
+    assert [s for _, s in out.parameters] == [T0 + 5 * NS, T0 + 15 * NS]
+    rejected = [outcome for outcome in out.windows if not outcome.accepted]
+    assert len(rejected) == 1 and rejected[0].start_ns == T0 + 5 * NS
+    assert f"a jump no rig makes: arm moved {abs(jump_rad):.3g} rad in 1 ms" in \
+        rejected[0].reason
+
+
+def test_the_fastest_motion_a_rig_makes_is_no_jump():
+    """At the speed limit and 100 Hz (1 rad per sample), no window is rejected for a jump."""
+    out = Collect()
+    core = EstimatorCore(_config(max_joint_speed_rad_s=100.0), out.outputs,
+                         estimator=_fake_estimator)
+    core.start()
+    try:
+        for k in range(601):
+            stamp = T0 + k * NS // 100
+            core.on_voltage(stamp, 1.0)
+            core.on_joint_state(stamp, NAMES, (0.99 * k, 0.1))
+        _wait_idle(core)
+    finally:
+        core.stop()
+    assert core.diagnostics()["windows_accepted"] == 1, core.diagnostics()
 
 
 def test_faults_are_counted_and_the_node_keeps_running():

@@ -6,7 +6,7 @@ the worker keeps up, the ring buffers keep their size and the Python heap does n
 
 The samples come at 20 Hz, not the rig's 1 kHz: a callback costs ~50 µs and ~300 µs under
 tracemalloc, so 20 minutes at 1 kHz would take minutes; the buffers are sized for 20 Hz
-(``max_rate_hz``) so they still wrap around every 30 s. ``benchmarks/bench_node.py soak`` runs
+(``max_rate_hz``) so they still wrap around every 30 s. ``benchmarks/perf/bench_node.py soak`` runs
 the real estimator on an hour of 1 kHz data.
 """
 

@@ -173,6 +173,9 @@ class NodeSettings:
     forgetting: float = 0.9  # fusion: weight of the old information per accepted window, (0, 1]
     max_cost: float = 1.0e-2  # a window whose final cost is above this is rejected
     min_motion_rad: float = 0.05  # a window whose joints all move less than this is at rest
+    # a window in which a joint moves faster than this between two samples [rad/s] holds a jump
+    # no rig makes (a driver restart, an encoder glitch): rejected
+    max_joint_speed_rad_s: float = 100.0
     state_file: str | None = None  # fused estimate persisted here (atomic) and reloaded
     warm_up: bool = True  # compile on a synthetic window at start-up (beside the intake)
     # rclpy node: push accepted fused values to this node's set_parameters service, mapped as

@@ -76,6 +76,7 @@ NODE_FIELDS: dict[str, Check] = {
     "forgetting": fraction,
     "max_cost": positive,
     "min_motion_rad": non_negative,
+    "max_joint_speed_rad_s": positive,
     "state_file": verbatim_string,
     "warm_up": boolean,
     "push_target_node": verbatim_string,

@@ -107,7 +107,8 @@ class WindowWorker:
         if float(np.max(motion)) < self.settings.min_motion_rad:
             return (f"rig at rest (joints moved at most {float(np.max(motion)):.3g} rad < "
                     f"node.min_motion_rad {self.settings.min_motion_rad:g}): skipped")
-        return None
+        return joint_jump(recording, self.settings.max_joint_speed_rad_s,
+                          tuple(self.config.rig_spec.joints))
 
     def _accept(self, window: Window, result: EstimationResult) -> None:
         """Fuse, persist and publish an accepted window.
@@ -169,6 +170,32 @@ class WindowWorker:
                                   [std] * len(angles), [10 * std / window_step(self.config)]
                                   * len(angles))
             self.counters["filter_reanchored"] += 1
+
+
+#: A step between two samples this much beyond the speed limit [rad] is a jump: above encoder
+#: counts (4096 per turn: 1.5e-3 rad) and angle noise at any sample rate.
+JUMP_FLOOR_RAD = 0.02
+
+
+def joint_jump(recording: Recording, max_speed_rad_s: float,
+               joints: tuple[str, ...]) -> str | None:
+    """Why a window holds a jump no rig makes, or None.
+
+    A jump: two consecutive samples of a joint further apart than ``max_speed_rad_s`` times
+    their stamps' distance plus :data:`JUMP_FLOOR_RAD` (a driver restart, an encoder glitch).
+    Fused, it would bend every estimate of the window; the window is rejected instead.
+    """
+    steps = np.abs(np.diff(recording.joint_angles, axis=0))
+    allowed = max_speed_rad_s * np.diff(recording.time_s)[:, None] + JUMP_FLOOR_RAD
+    excess = steps - allowed
+    if not np.any(excess > 0.0):
+        return None
+    k, j = np.unravel_index(int(np.argmax(excess)), excess.shape)
+    return (f"a jump no rig makes: {joints[j]} moved {steps[k, j]:.3g} rad in "
+            f"{1e3 * (recording.time_s[k + 1] - recording.time_s[k]):.3g} ms, "
+            f"{recording.time_s[k]:.3f} s into the window (over "
+            f"node.max_joint_speed_rad_s {max_speed_rad_s:g}): a driver restart or an encoder "
+            "glitch? rejected")
 
 
 def nearest_points(grid_s: np.ndarray, sample_s: np.ndarray) -> np.ndarray:

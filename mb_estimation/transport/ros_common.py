@@ -64,6 +64,9 @@ NODE_SETTINGS: dict[str, NodeSetting] = {
                             "a window whose final cost is above this is rejected"),
     "min_motion_rad": NodeSetting("node", float, "a window whose joints all "
                                   "move less than this [rad] is at rest (rejected)"),
+    "max_joint_speed_rad_s": NodeSetting(
+        "node", float, "a window in which a joint moves faster than this [rad/s] between two "
+        "samples holds a jump no rig makes (rejected)"),
     "state_file": NodeSetting("node", str, "fused estimate persisted here and "
                               "reloaded at start (empty: none)"),
     "warm_up": NodeSetting("node", bool,

@@ -36,7 +36,8 @@ Start it with the launch files (``ros2 launch mb_estimation estimator.launch.py`
   ``last_error`` (:meth:`EstimatorCore.on_message_error`);
 * the node's settings, each defaulting to the config's value (``ros_common.NODE_SETTINGS``):
   ``window_s``, ``stride_s``, ``buffer_s``, ``max_rate_hz``, ``pending_windows``,
-  ``forgetting``, ``max_cost``, ``min_motion_rad``, ``state_file``, ``warm_up`` (the config's
+  ``forgetting``, ``max_cost``, ``min_motion_rad``, ``max_joint_speed_rad_s``, ``state_file``,
+  ``warm_up`` (the config's
   ``node.*``) and ``joint_states_topic``, ``voltage_topic`` (its ``recording.*``); checked as
   the config file is;
 * ``use_sim_time`` as for every node (bag replay: ``ros2 bag play --clock``).

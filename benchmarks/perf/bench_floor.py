@@ -1,8 +1,8 @@
-"""Where one solve's time goes, against its floor (issue 16, Done-means 3).
+"""Where one solve's time goes, against its floor.
 
 Run pinned to one core::
 
-    taskset -c 0 python benchmarks/bench_floor.py [--seconds 10]
+    taskset -c 0 python benchmarks/perf/bench_floor.py [--seconds 10]
 
 The problem of ``bench_estimator.py`` (the swing-up, h = 0.01, 13 parameter dimensions, the
 paper's settings). After a compiling call, five timed calls; for the fastest, every compiled

@@ -1,9 +1,9 @@
-"""Peak memory of one solve of the swing-up problem (issue 16, Done-means 5).
+"""Peak memory of one solve of the swing-up problem.
 
 Run once per length, each in its own process (the peak resident size is per process)::
 
-    taskset -c 0 python benchmarks/bench_memory.py 10
-    taskset -c 0 python benchmarks/bench_memory.py 100
+    taskset -c 0 python benchmarks/perf/bench_memory.py 10
+    taskset -c 0 python benchmarks/perf/bench_memory.py 100
 
 The problem of ``bench_estimator.py`` (the swing-up, h = 0.01, 13 parameter dimensions, the
 paper's settings) with SECONDS of data: simulated, solved once (compiling) and once more; the
@@ -12,9 +12,9 @@ process's peak RSS (``resource.getrusage``) after each stage.
 
 from __future__ import annotations
 
+import argparse
 import os
 import resource
-import sys
 import time
 
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false "
@@ -32,7 +32,10 @@ def peak_rss_mb() -> float:
 
 def main() -> None:
     """Print the peak RSS after the problem, the compiling solve and a second solve."""
-    seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 100.0
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("seconds", nargs="?", type=float, default=100.0,
+                        help="recording length [s] (default 100)")
+    seconds = parser.parse_args().seconds
     problem = bench_estimator.swingup_problem(seconds)
     after_problem = peak_rss_mb()
     estimate(problem, bench_estimator.SETTINGS)

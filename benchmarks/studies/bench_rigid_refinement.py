@@ -1,8 +1,8 @@
 """Precision on data the model explains: the joint fit, the default path and the Cramér–Rao bound.
 
-    python benchmarks/bench_rigid_refinement.py [--scenarios release,multisine] [--l2 0.92,0.092]
-        [--seconds 8]
-    python benchmarks/bench_rigid_refinement.py --seeds 10 [--scenarios release] [--l2 0.92]
+    python benchmarks/studies/bench_rigid_refinement.py [--scenarios release,multisine]
+        [--l2 0.92,0.092] [--seconds 8]
+    python benchmarks/studies/bench_rigid_refinement.py --seeds 10 [--scenarios release] [--l2 0.92]
 
 Data: the independent rigid reference (``test/reference_furuta.py``, RK4 at 1e-4 s) of
 furuta_synthetic (Table G.5) with pendulum length l2, at 1 kHz with 1e-3 rad noise, K known,
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "test"))
 
 from test_verdict import _reference  # noqa: E402
 

@@ -1,6 +1,6 @@
 """Energy drift and constraint violation of the frictionless, unactuated Furuta model.
 
-``python benchmarks/bench_energy.py [--step H]``: h = 1e-3 (or H), 20 s, table over hinge
+``python benchmarks/studies/bench_energy.py [--step H]``: h = 1e-3 (or H), 20 s, table over hinge
 compliance ε, damping τ, the paper's holonomic rows (2.8) or drift-corrected ones, and two
 motions (a 0.6 rad swing with the arm turning at 1 rad/s; the release from upright). Energy is
 :func:`mb_estimation.multibody.energy`: kinetic (with the motor shaft's ½ J_shaft θ̇1²),

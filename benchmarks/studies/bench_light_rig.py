@@ -14,13 +14,13 @@ was read before (method.kappa set to 100 (I / 0.04)², so that the per-step weig
 one). Printed: each estimate's relative error and, in parentheses, that error in its reported
 std.
 
-    python benchmarks/bench_light_rig.py [--seconds 5] [--seeds 0,1,2]
+    python benchmarks/studies/bench_light_rig.py [--seconds 5] [--seeds 0,1,2]
 
 ``humble``: the peer's own simulator (Cazzolato & Prime's reduced Furuta model, 2011, RK4 at
 2 ms, as written in its source) refitted to the first 2 s of the Humble impulse bag, and the
 energy of the bag's own joint states under that fit:
 
-    python benchmarks/bench_light_rig.py humble
+    python benchmarks/studies/bench_light_rig.py humble
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "test"))
 
 from reference_furuta import simulate_reference  # noqa: E402
 from test_consistent import FREE, LIGHT_RIG  # noqa: E402
@@ -44,7 +44,7 @@ from mb_estimation.signals import Recording  # noqa: E402
 GRAVITY = 9.80665
 START = {"J_Azz": 5e-5, "J_Byy": 3e-5, "b1": 1e-4, "b2": 1e-4}
 NOISE_RAD = 1e-3
-HUMBLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "rosbag2-humble-furuta"
+HUMBLE = Path(__file__).resolve().parents[3] / "shared" / "data" / "rosbag2-humble-furuta"
 
 
 def truth():

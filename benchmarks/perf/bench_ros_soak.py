@@ -16,7 +16,7 @@ node's RSS (``VmRSS``), its CPU time and the counters (windows done / accepted /
 dropped, samples received, late voltages, the last window's solve time). At the end: the RSS
 slope after ``--settle-minutes``, windows dropped, the distribution of the time per window.
 
-    python benchmarks/bench_ros_soak.py [--minutes 60] [--json FILE]
+    python benchmarks/perf/bench_ros_soak.py [--minutes 60] [--json FILE]
 
 ``--cache-dir`` (default: a fresh temporary folder, so the start-up is cold) is the node's
 compile cache.
@@ -32,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "test"))
 
 import loopback_namespace  # noqa: E402

@@ -1,7 +1,7 @@
-"""The node's window estimate on rig-like data, per estimator and step (issue 16).
+"""The node's window estimate on rig-like data, per estimator and step.
 
-    python benchmarks/bench_node_windows.py
-    python benchmarks/bench_node_windows.py --peer    # another lab's hardware recordings
+    python benchmarks/studies/bench_node_windows.py
+    python benchmarks/studies/bench_node_windows.py --peer    # another lab's hardware recordings
 
 furuta_synthetic run as a rig runs (SPOOK at 1e-4 s, its own stiff 1e-6 hinges, 0.001 rad
 noise), the swing-up sampled at 100 Hz and 1 kHz; one 5 s window from its start, J_Azz, J_Byy,
@@ -26,7 +26,7 @@ from pathlib import Path
 
 from mb_estimation.numerics import configure_jax
 
-PEER = Path(__file__).resolve().parents[2] / "shared" / "data" / "peer-furuta-hardware"
+PEER = Path(__file__).resolve().parents[3] / "shared" / "data" / "peer-furuta-hardware"
 
 
 def main() -> None:
@@ -88,7 +88,7 @@ def peer_rig() -> None:
     from mb_estimation.io.recordings import read_recording
     from mb_estimation.online.core import EstimatorCore, NodeOutputs, with_node
 
-    config = with_node(load_config(str(Path(__file__).resolve().parents[1] / "config"
+    config = with_node(load_config(str(Path(__file__).resolve().parents[2] / "config"
                                        / "examples" / "odrive_furuta.yaml")),
                        window_s=3.0, stride_s=3.0)
     accepted = []

@@ -1,6 +1,6 @@
 """The rclpy node under a broken driver: memory, what it publishes, how it stops.
 
-    python benchmarks/bench_hostile_node.py [--seconds 60] [--seeds 0,1,2] [--signal INT]
+    python benchmarks/perf/bench_hostile_node.py [--seconds 60] [--seeds 0,1,2] [--signal INT]
 
 For each seed: starts ``mb-estimation node --config config/furuta_synthetic.yaml
 --free J_Azz,J_Byy``, waits until it is ready, then publishes the
@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "test"))
 
 import loopback_namespace  # noqa: E402

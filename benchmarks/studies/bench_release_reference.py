@@ -1,13 +1,14 @@
 """Release of the synthetic Furuta pendulum against the rigid reduced-coordinate reference model.
 
-``python benchmarks/bench_release_reference.py``: for hinge settings (compliance ε, damping τ),
-holonomic rows (the paper's (2.8) or drift-corrected) and steps h, the largest joint-angle
-difference to ``test/reference_furuta.py`` up to 1.2, 1.3, 1.6 and 3 s, the difference to the same
-setting at half the step over 3 s (convergence in h), and the energy (kinetic, gravitational,
-elastic) lost from 1.2 s to 1.3 s, the first spin transient. Then the work of the hinges'
-dampers in that transient, ``∫ Σ (τ/ε) ġ² dt``, for Table G.5's hinges resolved in the step, and
-(``--compliant``, ~6 min more) the Table G.5 release against ``test/reference_compliant_furuta.py``,
-an independent continuous-time model of the same compliant, damped hinges, at two tolerances.
+``python benchmarks/studies/bench_release_reference.py``: for hinge settings (compliance ε,
+damping τ), holonomic rows (the paper's (2.8) or drift-corrected) and steps h, the largest
+joint-angle difference to ``test/reference_furuta.py`` up to 1.2, 1.3, 1.6 and 3 s, the
+difference to the same setting at half the step over 3 s (convergence in h), and the energy
+(kinetic, gravitational, elastic) lost from 1.2 s to 1.3 s, the first spin transient. Then the
+work of the hinges' dampers in that transient, ``∫ Σ (τ/ε) ġ² dt``, for Table G.5's hinges
+resolved in the step, and (``--compliant``, ~6 min more) the Table G.5 release against
+``test/reference_compliant_furuta.py``, an independent continuous-time model of the same
+compliant, damped hinges, at two tolerances.
 Prints Markdown.
 """
 
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "test"))
 
 from reference_compliant_furuta import simulate_compliant  # noqa: E402
 from reference_furuta import energy_reference, simulate_reference  # noqa: E402

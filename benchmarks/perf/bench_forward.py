@@ -2,7 +2,7 @@
 
 Run pinned to one core, e.g.::
 
-    taskset -c 0 python benchmarks/bench_forward.py [--steps 20000] [--json out.json]
+    taskset -c 0 python benchmarks/perf/bench_forward.py [--steps 20000] [--json out.json]
 
 Reports compilation separately from execution and, in the same run, the alternative a user might
 write first: the same jitted step driven from a Python loop (one dispatch per step), and the

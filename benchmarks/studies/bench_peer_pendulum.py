@@ -1,6 +1,6 @@
 """Does the rigid pendulum explain the peer rig's pendulum? A check independent of the estimator.
 
-    python benchmarks/bench_peer_pendulum.py [--free J,b|J,b,Jz|J,b,mu] [--segment-s 1]
+    python benchmarks/studies/bench_peer_pendulum.py [--free J,b|J,b,Jz|J,b,mu] [--segment-s 1]
 
 The pendulum's own equation (the reduced-coordinate Lagrangian of test/reference_furuta.py)
 driven by the *measured* arm angle (a cubic spline of the 30 Hz low-passed angle, for its
@@ -23,7 +23,7 @@ from scipy import integrate, interpolate, optimize, signal
 from mb_estimation.config import load_config
 from mb_estimation.io.recordings import read_recording
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "config" / "examples" / "odrive_furuta.yaml"
 FILES = ("2V", "3V", "4V", "5V", "6V")
 RATE_HZ = 500.0

@@ -1,4 +1,4 @@
-"""The consistent estimation path against the paper's single fit (issue 14).
+"""The consistent estimation path against the paper's single fit.
 
 Data, all 10 s at 1 kHz with 1e-3 rad noise, K known, J_Azz, J_Byy, b1, b2 free and started
 from Table 1's values (0.01, 0.01, 1e-4, 1e-4):
@@ -10,18 +10,17 @@ from Table 1's values (0.01, 0.01, 1e-4, 1e-4):
 
 Parts (each prints Markdown)::
 
-    python benchmarks/bench_consistent.py recovery --data paper|rigid [--l2 0.92,0.092]
+    python benchmarks/studies/bench_consistent.py recovery --data paper|rigid [--l2 0.92,0.092]
         [--scenarios release,multisine,swingup] [--estimators default,consistent,paper,simulation]
-                                                  # Done-means 1 and 2
-    python benchmarks/bench_consistent.py compliance [--l2 ...]   # DM2: 1e-7 against 1e-9
-    python benchmarks/bench_consistent.py figure6 [--l2 0.92]     # DM3: against h and ε
-    python benchmarks/bench_consistent.py monte-carlo [--seeds 10] [--l2 ...]   # DM4
-    taskset -c 0 python benchmarks/bench_consistent.py cost [--estimators ...]   # DM6: one core
-    python benchmarks/bench_consistent.py judge --data paper|rigid [--scenarios ...]
+    python benchmarks/studies/bench_consistent.py compliance [--l2 ...]   # 1e-7 against 1e-9
+    python benchmarks/studies/bench_consistent.py figure6 [--l2 0.92]     # against h and ε
+    python benchmarks/studies/bench_consistent.py monte-carlo [--seeds 10] [--l2 ...]
+    taskset -c 0 python benchmarks/studies/bench_consistent.py cost [--estimators ...]   # one core
+    python benchmarks/studies/bench_consistent.py judge --data paper|rigid [--scenarios ...]
                                                   # a prediction judge for the refinement?
 
 Each estimate is printed as its relative error and, in parentheses, that error in its reported
-standard deviations; ``ok`` marks the issue's tolerance (J within 2 %, b within 30 % — b2 may
+standard deviations; ``ok`` marks the §4.7 tolerance (J within 2 %, b within 30 % — b2 may
 instead be flagged not excited — and every error within max(3 std, 0.5 %)). The prediction
 columns are the RMS angle error [rad] of the fitted model simulated 0.5 s ahead from each
 estimated state (arm, pendulum), the validation that does not trust the fit's own residuals.
@@ -37,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "test"))
 
 from reference_furuta import simulate_reference  # noqa: E402
 
@@ -138,7 +137,7 @@ def fit(config, recordings, *, predict: bool = True) -> Fit:
 
 
 def errors(outcome: Fit, truth: dict) -> tuple[str, bool]:
-    """The four errors as ``+x.xx % (n.nσ)`` and whether the issue's tolerance holds."""
+    """The four errors as ``+x.xx % (n.nσ)`` and whether the §4.7 tolerance holds."""
     cells, ok = [], True
     for name in FREE:
         value, std, true = outcome.values[name], outcome.std[name], truth[name]
@@ -168,7 +167,7 @@ def _floats(text: str) -> list[float]:
 
 
 def part_recovery(args) -> None:
-    """DM1/DM2: recovery per scenario and length, both estimators."""
+    """Recovery per scenario and length, both estimators."""
     print(f"Data: {args.data}; consistent path (default settings) and the paper's single fit "
           "(h = 0.01, the config's compliance)\n")
     print("| scenario | l2 [m] | estimator | iterations | J_Azz | J_Byy | b1 | b2 | ok "
@@ -193,7 +192,7 @@ def part_recovery(args) -> None:
 
 
 def part_compliance(args) -> None:
-    """DM2: the consistent estimate with the hinges at 1e-7 against 1e-9."""
+    """The consistent estimate with the hinges at 1e-7 against 1e-9."""
     print("Rigid reference data; the consistent path with the hinges declared at two "
           "compliances. Change = (1e-9 fit − 1e-7 fit) / std of the 1e-9 fit.\n")
     print("| scenario | l2 [m] | " + " | ".join(f"{n} change" for n in FREE) + " |")
@@ -209,7 +208,7 @@ def part_compliance(args) -> None:
 
 
 def part_figure6(args) -> None:
-    """DM3: both estimators against h and ε on the §4.7 release."""
+    """Both estimators against h and ε on the §4.7 release."""
     l2 = _floats(args.l2)[0]
     truth = truth_of(l2)
     data = [recording("paper", "release", l2)]
@@ -230,7 +229,7 @@ def part_figure6(args) -> None:
 
 
 def part_monte_carlo(args) -> None:
-    """DM4: reported std against the spread over noise seeds."""
+    """Reported std against the spread over noise seeds."""
     print(f"§4.7 release (paper data), {args.seeds} noise seeds, consistent path. Spread = "
           "standard deviation of the estimates over seeds; std = mean reported std.\n")
     print("| l2 [m] | parameter | truth | mean | bias [%] | spread | mean std | std / spread |")
@@ -250,7 +249,7 @@ def part_monte_carlo(args) -> None:
 
 
 def part_cost(args) -> None:
-    """DM6: solve time after compilation, compile time separately."""
+    """Solve time after compilation, compile time separately."""
     l2 = _floats(args.l2)[0]
     data = [recording("paper", "release", l2)]
     print(f"10 s §4.7 release at 1 kHz (l2 = {l2} m); run twice, the second run's times "

@@ -1,13 +1,13 @@
-"""Where a cold (and a cached) start's compilation goes, program by program (issue 16, DM2).
+"""Where a cold (and a cached) start's compilation goes, program by program.
 
 Run pinned to one core, each in its own process::
 
-    taskset -c 0 python benchmarks/bench_compile.py                 # cold: no disk cache
-    taskset -c 0 python benchmarks/bench_compile.py --cache DIR     # run twice: fill, then read
-    taskset -c 0 python benchmarks/bench_compile.py --levels        # the model's Jacobian program
-                                                                    # at LLVM levels 2, 1, 0
-    taskset -c 0 python benchmarks/bench_compile.py --formulation joint   # the rigid-limit fit
-    taskset -c 0 python benchmarks/bench_compile.py --node [CONFIG]       # the node's warm-up
+    taskset -c 0 python benchmarks/perf/bench_compile.py               # cold: no disk cache
+    taskset -c 0 python benchmarks/perf/bench_compile.py --cache DIR   # twice: fill, then read
+    taskset -c 0 python benchmarks/perf/bench_compile.py --levels      # the Jacobian program
+                                                                       # at LLVM levels 2, 1, 0
+    taskset -c 0 python benchmarks/perf/bench_compile.py --formulation joint   # rigid-limit fit
+    taskset -c 0 python benchmarks/perf/bench_compile.py --node [CONFIG]       # node's warm-up
 
 The problem of ``bench_estimator.py`` (the 10 s swing-up, h = 0.01, 13 parameter dimensions).
 Every program the solve compiles is traced, lowered and compiled apart and timed; the table

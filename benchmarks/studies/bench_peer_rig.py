@@ -1,6 +1,7 @@
 """A real rig by configuration only: the peer lab's ODrive Furuta pendulum, step by step.
 
-    python benchmarks/bench_peer_rig.py [--data DIR] [--refinement default|off|on] [--json FILE]
+    python benchmarks/studies/bench_peer_rig.py [--data DIR] [--refinement default|off|on]
+        [--json FILE]
 
 For each step-response recording (PlotJuggler CSV, 2V ... 6V): calibrate as `mb-estimation
 calibrate FILE --config config/examples/odrive_furuta.yaml` does (the joint fit, then the
@@ -25,7 +26,7 @@ import numpy as np
 from mb_estimation.config import apply_overrides, load_config
 from mb_estimation.workflows import calibrate_and_write
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "config" / "examples" / "odrive_furuta.yaml"
 FILES = ("2V", "3V", "4V", "5V", "6V")
 

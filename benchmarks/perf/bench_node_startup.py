@@ -1,6 +1,6 @@
 """Node start-up over rclpy: cold (empty compile cache) and cached.
 
-    taskset -c 1 python benchmarks/bench_node_startup.py [--config furuta_synthetic]
+    taskset -c 1 python benchmarks/perf/bench_node_startup.py [--config furuta_synthetic]
 
 Starts ``mb-estimation node --config C`` until its ready line, first with an empty compile
 cache, then again with the cache the first start filled; prints the wall time to the listening
@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "test"))
 
 import loopback_namespace  # noqa: E402

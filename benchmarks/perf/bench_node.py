@@ -2,8 +2,8 @@
 
 Run pinned to one core, e.g.::
 
-    taskset -c 1 python benchmarks/bench_node.py timing [--scenario multisine] [--json FILE]
-    taskset -c 1 python benchmarks/bench_node.py soak [--minutes 60] [--json FILE]
+    taskset -c 1 python benchmarks/perf/bench_node.py timing [--scenario multisine] [--json FILE]
+    taskset -c 1 python benchmarks/perf/bench_node.py soak [--minutes 60] [--json FILE]
 
 Both modes feed :class:`mb_estimation.online.core.EstimatorCore` (no transport) from
 :func:`mb_estimation.transport.players.rig_sim_messages`: ``config/furuta_synthetic.yaml``
