@@ -45,6 +45,14 @@ SWINGUP_ARM_DAMPING = 1.0  # [N m s/rad]: keeps the arm from spinning away while
 SWINGUP_KICK_TORQUE = 2.0  # [N m]: starts the swing from rest
 # The balance controller takes over within this angle of upright [rad].
 SWINGUP_CATCH_ANGLE = 0.35
+# Longer than one cycle, the swing-up repeats through the rig's own physics: at the start of
+# each later cycle the controller nudges the arm (SWINGUP_NUDGE_TORQUE) and lets go, the
+# pendulum falls, and the controller swings it up again.
+SWINGUP_CYCLE_S = 10.0
+SWINGUP_NUDGE_S = 0.05
+SWINGUP_NUDGE_TORQUE = 0.2  # [N m]
+SWINGUP_LET_GO_S = 2.0
+SWINGUP_REPEAT_ENERGY = 1.1  # later swing-ups pump toward this multiple of the top's energy
 
 
 @dataclass(frozen=True)
@@ -117,7 +125,7 @@ def _swingup_input(system, params):
     gain = jnp.asarray(furuta_balance_gain(params))
     volts_per_newton_metre = 1.0 / p["K"]
 
-    def input_fn(_j, state):
+    def input_fn(j, state, target=top_energy):
         theta = joint_angles(system, state)
         rate = joint_rates(system, state)
         energy = 0.5 * swing_inertia * rate[1] ** 2 + p["m_B"] * p["gravity"] * p["l2"] * (
@@ -125,7 +133,7 @@ def _swingup_input(system, params):
         )
         at_rest = jnp.abs(rate[1]) + jnp.abs(theta[1]) < 1e-3
         pumping = (
-            -SWINGUP_ENERGY_GAIN * (top_energy - energy) * jnp.sign(rate[1] * jnp.cos(theta[1]))
+            -SWINGUP_ENERGY_GAIN * (target - energy) * jnp.sign(rate[1] * jnp.cos(theta[1]))
             - SWINGUP_ARM_DAMPING * rate[0]
             + jnp.where(at_rest, SWINGUP_KICK_TORQUE, 0.0)
         ) * volts_per_newton_metre
@@ -134,6 +142,31 @@ def _swingup_input(system, params):
         voltage = jnp.where(jnp.abs(upright_error) < SWINGUP_CATCH_ANGLE, balance, pumping)
         limit = SWINGUP_TORQUE_LIMIT * abs(volts_per_newton_metre)
         return jnp.clip(voltage, -limit, limit)[None]
+
+    input_fn.top_energy = top_energy
+    return input_fn
+
+
+def _repeated_swingup(control, params, sample_period_s: float):
+    """``control``, repeated through the rig's physics every :data:`SWINGUP_CYCLE_S`.
+
+    From the second cycle on, each starts with a nudge of the arm and :data:`SWINGUP_LET_GO_S`
+    without input; then ``control`` takes over again.
+    """
+    cycle = int(round(SWINGUP_CYCLE_S / sample_period_s))
+    nudge = int(round(SWINGUP_NUDGE_S / sample_period_s))
+    let_go = int(round(SWINGUP_LET_GO_S / sample_period_s))
+    kick = SWINGUP_NUDGE_TORQUE / _scalar_parameters(params)["K"]
+
+    def input_fn(j, state):
+        later = j >= cycle
+        # later cycles pump toward a little more than the top's energy: from a swing that
+        # friction holds just short of the catch, the first cycle's target never gets there
+        voltage = control(j, state, jnp.where(later, SWINGUP_REPEAT_ENERGY, 1.0)
+                          * control.top_energy)
+        phase = jnp.mod(j, cycle)
+        voltage = jnp.where(later & (phase < let_go), 0.0, voltage)
+        return jnp.where(later & (phase < nudge), kick, voltage)
 
     return input_fn
 
@@ -150,7 +183,9 @@ def make_scenario(name: str, rig_name: str, system, params, sample_period_s: flo
     if name == "release":
         return Scenario(name, (0.0, np.pi - 0.03), (0.0, 0.0), lambda j, state: jnp.zeros(1))
     if name == "swingup":
-        return Scenario(name, (0.0, 0.0), (0.0, 0.0), _swingup_input(system, params))
+        return Scenario(name, (0.0, 0.0), (0.0, 0.0),
+                        _repeated_swingup(_swingup_input(system, params), params,
+                                          sample_period_s))
     gain = _scalar_parameters(params)["K"]
     if gain == 0.0:
         raise SimulationError(f"the {name} scenario needs a motor gain K ≠ 0")

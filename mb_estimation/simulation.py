@@ -7,7 +7,7 @@ to a bag (the ``simulate`` command).
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -134,6 +134,47 @@ def simulate_recording(
         inputs=inputs,
         states=states,
     )
+
+
+
+def scenario_in_chunks(rig: Rig, values: Mapping[str, object], scenario: str, *,
+                       chunk_samples: int, dt: float, rate_hz: float
+                       ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """``scenario`` on ``rig`` without end, ``chunk_samples`` samples at a time.
+
+    One continuous motion: each chunk starts from the state the last one ended in, and the
+    input law runs on the absolute sample index (a multisine goes on, a controller keeps
+    its phase). Yields per chunk the true joint angles ``[chunk_samples, j]`` [rad]
+    (unwrapped, continuing the last chunk's), the joint rates [rad/s] and the inputs held from
+    each sample ``[chunk_samples, n_inputs]``: the samples of :func:`simulate_recording` of
+    the same scenario, chunk after chunk. Compiled once for every chunk.
+    """
+    substeps = substeps_per_sample(dt, rate_hz)
+    params = parameter_arrays(values)
+    system = built_system(rig, params)
+    plan = make_scenario(scenario, rig.name, system, params, 1.0 / rate_hz)
+    state = _starting_state(system, np.asarray(plan.initial_angles, dtype=np.float64),
+                            np.asarray(plan.initial_rates, dtype=np.float64))
+
+    @jit
+    def run(system, initial, offset):
+        states, inputs = rollout(system, initial, dt, chunk_samples,
+                                 lambda j, x: plan.input_fn(j + offset, x), substeps)
+        angles = jax.vmap(lambda x: joint_angles(system, x))(states)
+        rates = jax.vmap(lambda x: joint_rates(system, x))(states)
+        last = jax.tree_util.tree_map(lambda a: a[-1], states)
+        return last, inputs, angles[:-1], rates[:-1]
+
+    previous = None
+    for chunk in range(2**62):
+        state, inputs, angles, rates = run(system, state, chunk * chunk_samples)
+        angles = np.asarray(angles)
+        if previous is not None:
+            angles = np.unwrap(np.concatenate([previous[None], angles]), axis=0)[1:]
+        else:
+            angles = np.unwrap(angles, axis=0)
+        previous = angles[-1]
+        yield angles, np.asarray(rates), np.asarray(inputs)
 
 
 #: An open-loop replay follows a recording while every angle stays this close [rad].

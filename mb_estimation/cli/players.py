@@ -23,8 +23,9 @@ def add_rig_sim(commands) -> None:
     """The rig-sim command and its options."""
     rig_sim = commands.add_parser(
         "rig-sim", help="publish a simulated rig's joint states and voltage in real time",
-        description="Simulate the rig of --config through a scenario (repeated until "
-        "--duration, default forever) and publish its joint states and voltage on the "
+        description="Simulate the rig of --config through a scenario, one continuous motion "
+        "until --duration (default forever; the swing-up lets go every 10 s and swings up "
+        "again), and publish its joint states and voltage on the "
         "config's topics in real time through rclpy, as the rig's driver would: for trying "
         "the node without the rig.")
     add_config_options(rig_sim)

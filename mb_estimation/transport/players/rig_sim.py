@@ -2,13 +2,12 @@
 
 The rig simulated with a configuration's parameters (as ``mb-estimation simulate`` does), its
 samples as the rig's driver publishes them: joint states and the motor voltage, in chunks of
-:data:`DEFAULT_CHUNK_S` whose noise-free simulation is computed once per process.
+:data:`DEFAULT_CHUNK_S`, one continuous motion.
 """
 
 from __future__ import annotations
 
-import functools
-import itertools
+import concurrent.futures
 import math
 import time
 from collections.abc import Iterator
@@ -72,16 +71,14 @@ def rig_sim_messages(
     ``voltage_joint`` (else the first joint; zeros for the others) in the joint state itself.
     Both messages of a sample carry its stamp ``start_ns + round(k / rate_hz * 1e9)``.
 
-    **Chunks (running long or forever).**  One simulation lasts at most ``chunk_s`` seconds; after
-    it the scenario starts again from its initial state (a new simulation, as if the rig were
-    reset instantly) while the stamps keep increasing at the rate: chunk ``c`` covers samples
-    ``c * N .. (c + 1) * N - 1`` with ``N = round(chunk_s * rate_hz)``, and only the stream's last
-    sample closes a chunk (so a stream of ``duration_s <= chunk_s`` is exactly one
-    ``simulate_recording`` run of ``duration_s``, ``round(duration_s * rate_hz) + 1`` samples).
-    Chunk ``c`` draws its noise with seed ``seed + c``.  The noise-free simulation of a chunk is
-    the same for every chunk, so it is computed (and compiled, some seconds) once and cached in
-    the process: later chunks cost only their noise, and a long stream never stalls.
-    ``duration_s=None`` runs forever in chunks of ``chunk_s`` (default 10 s).
+    **One continuous motion.**  The rig is simulated ``chunk_s`` seconds at a time
+    (:func:`~mb_estimation.simulation.scenario_in_chunks`), each chunk from the state the last
+    one ended in and the input law on the absolute sample index, so the stream has no jump a
+    real rig would not make, however long it runs (the swing-up's controller lets go every
+    10 s and swings the pendulum up again; a release decays to rest). The noise is one
+    stream from ``seed``: a stream of ``duration_s`` seconds equals ``simulate_recording`` of
+    that duration, ``round(duration_s * rate_hz) + 1`` samples. ``duration_s=None`` runs
+    forever.
 
     Args:
         config: Rig configuration (parameters, ``simulation`` and ``recording`` settings).
@@ -91,8 +88,8 @@ def rig_sim_messages(
             ``simulation.dt`` must divide its period.
         start_ns: Stamp of the first sample [ns]; default: the wall clock (``time.time_ns()``)
             when the first simulation is done, i.e. when the first message is ready.
-        seed: Noise seed of the first chunk.
-        chunk_s: Length of one simulation [s].
+        seed: Noise seed.
+        chunk_s: Length of one simulation [s] (a computing unit; the motion goes on).
 
     Returns:
         An iterator of :class:`TimedMessage`, in stamp order.  The arguments are checked at once
@@ -153,78 +150,64 @@ def rig_sim_messages(
 
 def _rig_sim_stream(config, scenario, *, rate, dt, chunk, total, start_ns, seed, names,
                     mappings, voltage_kind, effort_index) -> Iterator[TimedMessage]:
+    from mb_estimation.rigs import get_rig
     from mb_estimation.signals import recorded_joint_states
-    from mb_estimation.simulation import quantise
+    from mb_estimation.simulation import quantise, scenario_in_chunks
 
     settings = config.recording
-    base_samples = chunk if total is None else min(chunk, total)
-    angles, rates, inputs = _noise_free_simulation(
-        config.rig, config.friction, config.drift_correction, _parameters_key(config.parameters),
-        scenario, base_samples, dt, rate)
+    chunks = _one_ahead(scenario_in_chunks(
+        get_rig(config.rig, config.friction, config.drift_correction), config.parameters,
+        scenario, chunk_samples=chunk, dt=dt, rate_hz=rate))
     noise = float(config.simulation.noise_rad)
     counts = config.simulation.encoder_counts
-    quantised = quantise(angles, counts)
-    has_input = inputs.shape[1] > 0
-    voltage = inputs[:, 0] if has_input else None
+    rng = np.random.default_rng(seed)
     joint_topic = settings.joint_states_topic
     voltage_topic = settings.voltage_topic
     index = int(settings.voltage_index)
-    if start_ns is None:
-        start_ns = time.time_ns()
-    start_ns = int(start_ns)
-
-    efforts = None
-    if has_input and voltage_kind == JOINT_STATE:
-        efforts = np.zeros((base_samples + 1, len(names)))
-        efforts[:, effort_index] = voltage
-        efforts.flags.writeable = False
-
-    for c in itertools.count():
-        first = c * chunk
-        last_chunk = total is not None and total - first <= base_samples
-        count = total - first + 1 if last_chunk else base_samples
-        rng = np.random.default_rng(seed + c)
-        measured = quantised + noise * rng.standard_normal(angles.shape)
+    first = 0
+    for angles, rates, inputs in chunks:
+        if start_ns is None:
+            start_ns = time.time_ns()
+        count = chunk if total is None else min(chunk, total + 1 - first)
+        angles, rates, inputs = angles[:count], rates[:count], inputs[:count]
+        measured = quantise(angles, counts) + noise * rng.standard_normal(angles.shape)
         positions, velocities = recorded_joint_states(mappings, measured, rates)
-        positions.flags.writeable = velocities.flags.writeable = False
-        stamps = start_ns + np.round(np.arange(first, first + count) / rate * 1e9).astype(np.int64)
+        has_input = inputs.shape[1] > 0
+        efforts = None
+        if has_input and voltage_kind == JOINT_STATE:
+            efforts = np.zeros((count, len(names)))
+            efforts[:, effort_index] = inputs[:, 0]
+        stamps = int(start_ns) + np.round(np.arange(first, first + count) / rate * 1e9).astype(
+            np.int64)
         for k in range(count):
             stamp = int(stamps[k])
             yield TimedMessage(stamp, joint_topic, JOINT_STATE, JointStatePayload(
                 names, positions[k], velocities[k], _EMPTY if efforts is None else efforts[k]))
             if not has_input or voltage_kind == JOINT_STATE:
                 continue
-            value = float(voltage[k])
+            value = float(inputs[k, 0])
             if voltage_kind == FLOAT64:
                 yield TimedMessage(stamp, voltage_topic, FLOAT64, value)
             else:
                 yield TimedMessage(stamp, voltage_topic, FLOAT64_MULTIARRAY,
                                    (0.0,) * index + (value,))
-        if last_chunk:
+        first += count
+        if total is not None and first > total:
             return
 
 
-def _parameters_key(parameters) -> tuple:
-    return tuple(
-        (name, tuple(float(x) for x in value) if isinstance(value, (tuple, list)) else float(value))
-        for name, value in parameters.items()
-    )
+def _one_ahead(items: Iterator) -> Iterator:
+    """``items``, each next one computed in a thread while the caller uses the last.
 
-
-@functools.lru_cache(maxsize=4)
-def _noise_free_simulation(rig_name, friction, drift_correction, parameters_key, scenario, samples,
-                           dt, rate):
-    """True joint angles, rates and inputs of ``samples + 1`` samples (cached per process)."""
-    from mb_estimation.rigs import get_rig
-    from mb_estimation.simulation import simulate_recording
-
-    rig = get_rig(rig_name, friction, drift_correction)
-    recording = simulate_recording(
-        rig, dict(parameters_key), scenario, duration_s=samples / rate, dt=dt, rate_hz=rate,
-        noise_rad=0.0, seed=0, encoder_counts=None)
-    arrays = []
-    for values in (recording.joint_angles, recording.joint_rates, recording.inputs):
-        array = np.array(values, dtype=np.float64)
-        array.flags.writeable = False
-        arrays.append(array)
-    return tuple(arrays)
+    A chunk's simulation takes seconds (10 s of the swing-up at 1e-4 s: about 4 s on one
+    core); computed ahead, a stream published in real time does not stall at each chunk.
+    """
+    pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="rig-sim")
+    try:
+        pending = pool.submit(next, items)
+        while True:
+            item = pending.result()
+            pending = pool.submit(next, items)
+            yield item
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
