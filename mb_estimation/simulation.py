@@ -85,6 +85,18 @@ def built_system(rig: Rig, values: Mapping[str, object]):
 _starting_state = jit(states_from_joints)
 
 
+def _scenario_start(rig: Rig, values: Mapping[str, object], scenario: str, dt: float,
+                    rate_hz: float):
+    """Substeps per sample, the built system, the scenario's plan and its initial state."""
+    substeps = substeps_per_sample(dt, rate_hz)
+    params = parameter_arrays(values)
+    system = built_system(rig, params)
+    plan = make_scenario(scenario, rig.name, system, params, 1.0 / rate_hz)
+    initial = _starting_state(system, np.asarray(plan.initial_angles, dtype=np.float64),
+                              np.asarray(plan.initial_rates, dtype=np.float64))
+    return substeps, system, plan, initial
+
+
 def simulate_recording(
     rig: Rig,
     values: Mapping[str, object],
@@ -105,13 +117,8 @@ def simulate_recording(
     """
     if duration_s <= 0:
         raise SimulationError(f"duration must be positive, got {duration_s} s")
-    substeps = substeps_per_sample(dt, rate_hz)
     num_samples = int(round(duration_s * rate_hz))
-    params = parameter_arrays(values)
-    system = built_system(rig, params)
-    plan = make_scenario(scenario, rig.name, system, params, 1.0 / rate_hz)
-    initial = _starting_state(system, np.asarray(plan.initial_angles, dtype=np.float64),
-                              np.asarray(plan.initial_rates, dtype=np.float64))
+    substeps, system, plan, initial = _scenario_start(rig, values, scenario, dt, rate_hz)
 
     @jit
     def run(system, initial):
@@ -149,12 +156,7 @@ def scenario_in_chunks(rig: Rig, values: Mapping[str, object], scenario: str, *,
     each sample ``[chunk_samples, n_inputs]``: the samples of :func:`simulate_recording` of
     the same scenario, chunk after chunk. Compiled once for every chunk.
     """
-    substeps = substeps_per_sample(dt, rate_hz)
-    params = parameter_arrays(values)
-    system = built_system(rig, params)
-    plan = make_scenario(scenario, rig.name, system, params, 1.0 / rate_hz)
-    state = _starting_state(system, np.asarray(plan.initial_angles, dtype=np.float64),
-                            np.asarray(plan.initial_rates, dtype=np.float64))
+    substeps, system, plan, state = _scenario_start(rig, values, scenario, dt, rate_hz)
 
     @jit
     def run(system, initial, offset):

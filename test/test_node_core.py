@@ -74,15 +74,19 @@ class Collect:
 
 
 def _feed(core, seconds, *, start_ns=T0, rate_hz=1000.0, voltage=True, still=False,
-          names=NAMES, angle=None, jump=(np.inf, 0.0)):
-    """``jump``: from ``jump[0]`` s on, the arm reads ``jump[1]`` rad more (a driver restart)."""
+          names=NAMES, angle=None, jump=(np.inf, 0.0), motion_from_s=0.0):
+    """``jump``: from ``jump[0]`` s on, the arm reads ``jump[1]`` rad more (a driver restart).
+
+    The arm's motion starts at its time ``motion_from_s`` (another feed's end: it goes on).
+    """
     count = int(round(seconds * rate_hz))
     for k in range(count):
         t = k / rate_hz
         stamp = start_ns + int(round(t * NS))
         if voltage:
             core.on_voltage(stamp, 1.0)
-        arm = 0.0 if still else (0.5 * np.sin(1.3 * t) + 0.2 * t)
+        arm = 0.0 if still else (0.5 * np.sin(1.3 * (t + motion_from_s))
+                                 + 0.2 * (t + motion_from_s))
         arm += jump[1] if t >= jump[0] else 0.0
         positions = (arm if angle is None else angle, 0.1 * np.cos(2.0 * t) if not still else 0.0)
         core.on_joint_state(stamp, names, positions)
@@ -404,7 +408,7 @@ def test_reset_and_calibrate_now():
         _feed(core, 3.0)
         ok, message = core.calibrate_now()
         assert not ok and "needs 5 s" in message
-        _feed(core, 3.0, start_ns=T0 + 3 * NS)
+        _feed(core, 3.0, start_ns=T0 + 3 * NS, motion_from_s=3.0)  # the motion goes on
         ok, message = core.calibrate_now()
         assert ok, message
         _wait_idle(core)
