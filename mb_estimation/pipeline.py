@@ -211,8 +211,8 @@ def refinement_mode(config: Config) -> str:
     Unset, the fit goes on through the model the hinges declare: compliant hinges are the
     rig's physics, which the rigid limit lacks; through rigid ones the simulation-error fit
     takes the estimate to the Cramér–Rao bound, where the joint fit's force noise leaves the
-    frictions several times wider (kept only where it predicts the recordings better,
-    :func:`calibrate_recordings`).
+    frictions several times wider (kept where its simulations follow the recordings, else
+    only where it predicts them no worse: :func:`calibrate_recordings`).
     """
     mode = config.method.simulation_refinement
     return "on" if mode is None else mode
@@ -252,10 +252,13 @@ def calibrate_recordings(config: Config, recordings: Sequence[Recording], *,
     """Estimate the config's free parameters and the states with the config's estimator.
 
     ``consistent``: joint coordinates over :func:`consistent_steps` (with
-    ``estimate_parameters=False`` only the states, at the finest step), then through the
-    config's simulator as ``method.simulation_refinement`` says (``auto``: when the joint fit
-    does not predict the recordings, :func:`prediction_mismatch`, and kept only when the refit
-    predicts better); ``paper``: the single fit at ``method.dt``.
+    ``estimate_parameters=False`` only the states, at the finest step), then a
+    simulation-error fit through the model the hinges declare (:func:`simulation_refinement`)
+    as ``method.simulation_refinement`` says: unset, on (for rigid hinges kept as
+    :func:`_kept_if_it_follows` decides; recordings shorter than one segment keep the joint
+    fit, with a note); ``auto``: when the joint fit does not predict the recordings
+    (:func:`prediction_mismatch`), kept only when the refit predicts better. ``paper``: the
+    single fit at ``method.dt``.
     """
     if config.method.estimator == "paper":
         grids = prepare(config, recordings, start_s=start_s, end_s=end_s)
