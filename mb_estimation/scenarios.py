@@ -125,7 +125,8 @@ def _swingup_input(system, params):
     gain = jnp.asarray(furuta_balance_gain(params))
     volts_per_newton_metre = 1.0 / p["K"]
 
-    def input_fn(j, state, target=top_energy):
+    def input_fn(j, state, energy_factor=1.0):
+        """The voltage at sample ``j``, pumping toward ``energy_factor`` times the top's energy."""
         theta = joint_angles(system, state)
         rate = joint_rates(system, state)
         energy = 0.5 * swing_inertia * rate[1] ** 2 + p["m_B"] * p["gravity"] * p["l2"] * (
@@ -133,7 +134,8 @@ def _swingup_input(system, params):
         )
         at_rest = jnp.abs(rate[1]) + jnp.abs(theta[1]) < 1e-3
         pumping = (
-            -SWINGUP_ENERGY_GAIN * (target - energy) * jnp.sign(rate[1] * jnp.cos(theta[1]))
+            -SWINGUP_ENERGY_GAIN * (energy_factor * top_energy - energy)
+            * jnp.sign(rate[1] * jnp.cos(theta[1]))
             - SWINGUP_ARM_DAMPING * rate[0]
             + jnp.where(at_rest, SWINGUP_KICK_TORQUE, 0.0)
         ) * volts_per_newton_metre
@@ -143,7 +145,6 @@ def _swingup_input(system, params):
         limit = SWINGUP_TORQUE_LIMIT * abs(volts_per_newton_metre)
         return jnp.clip(voltage, -limit, limit)[None]
 
-    input_fn.top_energy = top_energy
     return input_fn
 
 
@@ -162,8 +163,7 @@ def _repeated_swingup(control, params, sample_period_s: float):
         later = j >= cycle
         # later cycles pump toward a little more than the top's energy: from a swing that
         # friction holds just short of the catch, the first cycle's target never gets there
-        voltage = control(j, state, jnp.where(later, SWINGUP_REPEAT_ENERGY, 1.0)
-                          * control.top_energy)
+        voltage = control(j, state, jnp.where(later, SWINGUP_REPEAT_ENERGY, 1.0))
         phase = jnp.mod(j, cycle)
         voltage = jnp.where(later & (phase < let_go), 0.0, voltage)
         return jnp.where(later & (phase < nudge), kick, voltage)

@@ -7,6 +7,7 @@ to a bag (the ``simulate`` command).
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
@@ -168,7 +169,7 @@ def scenario_in_chunks(rig: Rig, values: Mapping[str, object], scenario: str, *,
         return last, inputs, angles[:-1], rates[:-1]
 
     previous = None
-    for chunk in range(2**62):
+    for chunk in itertools.count():
         state, inputs, angles, rates = run(system, state, chunk * chunk_samples)
         angles = np.asarray(angles)
         if previous is not None:

@@ -172,11 +172,13 @@ def _rig_sim_stream(config, scenario, *, rate, dt, chunk, total, start_ns, seed,
         angles, rates, inputs = angles[:count], rates[:count], inputs[:count]
         measured = quantise(angles, counts) + noise * rng.standard_normal(angles.shape)
         positions, velocities = recorded_joint_states(mappings, measured, rates)
+        positions.flags.writeable = velocities.flags.writeable = False  # payloads are shared
         has_input = inputs.shape[1] > 0
         efforts = None
         if has_input and voltage_kind == JOINT_STATE:
             efforts = np.zeros((count, len(names)))
             efforts[:, effort_index] = inputs[:, 0]
+            efforts.flags.writeable = False
         stamps = int(start_ns) + np.round(np.arange(first, first + count) / rate * 1e9).astype(
             np.int64)
         for k in range(count):
