@@ -21,6 +21,7 @@ setup(
         ("share/" + package_name + "/launch", sorted(glob("launch/*.launch.py"))),
         ("share/" + package_name + "/config", sorted(glob("config/*.yaml"))),
         ("share/" + package_name + "/config/examples", sorted(glob("config/examples/*.yaml"))),
+        ("share/" + package_name + "/config/ros", sorted(glob("config/ros/*.yaml"))),
     ],
     python_requires=">=3.10",
     install_requires=[
@@ -46,6 +47,7 @@ setup(
             "ros-diagnostic-msgs",
             "ros-rcl-interfaces",
             "ros-std-srvs",
+            "ros-lifecycle-msgs",
         ],
     },
     zip_safe=False,

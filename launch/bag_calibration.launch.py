@@ -4,12 +4,13 @@ Runs ``estimator_node`` (as ``/mb_estimator``, ``use_sim_time``) on a replayed r
 leaves the fused estimate in ``output`` as ``calibrate`` would (``parameters.yaml`` and
 ``ros_parameters.yaml``, see ``write_fused`` in ``mb_estimation/transport/ros_common.py``):
 
-1. the node starts and warms up; when it logs that it is ready (``READY_MARKER``), the bag is
-   played by the ``player``: ``rosbag2`` (default) runs ``ros2 bag play <bag> --clock 1000
-   --rate <rate>`` and the node runs on that sim time; ``mb_estimation`` runs the package's own
-   rclpy player, ``mb-estimation replay <bag> --rate <rate>`` (header stamps kept; no
-   ``/clock``, so the node keeps the system time -- the windows are cut on the joint states'
-   stamps either way), for machines without rosbag2;
+1. the node (a lifecycle node) is configured (it loads the config and compiles the solver) and
+   activated (it subscribes); on its transition to active the bag is played by the ``player``:
+   ``rosbag2`` (default) runs ``ros2 bag play <bag> --clock 1000 --rate <rate>`` and the node
+   runs on that sim time; ``mb_estimation`` runs the package's own rclpy player,
+   ``mb-estimation replay <bag> --rate <rate>`` (header stamps kept; no ``/clock``, so the node
+   keeps the system time -- the windows are cut on the joint states' stamps either way), for
+   machines without rosbag2;
 2. after each accepted window the node rewrites the files in ``output`` (its ``output_dir``);
 3. when the bag has been played, ``~/calibrate_now`` is called (one more window over the newest
    buffered data; :func:`~mb_estimation.transport.ros_node.call_trigger`, which needs no ``ros2``
@@ -38,14 +39,15 @@ from launch.actions import (
     RegisterEventHandler,
     TimerAction,
 )
-from launch.event_handlers import OnProcessExit, OnProcessIO
+from launch.event_handlers import OnProcessExit
 from launch.events import Shutdown
 from launch.launch_description import LaunchDescription
 from launch.substitutions import LaunchConfiguration
-from launch_ros.actions import Node
+from launch_ros.actions import LifecycleNode
 from launch_ros.parameter_descriptions import ParameterValue
 
-from mb_estimation.transport.ros_common import DRAIN_TIMEOUT_S, READY_MARKER
+from mb_estimation.transport.ros_common import DRAIN_TIMEOUT_S
+from mb_estimation.transport.ros_launch import drive_lifecycle
 
 PACKAGE = "mb_estimation"
 NODE_NAME = "mb_estimator"
@@ -67,13 +69,21 @@ def _player(context):
     raise ValueError(f"player:={player}: expected one of {', '.join(PLAYERS)}")
 
 
+def _end_with_the_node(event, context):
+    """The node exited: shut down, unless the launch is already (one Shutdown event only)."""
+    if context.is_shutdown:
+        return None
+    return [EmitEvent(event=Shutdown(reason="estimator node exited"))]
+
+
 def _calibration(context):
     output = os.path.abspath(os.path.expanduser(LaunchConfiguration("output").perform(context)))
     player, sim_time = _player(context)
-    node = Node(
+    node = LifecycleNode(
         package=PACKAGE,
         executable="estimator_node",
         name=NODE_NAME,
+        namespace="",
         output="screen",
         parameters=[{
             "config": ParameterValue(LaunchConfiguration("config"), value_type=str),
@@ -90,18 +100,10 @@ def _calibration(context):
         name="calibrate_now",
         output="screen",
     )
-    started = []
-
-    def on_node_output(event):
-        if not started and READY_MARKER in event.text.decode("utf-8", "replace"):
-            started.append(True)
-            return [LogInfo(msg="estimator ready: playing the bag"), bag_play]
-        return None
-
     return [
         node,
-        RegisterEventHandler(OnProcessIO(
-            target_action=node, on_stdout=on_node_output, on_stderr=on_node_output)),
+        *drive_lifecycle(node, when_active=[LogInfo(msg="estimator active: playing the bag"),
+                                            bag_play]),
         RegisterEventHandler(OnProcessExit(
             target_action=bag_play,
             on_exit=[LogInfo(msg="bag played: final window over the buffered data"),
@@ -111,9 +113,7 @@ def _calibration(context):
             on_exit=[TimerAction(period=GRACE_S, actions=[
                 LogInfo(msg=f"writing the fused estimate to {output} and shutting down"),
                 EmitEvent(event=Shutdown(reason="bag calibration finished"))])])),
-        RegisterEventHandler(OnProcessExit(
-            target_action=node,
-            on_exit=[EmitEvent(event=Shutdown(reason="estimator node exited"))])),
+        RegisterEventHandler(OnProcessExit(target_action=node, on_exit=_end_with_the_node)),
     ]
 
 

@@ -1,7 +1,9 @@
 """The online estimator on the rig: ``ros2 launch mb_estimation estimator.launch.py``.
 
-Starts ``estimator_node`` (DESIGN §7; parameters, topics and services in
-``mb_estimation/transport/ros_node.py``). Launch arguments (``name:=value``):
+Starts ``estimator_node`` (parameters, topics and services in
+``mb_estimation/transport/ros_node.py``), a lifecycle node, and drives it: configure (load the
+config, compile the solver), then activate (subscribe, publish). A failed configure ends the
+launch. Launch arguments (``name:=value``):
 
 * ``config``: the mb_estimation YAML configuration (default: the installed
   ``share/mb_estimation/config/furuta.yaml``; a built-in name such as ``furuta`` works too);
@@ -28,10 +30,11 @@ from ament_index_python.packages import get_package_share_directory
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.launch_description import LaunchDescription
 from launch.substitutions import LaunchConfiguration
-from launch_ros.actions import Node
+from launch_ros.actions import LifecycleNode
 from launch_ros.parameter_descriptions import ParameterValue
 
 from mb_estimation.transport.ros_common import NODE_SETTINGS, config_topics
+from mb_estimation.transport.ros_launch import drive_lifecycle
 
 PACKAGE = "mb_estimation"
 
@@ -49,10 +52,11 @@ def _estimator(context):
     remappings = [(joint_topic, LaunchConfiguration("joint_states_topic"))]
     if voltage_topic is not None:
         remappings.append((voltage_topic, LaunchConfiguration("voltage_topic")))
-    return [Node(
+    node = LifecycleNode(
         package=PACKAGE,
         executable="estimator_node",
         name=LaunchConfiguration("node_name"),
+        namespace="",
         output="screen",
         parameters=[{
             "config": ParameterValue(LaunchConfiguration("config"), value_type=str),
@@ -62,7 +66,8 @@ def _estimator(context):
             "use_sim_time": ParameterValue(LaunchConfiguration("use_sim_time"), value_type=bool),
         }, _node_settings(context)],
         remappings=remappings,
-    )]
+    )
+    return [node, *drive_lifecycle(node)]
 
 
 def generate_launch_description():

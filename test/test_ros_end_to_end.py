@@ -161,7 +161,8 @@ def running(ros_network, node_compile_cache, tmp_path_factory):
         node.wait_for("mb_estimation node ready", 300)
         ready = next(line for line in node.lines if "mb_estimation node ready" in line)
         assert "solver compiled in" in ready and any(
-            "mb_estimation node listening" in line for line in node.lines), node.tail()
+            "mb_estimation node compiling the solver" in line for line in node.lines), \
+            node.tail()
         rig = Process(mb_estimation("rig-sim", "--config", config_path,
                                     "--scenario", "multisine", "--rate", str(RATE_HZ)), env)
         settled = wait_until(lambda: (fused := probe.parameters()) is not None

@@ -129,8 +129,10 @@ def test_the_node_stops_cleanly_at_any_moment(moment, name, ros_network, node_co
             assert wait_until(lambda: session.driver.sent >= 5_300, 30.0, 0.01)
             assert not any("window 1 " in line for line in node.lines), \
                 f"the first window was done before the signal:\n{node.tail()}"
+        elif moment == "compiling":
+            node.wait_for("mb_estimation node compiling the solver", 120)
         else:
-            node.wait_for("mb_estimation node listening", 120)
+            node.wait_for("mb_estimation node ready", 120)
         _assert_clean_exit(node, _stop(node, SIGNALS[name]), tmp_path)
     finally:
         if session is not None:

@@ -1,4 +1,4 @@
-"""The rclpy transport and the launch files (issue 5).
+"""The rclpy node and the launch files.
 
 Most tests need no ROS 2: the launch files are checked statically (parsed, never run), the node
 module is imported without rclpy, and its pure helpers (overrides, push mapping, estimate
@@ -9,6 +9,7 @@ rclpy (and launch_ros) and skip cleanly without them; on a ROS 2 machine they st
 import ast
 import importlib.util
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -27,6 +28,8 @@ from mb_estimation.online.fusion import ParameterEstimate
 from mb_estimation.transport import ros_common
 
 try:
+    from rclpy.lifecycle import TransitionCallbackReturn
+
     from mb_estimation.transport import ros_node
 except ModuleNotFoundError:  # no rclpy: the tests that need it skip before using it
     ros_node = None
@@ -132,8 +135,8 @@ def test_bag_launch_declares_exactly_its_arguments():
 def test_launch_files_start_the_estimator_node(path):
     tree = _tree(path)
     constants = _constants(tree)
-    nodes = [_keywords(call, constants) for call in _calls(tree, "Node")]
-    assert len(nodes) == 1
+    nodes = [_keywords(call, constants) for call in _calls(tree, "LifecycleNode")]
+    assert len(nodes) == 1 and not _calls(tree, "Node")
     assert nodes[0]["package"] == "mb_estimation"
     assert nodes[0]["executable"] == "estimator_node"
     # the default config is the installed one
@@ -149,7 +152,7 @@ def test_bag_launch_calls_calibrate_now_and_shuts_down():
     assert constants["NODE_NAME"] == "mb_estimator"
     assert len(_calls(tree, "OnProcessExit")) >= 2
     assert _calls(tree, "Shutdown")
-    node = _keywords(_calls(tree, "Node")[0], constants)
+    node = _keywords(_calls(tree, "LifecycleNode")[0], constants)
     parameters = node["parameters"].elts[0]
     keys = [_value(k, constants) for k in parameters.keys]
     assert "output_dir" in keys and "use_sim_time" in keys
@@ -175,13 +178,40 @@ def test_bag_launch_players(ament_prefix):
         module._player(context)
 
 
-def test_bag_launch_waits_for_the_node_ready_marker():
-    tree = _tree(BAG_LAUNCH)
-    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
-                and node.module == "mb_estimation.transport.ros_common" for alias in node.names}
-    assert "READY_MARKER" in imported
-    assert _calls(tree, "OnProcessIO")
-    assert "READY_MARKER" in (REPO / "mb_estimation/transport/ros_node.py").read_text()
+@pytest.mark.parametrize("path", [ESTIMATOR_LAUNCH, BAG_LAUNCH], ids=lambda p: p.name)
+def test_launch_files_drive_the_node_lifecycle(path):
+    """Both launch files configure and activate the node; the bag plays once it is active."""
+    tree = _tree(path)
+    (drive,) = _calls(tree, "drive_lifecycle")
+    when_active = {k.arg: k.value for k in drive.keywords}.get("when_active")
+    if path == BAG_LAUNCH:
+        assert "bag_play" in {n.id for n in ast.walk(when_active) if isinstance(n, ast.Name)}
+    else:
+        assert when_active is None
+    assert not _calls(tree, "OnProcessIO")  # nothing reads the node's log
+
+
+def test_drive_lifecycle_configures_then_activates_then_runs_the_actions(ament_prefix):
+    pytest.importorskip("launch_ros")
+    from launch.actions import EmitEvent, LogInfo
+    from launch_ros.actions import LifecycleNode
+    from lifecycle_msgs.msg import Transition
+
+    from mb_estimation.transport.ros_launch import drive_lifecycle
+
+    node = LifecycleNode(package="mb_estimation", executable="estimator_node", name="n",
+                         namespace="")
+    marker = LogInfo(msg="active")
+    actions = drive_lifecycle(node, when_active=[marker])
+    first = actions[-1]
+    assert isinstance(first, EmitEvent)
+    assert first.event.transition_id == Transition.TRANSITION_CONFIGURE
+    handlers = [action.event_handler for action in actions[:-1]]
+    entities = [list(handler.entities) for handler in handlers]
+    assert entities[0][0].event.transition_id == Transition.TRANSITION_ACTIVATE
+    assert any("Shutdown" in type(e.event).__name__ for e in entities[1]
+               if isinstance(e, EmitEvent))
+    assert entities[2] == [marker]
 
 
 def test_setup_installs_the_launch_files_into_share():
@@ -415,7 +445,8 @@ def test_ros_node_serves_diagnostics_parameters_and_services(ros_context, tmp_pa
     executor.add_node(node)
     executor.add_node(probe)
     spinner = threading.Thread(target=executor.spin, daemon=True)
-    node.start()
+    assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+    assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
     spinner.start()
     try:
         assert _wait(lambda: received["diagnostics"]), "no diagnostics within 20 s"
@@ -463,6 +494,8 @@ def test_node_settings_are_parameters_defaulting_to_the_config(ros_context):
         parameter_overrides=[Parameter("window_s", value=3.0),
                              Parameter("joint_states_topic", value="/rig/joint_states")])
     try:
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
         assert set(ros_common.NODE_SETTINGS) <= {name for name in node._parameters}
         assert node.get_parameter("stride_s").value == config.node.stride_s
         assert node.get_parameter("state_file").value == ""
@@ -471,9 +504,49 @@ def test_node_settings_are_parameters_defaulting_to_the_config(ros_context):
         assert "/rig/joint_states" in {s.topic_name for s in node.subscriptions}
     finally:
         node.destroy_node()
-    with pytest.raises(ConfigError, match=r"ROS parameter: node\.forgetting"):
-        ros_node.EstimatorNode(config, estimator=_fake_estimator, context=ros_context,
-                               parameter_overrides=[Parameter("forgetting", value=2.0)])
+    node = ros_node.EstimatorNode(config, estimator=_fake_estimator, context=ros_context,
+                                  parameter_overrides=[Parameter("forgetting", value=2.0)])
+    try:
+        assert node.trigger_configure() == TransitionCallbackReturn.FAILURE
+        assert "ROS parameter: node.forgetting" in node.configure_error
+        assert node.core is None  # nothing made
+    finally:
+        node.destroy_node()
+
+
+def test_the_node_goes_through_its_lifecycle(ros_context):
+    """Configure makes, activate subscribes, deactivate unsubscribes, cleanup removes; twice."""
+    from test_node_core import _config, _fake_estimator
+
+    config = _config()
+    node = ros_node.EstimatorNode(config, estimator=_fake_estimator, context=ros_context)
+    topic = config.recording.joint_states_topic
+
+    def subscribed():
+        return {s.topic_name for s in node.subscriptions}
+
+    def published():
+        return {p.topic_name for p in node.publishers}
+
+    try:
+        assert node.core is None and not node.has_parameter("window_s")
+        assert topic not in subscribed()
+        made_by_rclpy = published()
+        for _ in range(2):
+            assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+            assert node.has_parameter("estimate.J_Azz") and node.core is not None
+            assert topic not in subscribed()
+            assert "/diagnostics" in published()
+            assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
+            assert topic in subscribed()
+            assert node.trigger_deactivate() == TransitionCallbackReturn.SUCCESS
+            assert topic not in subscribed()
+            assert node.trigger_cleanup() == TransitionCallbackReturn.SUCCESS
+            assert node.core is None and not node.has_parameter("estimate.J_Azz")
+            assert published() == made_by_rclpy
+        assert node.has_parameter("window_s")  # read-only: declared once
+    finally:
+        node.destroy_node()
 
 
 def test_ros_sink_publishes_timed_messages(ros_context):
@@ -521,9 +594,11 @@ def test_ros_sink_publishes_timed_messages(ros_context):
 
 def test_main_fails_clearly_without_config():
     pytest.importorskip("rclpy")
-    assert ros_node.main(["estimator_node"]) == 2
-    assert ros_node.main(["estimator_node", "--ros-args", "-p",
+    autostart = ["-p", "autostart:=true"]
+    assert ros_node.main(["estimator_node", "--ros-args", *autostart]) == 2
+    assert ros_node.main(["estimator_node", "--ros-args", *autostart, "-p",
                           "config:=/no/such/config.yaml"]) == 2
+    assert ros_node.main(["estimator_node", "a.yaml", "b.yaml"]) == 2
 
 
 def _load_launch_module(path: Path):
@@ -677,13 +752,18 @@ def test_launch_parameters_are_parameters_the_node_declares(path, ros_context):
 
     tree = _tree(path)
     constants = _constants(tree)
-    node_call = _keywords(_calls(tree, "Node")[0], constants)
+    node_call = _keywords(_calls(tree, "LifecycleNode")[0], constants)
     names = [_value(key, constants) for key in node_call["parameters"].elts[0].keys]
     assert all(isinstance(name, str) for name in names) and "config" in names
     node = ros_node.EstimatorNode(load_config("furuta_synthetic"),
-                                     estimator=_fake_estimator, context=ros_context)
+                                  estimator=_fake_estimator, context=ros_context)
     try:
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
         names += list(ros_common.NODE_SETTINGS)  # estimator.launch.py passes those given
+        # the shipped parameter file, its commented-out node settings included
+        text = (REPO / "config" / "ros" / "estimator_node.yaml").read_text()
+        shipped = yaml.safe_load(text)["/**"]["ros__parameters"]
+        names += list(shipped) + re.findall(r"^    # ([\w.]+):", text, re.MULTILINE)
         missing = [name for name in names if not node.has_parameter(name)]
         assert not missing, f"{path.name} sets parameters the node does not declare: {missing}"
     finally:

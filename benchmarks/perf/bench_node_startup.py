@@ -3,9 +3,9 @@
     taskset -c 1 python benchmarks/perf/bench_node_startup.py [--config furuta_synthetic]
 
 Starts ``mb-estimation node --config C`` until its ready line, first with an empty compile
-cache, then again with the cache the first start filled; prints the wall time to the listening
-line (subscribed; the solver compiles from then on, beside the intake), to the ready line
-(compiled: windows are estimated as they fill) and the warm-up the node reports. Runs in a
+cache, then again with the cache the first start filled; prints the wall time to the compiling
+line (configured; the solver compiles from then on), to the ready line (compiled and
+subscribed: windows are estimated as they fill) and the warm-up the node reports. Runs in a
 loopback-only network namespace (``test/loopback_namespace.py``): nothing leaves the machine.
 """
 
@@ -29,24 +29,20 @@ import loopback_namespace  # noqa: E402
 
 
 def start(config: str, env: dict) -> tuple[float, float, float]:
-    """Seconds to the listening line and to the ready line, and the warm-up the node reports.
-
-    The node subscribes first (the listening line) and compiles its solver beside the intake;
-    it is ready when the compile is done and windows are estimated as they fill.
-    """
+    """Seconds to the compiling line and to the ready line, and the warm-up the node reports."""
     started = time.monotonic()
     process = subprocess.Popen(
         [sys.executable, "-m", "mb_estimation.cli", "node", "--config", config], env=env,
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    listening = float("nan")
+    compiling = float("nan")
     try:
         for line in process.stdout:
-            if "listening" in line and math.isnan(listening):
-                listening = time.monotonic() - started
+            if "compiling the solver" in line and math.isnan(compiling):
+                compiling = time.monotonic() - started
             if "ready" in line:
                 elapsed = time.monotonic() - started
                 warm_up = re.search(r"compiled in ([0-9.]+) s", line)
-                return listening, elapsed, float(warm_up.group(1)) if warm_up else float("nan")
+                return compiling, elapsed, float(warm_up.group(1)) if warm_up else float("nan")
         raise RuntimeError(f"the node exited with {process.wait()} before it was ready")
     finally:
         process.terminate()
@@ -64,12 +60,12 @@ def main() -> None:
 
     cache = Path(tempfile.mkdtemp())
     env = dict(os.environ, MB_ESTIMATION_CACHE_DIR=str(cache), ROS_DOMAIN_ID="97")
-    print("| listening, cold [s] | ready, cold [s] | ready, cached [s] | "
+    print("| compiling, cold [s] | ready, cold [s] | ready, cached [s] | "
           "warm-up (cold / cached) [s] |")
     print("|---|---|---|---|")
-    (listening, cold, cold_warm_up), (_, cached, cached_warm_up) = (
+    (compiling, cold, cold_warm_up), (_, cached, cached_warm_up) = (
         start(args.config, env) for _ in range(2))
-    print(f"| {listening:.1f} | {cold:.1f} | {cached:.1f} | "
+    print(f"| {compiling:.1f} | {cold:.1f} | {cached:.1f} | "
           f"{cold_warm_up:.1f} / {cached_warm_up:.1f} |", flush=True)
     shutil.rmtree(cache)
 

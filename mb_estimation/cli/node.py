@@ -28,18 +28,21 @@ def add_node(commands) -> None:
 
 
 def node_command(args) -> int:
-    """Run estimator_node with the command line as ROS parameters until Ctrl-C (its status)."""
-    load_config(args)  # a bad config or override: one line, exit 2, before rclpy starts
+    """Run estimator_node, configured and activated at once, until Ctrl-C (its status).
+
+    The command line becomes its ROS parameters; it is named after the config's ``node.name``.
+    """
+    loaded = load_config(args)  # a bad config or override: one line, exit 2, before rclpy
     ros_node = ros_transport(args)
     config = Path(args.config).resolve() if Path(args.config).exists() else args.config
-    parameters = [f"config:={config}"]
+    parameters = [f"config:={config}", "autostart:=true"]
     if args.free:
         parameters.append(f"free:={args.free}")
     if args.set_values:
         parameters.append(f"set:={args.set_values}")
     if args.compliance is not None:
         parameters.append(f"compliance:={args.compliance}")
-    argv = ["estimator_node", "--ros-args"]
+    argv = ["estimator_node", "--ros-args", "-r", f"__node:={loaded.node.name}"]
     for parameter in parameters:
         argv += ["-p", parameter]
     return ros_node.main(argv)

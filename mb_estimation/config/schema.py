@@ -177,7 +177,7 @@ class NodeSettings:
     # no rig makes (a driver restart, an encoder glitch): rejected
     max_joint_speed_rad_s: float = 100.0
     state_file: str | None = None  # fused estimate persisted here (atomic) and reloaded
-    warm_up: bool = True  # compile on a synthetic window at start-up (beside the intake)
+    warm_up: bool = True  # compile on a synthetic window at start-up (the node's configure)
     # rclpy node: push accepted fused values to this node's set_parameters service, mapped as
     # "estimate_name:controller_param,..." (None: no push)
     push_target_node: str | None = None

@@ -82,8 +82,7 @@ def warm_up_message(snapshot: dict) -> str | None:
     """What a node logs once its start-up compile is done (None before it, or without one)."""
     if "warm_up_s" not in snapshot:
         return None
-    text = (f"solver compiled in {snapshot['warm_up_s']:.1f} s (warm-up, beside the intake); "
-            "windows are estimated as they fill")
+    text = f"solver compiled in {snapshot['warm_up_s']:.1f} s (warm-up)"
     error = snapshot.get("warm_up_error")
     return text if error is None else f"{text} (the synthetic warm-up window: {error})"
 

@@ -23,10 +23,9 @@ if TYPE_CHECKING:
     from mb_estimation.config import Config
     from mb_estimation.online.fusion import ParameterEstimate
 
-#: Logged by the node once it subscribes; its solver compiles from then on (``node.warm_up``).
-LISTENING_MARKER = "mb_estimation node listening"
-#: Logged by the node once it estimates windows as they fill (after the warm-up's compile);
-#: bag_calibration.launch.py starts the bag when it sees it, so no window waits for the compile.
+#: Logged by the node when its configure starts compiling the solver (``node.warm_up``).
+COMPILING_MARKER = "mb_estimation node compiling the solver"
+#: Logged by the node on activation: subscribed, its solver compiled.
 READY_MARKER = "mb_estimation node ready"
 DEFAULT_NODE_NAME = NodeSettings.name
 PLAYER_NODE_NAME = "mb_estimation_player"
@@ -70,7 +69,7 @@ NODE_SETTINGS: dict[str, NodeSetting] = {
     "state_file": NodeSetting("node", str, "fused estimate persisted here and "
                               "reloaded at start (empty: none)"),
     "warm_up": NodeSetting("node", bool,
-                           "compile on a synthetic window at start-up, beside the intake"),
+                           "compile on a synthetic window when configured"),
     "joint_states_topic": NodeSetting("recording", str,
                                       "the rig's sensor_msgs/JointState topic"),
     "voltage_topic": NodeSetting("recording", str,

@@ -53,10 +53,21 @@ class RosInputs:
                 callback_group=callback_group), recording.voltage_type))
         self._reported_types: set[tuple[str, str]] = set()
 
+    @property
+    def topics(self) -> list[str]:
+        """The subscribed topics' resolved names (remappings applied), joint states first."""
+        return [subscription.topic_name for subscription, _ in self.subscriptions]
+
+    def close(self) -> None:
+        """Destroy the subscriptions (the node's deactivate)."""
+        for subscription, _ in self.subscriptions:
+            self.node.destroy_subscription(subscription)
+        self.subscriptions = []
+
     def check_topic_types(self) -> None:
         """Report (once each) input topics with a publisher of a type not the config's."""
         for subscription, expected in self.subscriptions:
-            topic = getattr(subscription, "topic_name", None) or subscription.topic
+            topic = subscription.topic_name
             try:
                 publishers = self.node.get_publishers_info_by_topic(topic)
             except Exception:  # graph queries can fail while shutting down

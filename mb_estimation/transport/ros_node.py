@@ -9,18 +9,24 @@ without ROS 2 is in :mod:`mb_estimation.transport.ros_common`. Its parameters ar
 :mod:`~mb_estimation.transport.ros_messages`; the rclpy players and ``call_trigger`` are in
 :mod:`~mb_estimation.transport.ros_player` (the players' entry points imported here too).
 
-Start it with the launch files (``ros2 launch mb_estimation estimator.launch.py``) or::
+**A managed (lifecycle) node.** It starts unconfigured; ``configure`` loads the configuration,
+declares the other parameters, makes the publishers, services and ``estimate.*`` parameters and
+compiles the solver (``node.warm_up``); ``activate`` subscribes to the inputs and enables the
+publishers (the ready line); ``deactivate`` unsubscribes; ``cleanup`` stops the worker and removes
+what configure made; ``shutdown`` (or SIGINT/SIGTERM) stops it, writing the files once more. The
+launch files drive these transitions; ``mb-estimation node`` sets ``autostart``. By hand::
 
-    ros2 run mb_estimation estimator_node --ros-args -p config:=/path/to/furuta.yaml
+    ros2 run mb_estimation estimator_node --ros-args -p config:=/path/to/furuta.yaml \
+        -p autostart:=true
 
-**Parameters** (read-only: read once at start-up; give them with ``-p`` or a parameter file):
+**Parameters** (read-only: give them with ``-p`` or a parameter file such as
+``config/estimator_node.yaml``):
 
 * ``config`` (string, required): the mb_estimation YAML configuration (a path, or a built-in
-  name such as ``furuta``). A single non-ROS command-line argument is taken as the path too.
-  The node is named after the config's ``node.name`` (``mb_estimator``) unless remapped
-  (``--ros-args -r __node:=other``); ``main`` reads ``config`` through a short-lived
-  bootstrap node of that default name, so a parameter file must address it as ``/**`` or by the
-  final (remapped) name;
+  name such as ``furuta``), read on ``configure``. A single non-ROS command-line argument is
+  taken as the path too. The node is named ``mb_estimator`` unless remapped
+  (``--ros-args -r __node:=other``; ``mb-estimation node`` uses the config's ``node.name``);
+* ``autostart`` (bool, false): configure and activate at start-up, without a lifecycle manager;
 * ``free`` (string ``NAME,NAME``), ``set`` (string ``NAME=VALUE,...``), ``compliance`` (double,
   0 = the config's): the command line's ``--free``/``--set``/``--compliance`` overrides;
 * ``output_dir`` (string, empty = off): after each accepted window the fused estimate is written
@@ -82,6 +88,7 @@ The shadow states of a window are published from a thread of their own
 
 from __future__ import annotations
 
+import functools
 import signal
 import sys
 import threading
@@ -99,9 +106,11 @@ except ModuleNotFoundError as error:  # the console script on a machine without 
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
-from rclpy.node import Node
+from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from rclpy.signals import SignalHandlerOptions
+from rclpy.utilities import remove_ros_args
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import Trigger
@@ -120,8 +129,9 @@ from mb_estimation.online.core import (
 from mb_estimation.online.fusion import ParameterEstimate
 from mb_estimation.online.messages import warm_up_message, window_message
 from mb_estimation.transport.ros_common import (
+    COMPILING_MARKER,
+    DEFAULT_NODE_NAME,
     DRAIN_TIMEOUT_S,
-    LISTENING_MARKER,
     READY_MARKER,
     write_fused,
 )
@@ -134,8 +144,9 @@ from mb_estimation.transport.ros_messages import (
 from mb_estimation.transport.ros_parameters import (
     EstimateParameters,
     ParameterPush,
-    bootstrap_config,
+    declare_config_parameters,
     declare_node_parameters,
+    node_config,
 )
 from mb_estimation.transport.ros_player import ros_sink, run_ros_player, try_shutdown
 
@@ -147,76 +158,185 @@ SHADOW_DEPTH = 2000
 SPIN_PERIOD_S = 0.1
 
 
-class EstimatorNode(Node):
-    """The estimator node on rclpy (module docstring): core, topics, parameters, services.
+def _logged(transition: Callable) -> Callable:
+    """A transition callback whose exception is logged (rclpy turns it into ERROR silently)."""
+    @functools.wraps(transition)
+    def run(node: EstimatorNode, state: LifecycleState) -> TransitionCallbackReturn:
+        try:
+            return transition(node, state)
+        except Exception as error:
+            node.get_logger().error(f"{transition.__name__}: {first_line(error)}")
+            raise
+    return run
 
-    ``config`` is the configuration the ``config`` parameter names (:func:`main` loads it);
-    the ``free``/``set``/``compliance`` parameters are applied to it here. ``estimator``
-    replaces the window estimator (tests); other keyword arguments go to ``rclpy.node.Node``
-    (``context``, ``parameter_overrides``, ...). Call :meth:`start` before spinning and
-    :meth:`close` after.
+
+class EstimatorNode(LifecycleNode):
+    """The estimator as a managed (lifecycle) node on rclpy (module docstring).
+
+    Made unconfigured, with the ``config`` and ``autostart`` parameters declared. ``configure``
+    loads the configuration (``config``, or the ``config`` given here: tests), declares the
+    other parameters, makes the core, publishers, services and the ``estimate.*`` parameters and
+    compiles the solver (``node.warm_up``; abandoned when ``stop_requested()`` turns true);
+    ``activate`` subscribes to the inputs and enables the publishers; ``deactivate`` undoes
+    that; ``cleanup`` stops the worker and removes what configure made; ``shutdown`` stops as
+    :meth:`close` does. ``estimator`` replaces the window estimator (tests); other keyword
+    arguments go to ``rclpy.lifecycle.LifecycleNode`` (``context``, ``parameter_overrides``...).
     """
 
-    def __init__(self, config: Config, *, estimator=estimate_window,
-                 node_name: str | None = None, **node_kwargs) -> None:
-        super().__init__(node_name or config.node.name, **node_kwargs)
+    def __init__(self, config: Config | None = None, *, estimator=estimate_window,
+                 node_name: str | None = None,
+                 stop_requested: Callable[[], bool] = lambda: False, **node_kwargs) -> None:
+        super().__init__(node_name or (config.node.name if config else DEFAULT_NODE_NAME),
+                         **node_kwargs)
+        self._given_config = config
+        self._estimator = estimator
+        self._stop_requested = stop_requested
         self._closing = False
         self._extra: Counter[str] = Counter()  # the node's own counters (diagnostics)
         self._extra_lock = threading.Lock()
         self._handoff = threading.Lock()
         self._pending_fused: tuple[ParameterEstimate, int] | None = None
         self._diagnostics_lock = threading.Lock()
-        self._ready_logged = False  # the warm-up's end, logged once (_diagnostics)
         self._accepted_here = False
-
-        parameters = declare_node_parameters(self, config)
-        self.config = parameters.config
-        self.output_dir = parameters.output_dir
-
+        self._made: list[tuple[Callable, object]] = []  # (destroy, entity) made by configure
+        self.core: EstimatorCore | None = None
+        self.config: Config | None = None
+        self._inputs: RosInputs | None = None
+        self._estimates: EstimateParameters | None = None
+        self._push: ParameterPush | None = None
+        #: why the last configure failed (None: it did not)
+        self.configure_error: str | None = None
+        declare_config_parameters(self, config.source if config else "")
         self._inputs_group = MutuallyExclusiveCallbackGroup()
         self._control_group = MutuallyExclusiveCallbackGroup()
-        self._publish_parameters = self.create_publisher(
-            Float64MultiArray, "~/parameters", 10)
-        self._publish_fused = self.create_publisher(
-            Float64MultiArray, "~/fused_parameters", 10)
-        publish_shadow = self.create_publisher(
-            JointState, "~/shadow_joint_states",
-            QoSProfile(depth=SHADOW_DEPTH, reliability=ReliabilityPolicy.RELIABLE)).publish
+
+    # --- transitions -------------------------------------------------------------------
+
+    @_logged
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Load the config, make the core and outputs, compile; FAILURE says why in the log."""
+        self.configure_error = None
+        try:
+            parameters = declare_node_parameters(
+                self, self._given_config or node_config(self))
+        except Exception as error:  # ConfigError, a parameter of the wrong type, ...
+            self.configure_error = " ".join(first_line(error).split()) or type(error).__name__
+            self.get_logger().fatal(self.configure_error)
+            return TransitionCallbackReturn.FAILURE
+        self.config = config = parameters.config
+        self.output_dir = parameters.output_dir
+        self._closing = False
+        self._accepted_here = False
+        self._make_outputs()
+        self._push = ParameterPush(self, parameters.push_target, parameters.push_mapping,
+                                   count=self._count, report=self.core.on_message_error)
+        self._estimates = EstimateParameters(self, config, self.core.fused)
+        if config.node.warm_up:
+            self.get_logger().info(f"{COMPILING_MARKER} for {config.node.window_s:g} s windows "
+                                   f"of {', '.join(config.free)}")
+        self.core.start()
+        while "warming_up" in self.core.diagnostics():
+            if self._stop_requested():
+                return TransitionCallbackReturn.FAILURE
+            time.sleep(SPIN_PERIOD_S / 2)
+        return super().on_configure(state)
+
+    @_logged
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Subscribe to the inputs and enable the publishers; log the ready line."""
+        self._inputs = RosInputs(self, self.core, self._inputs_group)
+        result = super().on_activate(state)
+        config = self.config
+        inputs = ", ".join(f"{what} on {topic}" for what, topic in
+                           zip(("joint states", "voltage"), self._inputs.topics, strict=False))
+        self.get_logger().info(
+            f"{READY_MARKER}: {inputs}; estimating {', '.join(config.free)} every "
+            f"{config.node.stride_s:g} s; "
+            + (warm_up_message(self.core.diagnostics()) or "no warm-up (node.warm_up "
+               "false): the first window compiles the solver"))
+        return result
+
+    @_logged
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Unsubscribe and disable the publishers (the worker finishes the cut windows)."""
+        if self._inputs is not None:
+            self._inputs.close()
+            self._inputs = None
+        return super().on_deactivate(state)
+
+    @_logged
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Stop the worker and remove what configure made (back to unconfigured)."""
+        self.close(drain=False)
+        self._remove_outputs()
+        return super().on_cleanup(state)
+
+    @_logged
+    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Stop as :meth:`close` does (the cut windows, then the files)."""
+        if self._inputs is not None:
+            self._inputs.close()
+            self._inputs = None
+        self.close(abandon_drain=self._stop_requested)
+        return super().on_shutdown(state)
+
+    def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """A transition raised: stop and remove what configure made (back to unconfigured)."""
+        self.close(drain=False)
+        self._remove_outputs()
+        return TransitionCallbackReturn.SUCCESS
+
+    def _make_outputs(self) -> None:
+        """The core, the publishers, services, timer and guard condition of a configure."""
+        def made(entity, destroy):
+            self._made.append((destroy, entity))
+            return entity
+
+        def publisher(message, topic, qos):
+            return made(self.create_lifecycle_publisher(message, topic, qos),
+                        self.destroy_lifecycle_publisher)
+
+        publish_parameters = publisher(Float64MultiArray, "~/parameters", 10).publish
+        self._publish_fused = publisher(Float64MultiArray, "~/fused_parameters", 10).publish
+        publish_shadow = publisher(JointState, "~/shadow_joint_states", QoSProfile(
+            depth=SHADOW_DEPTH, reliability=ReliabilityPolicy.RELIABLE)).publish
+        publish_filtered = publisher(JointState, "~/filtered_joint_states",
+                                     qos_profile_sensor_data).publish
+        self._publish_diagnostics = publisher(DiagnosticArray, "/diagnostics", 10).publish
         self._shadow = ShadowFanout(
             lambda s, n, a, r: publish_shadow(joint_state_message(s, n, a, r)),
             lambda text: None if self._closing else self.core.on_message_error(text))
-        self._publish_filtered = self.create_publisher(
-            JointState, "~/filtered_joint_states", qos_profile_sensor_data)
-        self._publish_diagnostics = self.create_publisher(
-            DiagnosticArray, "/diagnostics", 10)
-
         guarded = self._guarded
         self.core = EstimatorCore(self.config, NodeOutputs(
-            parameters=guarded("~/parameters", lambda e, s: self._publish_parameters.publish(
+            parameters=guarded("~/parameters", lambda e, s: publish_parameters(
                 parameter_message(e))),
             fused_parameters=guarded("~/fused_parameters", self._on_fused),
             shadow_joint_states=self._shadow,
             filtered_joint_states=guarded(
                 "~/filtered_joint_states",
-                lambda s, n, a, r: self._publish_filtered.publish(
-                    joint_state_message(s, n, a, r))),
+                lambda s, n, a, r: publish_filtered(joint_state_message(s, n, a, r))),
             diagnostics=guarded("/diagnostics", self._diagnostics),
             window=lambda outcome: self.get_logger().info(window_message(outcome))),
-            estimator=estimator)
-
-        self._inputs = RosInputs(self, self.core, self._inputs_group)
-        self.create_service(Trigger, "~/reset", self._on_reset,
-                            callback_group=self._control_group)
-        self.create_service(Trigger, "~/calibrate_now", self._on_calibrate_now,
-                            callback_group=self._control_group)
-        self._timer = self.create_timer(DIAGNOSTICS_PERIOD_S, self._tick,
-                                        callback_group=self._control_group)
+            estimator=self._estimator)
+        made(self.create_service(Trigger, "~/reset", self._on_reset,
+                                 callback_group=self._control_group), self.destroy_service)
+        made(self.create_service(Trigger, "~/calibrate_now", self._on_calibrate_now,
+                                 callback_group=self._control_group), self.destroy_service)
+        made(self.create_timer(DIAGNOSTICS_PERIOD_S, self._tick,
+                               callback_group=self._control_group), self.destroy_timer)
         # Default callback group: the one of rclpy's parameter services (module docstring).
-        self._update_guard = self.create_guard_condition(self._apply_fused)
-        self._push = ParameterPush(self, parameters.push_target, parameters.push_mapping,
-                                   count=self._count, report=self.core.on_message_error)
+        self._update_guard = made(self.create_guard_condition(self._apply_fused),
+                                  self.destroy_guard_condition)
 
-        self._estimates = EstimateParameters(self, self.config, self.core.fused)
+    def _remove_outputs(self) -> None:
+        for destroy, entity in reversed(self._made):
+            destroy(entity)
+        self._made.clear()
+        if self._estimates is not None:
+            self._estimates.remove()
+        if self._push is not None:
+            self._push.close()
+        self.core = self._estimates = self._push = None
 
     # --- outputs (worker thread) -------------------------------------------------------
 
@@ -232,7 +352,7 @@ class EstimatorNode(Node):
     def _on_fused(self, estimate: ParameterEstimate, stamp_ns: int) -> None:
         with self._handoff:
             self._pending_fused = (estimate, int(stamp_ns))
-        self._publish_fused.publish(parameter_message(estimate))
+        self._publish_fused(parameter_message(estimate))
         if not self._closing:
             self._update_guard.trigger()
 
@@ -247,11 +367,7 @@ class EstimatorNode(Node):
         array = diagnostic_array(snapshot, f"{self.get_name()}: estimator", self.config.rig,
                                  self.get_clock().now().to_msg())
         with self._diagnostics_lock:
-            self._publish_diagnostics.publish(array)
-            line = None if self._ready_logged else warm_up_message(snapshot)
-            self._ready_logged |= line is not None
-        if line is not None:
-            self.get_logger().info(f"{READY_MARKER}: {line}")
+            self._publish_diagnostics(array)
 
     # --- executor callbacks ------------------------------------------------------------
 
@@ -259,7 +375,7 @@ class EstimatorNode(Node):
         """Guard-condition callback: parameters, files and push for the newest estimate."""
         with self._handoff:
             pending, self._pending_fused = self._pending_fused, None
-        if pending is None:
+        if pending is None or self._estimates is None:
             return
         estimate, stamp_ns = pending
         self._set_estimates(estimate)
@@ -296,31 +412,25 @@ class EstimatorNode(Node):
         return response
 
     def _tick(self) -> None:
-        self.check_topic_types()
+        if self._inputs is not None:
+            self._inputs.check_topic_types()
         self._guarded("/diagnostics", self._diagnostics)(self.core.diagnostics())
 
-    def check_topic_types(self) -> None:
-        """Report (once each) input topics with a publisher of a type not the config's."""
-        self._inputs.check_topic_types()
-
-    # --- lifecycle -------------------------------------------------------------------------
-
-    def start(self) -> None:
-        """Start the worker; it compiles first, beside the callbacks (``EstimatorCore.start``)."""
-        self.core.start()
+    # --- stopping ----------------------------------------------------------------------
 
     def close(self, drain: bool = True, abandon_drain: Callable[[], bool] = lambda: False
               ) -> None:
         """Stop the worker; with ``output_dir``, finish the cut windows and write once more.
 
-        Call after the executor stopped spinning. With ``output_dir`` and ``drain``, the
-        windows already cut are estimated first (at most :data:`DRAIN_TIMEOUT_S`, or until
-        ``abandon_drain()`` is true); then the fused estimate is written if a window was
-        accepted since the start. The worker gets :data:`STOP_WAIT_S` to finish the window it
-        is on (:attr:`EstimatorCore.busy` says whether it did). Publishing failures after an
-        rclpy shutdown are ignored.
+        Call after the executor stopped spinning (or from a transition). With ``output_dir``
+        and ``drain``, the windows already cut are estimated first (at most
+        :data:`DRAIN_TIMEOUT_S`, or until ``abandon_drain()`` is true); then the fused estimate
+        is written if a window was accepted since the configure. The worker gets
+        :data:`STOP_WAIT_S` to finish the window it is on (:attr:`EstimatorCore.busy` says
+        whether it did). Publishing failures after an rclpy shutdown are ignored. Does nothing
+        on a node that is not configured.
         """
-        if self._closing:
+        if self._closing or self.core is None:
             return
         if self.output_dir is not None and drain:
             deadline = time.monotonic() + DRAIN_TIMEOUT_S
@@ -330,7 +440,6 @@ class EstimatorNode(Node):
         self._closing = True
         self.core.stop(timeout=STOP_WAIT_S)
         self._shadow.close(timeout=1.0)
-        self._timer.cancel()
         with self._handoff:
             pending, self._pending_fused = self._pending_fused, None
         if pending is not None and pending[1] > 0:
@@ -345,9 +454,13 @@ class EstimatorNode(Node):
                 self.get_logger().warning(f"no fused estimate from an accepted window: "
                                           f"nothing written to {self.output_dir}")
 
+    @property
+    def worker_busy(self) -> bool:
+        """Whether the worker is still compiling or estimating (it did not stop in time)."""
+        return self.core is not None and self.core.busy
+
     def destroy_node(self):
-        if not self._closing:
-            self.close(drain=False)
+        self.close(drain=False)
         return super().destroy_node()
 
 
@@ -376,64 +489,70 @@ class StopSignals:
 def main(argv: list[str] | None = None) -> int:
     """Run the node until SIGINT/SIGTERM or shutdown; ``argv`` as ``sys.argv`` (program first).
 
-    Returns 0, or 2 when the configuration or a parameter is missing or invalid (one log line
-    says why). On SIGINT a node with ``output_dir`` first estimates the windows already cut
-    (a second SIGINT, or SIGTERM, skips that); otherwise the node stops within
-    :data:`STOP_WAIT_S` and a few seconds of shutdown: when its worker is still compiling or
-    estimating a window by then, the process leaves without waiting for it (the persisted
-    estimate is only ever replaced whole).
+    With ``autostart`` the node configures and activates itself; otherwise it waits,
+    unconfigured, for a lifecycle manager (the launch files). Returns 0, or 2 when an autostart
+    configure fails (one log line says why) or the arguments are wrong. On SIGINT a node with
+    ``output_dir`` first estimates the windows already cut (a second SIGINT, or SIGTERM, skips
+    that); otherwise the node stops within :data:`STOP_WAIT_S` and a few seconds of shutdown:
+    when its worker is still compiling or estimating a window by then, the process leaves
+    without waiting for it (the persisted estimate is only ever replaced whole).
     """
     stop = StopSignals()
-    started = time.monotonic()
     configure_jax()  # as mb-estimation: a second start skips the warm-up compile
     argv = list(sys.argv if argv is None else argv)
-    rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
+    positional = remove_ros_args(args=argv)[1:]
     logger = rclpy.logging.get_logger("estimator_node")
+    if len(positional) > 1:
+        logger.fatal(f"unexpected arguments {' '.join(positional[1:])!r}: give the "
+                     "configuration as the config parameter (--ros-args -p config:=PATH)")
+        return 2
+    rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
     node = None
+    status = 0
     try:
-        try:
-            node = EstimatorNode(bootstrap_config(argv))
-        except ValueError as error:  # ConfigError is a ValueError
-            logger.fatal(" ".join(str(error).split()) or type(error).__name__)
-            return 2
-        except Exception as error:  # e.g. a parameter of the wrong type
-            logger.fatal(" ".join(first_line(error).split()))
-            return 2
-        node.start()
-        voltage = node.config.recording.voltage_topic if node.config.rig_spec.inputs else None
-        node.get_logger().info(
-            f"{LISTENING_MARKER} after {time.monotonic() - started:.1f} s: joint states on "
-            f"{node.config.recording.joint_states_topic}"
-            + (f", voltage on {voltage}" if voltage else "")
-            + f"; estimating {', '.join(node.config.free)} every {node.config.node.stride_s:g} s"
-            + ("; compiling the solver" if node.config.node.warm_up else ""))
-        if not node.config.node.warm_up:
-            node.get_logger().info(f"{READY_MARKER}: no warm-up (node.warm_up false), the first "
-                                   "window compiles the solver")
-        # One thread: at 1 kHz rclpy's MultiThreadedExecutor starved the inputs (a few hundred
-        # joint states per second at most) while this takes all of them at ~70 % of a core;
-        # no callback here waits on another.
-        executor = SingleThreadedExecutor()
-        executor.add_node(node)
-        try:
-            while not stop and rclpy.ok():
-                executor.spin_once(timeout_sec=SPIN_PERIOD_S)
-        finally:
-            executor.shutdown(timeout_sec=1.0)
+        node = EstimatorNode(stop_requested=lambda: bool(stop), parameter_overrides=[
+            Parameter("config", value=positional[0])] if positional else [])
+        if node.get_parameter("autostart").value:
+            if node.trigger_configure() == TransitionCallbackReturn.SUCCESS:
+                node.trigger_activate()
+            elif not stop:
+                status = 2
+        else:
+            node.get_logger().info(
+                f"{node.get_fully_qualified_name()} is unconfigured: a lifecycle manager "
+                "configures and activates it (the launch files do; or set autostart:=true)")
+        if status == 0:
+            _spin(node, stop)
     except ExternalShutdownException:
         pass
+    except Exception as error:  # e.g. a parameter of the wrong type
+        logger.fatal(" ".join(first_line(error).split()))
+        status = 2
     finally:
+        worker_busy = False
         if node is not None:
             node.close(drain=stop.first != signal.SIGTERM,
                        abandon_drain=lambda: stop.count > 1 or stop.first == signal.SIGTERM)
-            worker_busy = node.core.busy
+            worker_busy = node.worker_busy
             node.destroy_node()
-        else:
-            worker_busy = False
         try_shutdown()
     if worker_busy:
-        leave_now(0)
-    return 0
+        leave_now(status)
+    return status
+
+
+def _spin(node: EstimatorNode, stop: StopSignals) -> None:
+    """Spin ``node`` until a stop signal or an rclpy shutdown."""
+    # One thread: at 1 kHz rclpy's MultiThreadedExecutor starved the inputs (a few hundred
+    # joint states per second at most) while this takes all of them at ~70 % of a core; no
+    # callback here waits on another.
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
+    try:
+        while not stop and rclpy.ok():
+            executor.spin_once(timeout_sec=SPIN_PERIOD_S)
+    finally:
+        executor.shutdown(timeout_sec=1.0)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """The rclpy node's parameters: its settings, its estimate parameters and the push to a controller.
 
-:func:`declare_node_parameters` declares the node's read-only parameters (the list is in
-:mod:`mb_estimation.transport.ros_node`) and applies them to the configuration;
-:func:`bootstrap_config` reads the ``config`` parameter before the node exists;
+:func:`declare_config_parameters` declares ``config`` and ``autostart`` when the node is made;
+on configure, :func:`node_config` loads the configuration and :func:`declare_node_parameters`
+declares the other read-only parameters (the list is in :mod:`mb_estimation.transport.ros_node`)
+and applies them to it;
 :class:`EstimateParameters` declares, guards and writes ``estimate.*`` and ``estimate_std.*``;
 :class:`ParameterPush` sends the fused estimate to ``/<push.target_node>/set_parameters``. What
 needs no rclpy (names, config defaults, checks) is in :mod:`mb_estimation.transport.ros_common`.
@@ -30,20 +31,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-import rclpy
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 from rcl_interfaces.srv import SetParameters
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from rclpy.parameter import Parameter
-from rclpy.utilities import remove_ros_args
 
 from mb_estimation.config import Config, ConfigError, load_config
 from mb_estimation.errors import first_line
 from mb_estimation.io.results import plain_value
 from mb_estimation.online.fusion import ParameterEstimate
 from mb_estimation.transport.ros_common import (
-    DEFAULT_NODE_NAME,
     NODE_SETTINGS,
     NOT_DETERMINED,
     apply_node_overrides,
@@ -69,39 +67,64 @@ class NodeParameters(NamedTuple):
     push_mapping: dict[str, str]  # estimate name -> controller parameter
 
 
+def _declared(node: Node, name: str, default, descriptor: ParameterDescriptor):
+    """The value of ``name``: declared now, or as declared by an earlier configure."""
+    if node.has_parameter(name):
+        return node.get_parameter(name).value
+    return node.declare_parameter(name, default, descriptor).value
+
+
+def declare_config_parameters(node: Node, source: str = "") -> None:
+    """Declare ``config`` and ``autostart`` (the parameters read before a config exists)."""
+    _declared(node, "config", source, _read_only(
+        "mb_estimation YAML configuration (path or built-in name)"))
+    _declared(node, "autostart", False, _read_only(
+        "configure and activate at start-up, without a lifecycle manager"))
+
+
+def node_config(node: Node) -> Config:
+    """The configuration the ``config`` parameter names (ConfigError when unset or invalid)."""
+    path = node.get_parameter("config").value
+    if not isinstance(path, str):
+        raise ConfigError(f"parameter config: expected a path, got {path!r}")
+    if not path:
+        raise ConfigError("parameter config is not set: start with --ros-args -p "
+                          "config:=/path/to/furuta.yaml (or ros2 launch mb_estimation "
+                          "estimator.launch.py config:=...)")
+    return load_config(path)
+
+
 def declare_node_parameters(node: Node, config: Config) -> NodeParameters:
     """Declare the node's read-only parameters on ``node`` and apply them to ``config``.
 
-    Raises ValueError (:class:`~mb_estimation.config.ConfigError` for the config's checks) on a
-    value that is invalid or inconsistent with the others.
+    Idempotent: a parameter declared by an earlier configure keeps its value (the node
+    settings' defaults are those of the first config). Raises ValueError
+    (:class:`~mb_estimation.config.ConfigError` for the config's checks) on a value that is
+    invalid or inconsistent with the others.
     """
-    declare = node.declare_parameter
-    declare("config", config.source, _read_only(
-        "mb_estimation YAML configuration (path or built-in name)"))
-    free = declare("free", "", _read_only("free parameters, NAME,NAME (empty: the "
-                                         "config's)")).value
-    set_text = declare("set", "", _read_only("values NAME=VALUE,... set before "
-                                            "estimating")).value
-    compliance_descriptor = _read_only(
-        "every hinge compliance [m/N, rad/(N m)]; 0: the config's")
-    compliance_descriptor.dynamic_typing = True  # -p compliance:=0 (an integer) works
-    compliance = declare("compliance", 0.0, compliance_descriptor).value
+    def declare(name, default, description, dynamic_typing=False):
+        descriptor = _read_only(description)
+        descriptor.dynamic_typing = dynamic_typing
+        return _declared(node, name, default, descriptor)
+
+    free = declare("free", "", "free parameters, NAME,NAME (empty: the config's)")
+    set_text = declare("set", "", "values NAME=VALUE,... set before estimating")
+    # dynamic typing: -p compliance:=0 (an integer) works
+    compliance = declare("compliance", 0.0, "every hinge compliance [m/N, rad/(N m)]; 0: the "
+                         "config's", dynamic_typing=True)
     if isinstance(compliance, bool) or not isinstance(compliance, (int, float)):
         raise ValueError(f"parameter compliance: expected a number, got {compliance!r}")
-    output_dir = declare("output_dir", "", _read_only(
-        "folder for parameters.yaml/ros_parameters.yaml of the fused estimate; "
-        "empty: none")).value
-    target = declare("push.target_node", config.node.push_target_node or "", _read_only(
-        "node whose parameters receive the fused estimate; empty: no push (default: "
-        "the config's node.push_target_node)")).value
-    mapping_text = declare("push.mapping", config.node.push_mapping or "", _read_only(
-        "estimate_name:controller_param,... (default: the config's "
-        "node.push_mapping)")).value
-
+    output_dir = declare("output_dir", "", "folder for parameters.yaml/ros_parameters.yaml "
+                         "of the fused estimate; empty: none")
+    target = declare("push.target_node", config.node.push_target_node or "",
+                     "node whose parameters receive the fused estimate; empty: no push "
+                     "(default: the config's node.push_target_node)")
+    mapping_text = declare("push.mapping", config.node.push_mapping or "",
+                           "estimate_name:controller_param,... (default: the config's "
+                           "node.push_mapping)")
     settings = {
-        name: declare(name, value, _read_only(
-            f"{NODE_SETTINGS[name].description} (default: the config's "
-            f"{NODE_SETTINGS[name].section}.{name})")).value
+        name: declare(name, value, f"{NODE_SETTINGS[name].description} (default: the "
+                      f"config's {NODE_SETTINGS[name].section}.{name})")
         for name, value in node_setting_defaults(config).items()}
     config = with_node_settings(config, settings)
     config = apply_node_overrides(config, free=free, set_text=set_text, compliance=compliance)
@@ -113,30 +136,6 @@ def declare_node_parameters(node: Node, config: Config) -> NodeParameters:
     if push_target and not push_mapping:
         raise ValueError(f"push.target_node {push_target!r} is set but push.mapping is empty")
     return NodeParameters(config, output_dir, push_target, push_mapping)
-
-
-def bootstrap_config(argv: list[str]) -> Config:
-    """The configuration named by the ``config`` parameter (or the one positional argument)."""
-    positional = remove_ros_args(args=argv)[1:]
-    if len(positional) > 1:
-        raise ConfigError(f"unexpected arguments {' '.join(positional[1:])!r}: give the "
-                          "configuration as the config parameter (--ros-args -p config:=PATH)")
-    node = rclpy.create_node(DEFAULT_NODE_NAME, start_parameter_services=False,
-                             enable_rosout=False)
-    try:
-        try:
-            path = node.declare_parameter("config", "").value
-        except Exception as error:
-            raise ConfigError(f"parameter config: {first_line(error)} (expected a path)") \
-                from None
-    finally:
-        node.destroy_node()
-    path = path or (positional[0] if positional else "")
-    if not path:
-        raise ConfigError("parameter config is not set: start with --ros-args -p "
-                          "config:=/path/to/furuta.yaml (or ros2 launch mb_estimation "
-                          "estimator.launch.py config:=...)")
-    return load_config(path)
 
 
 class EstimateParameters:
@@ -162,7 +161,14 @@ class EstimateParameters:
             node.declare_parameter(key, value, ParameterDescriptor(
                 description=f"{parameter} [{unit}]: {what}; written by the estimator only",
                 read_only=False), ignore_override=True)
+        self._keys = list(values)
         node.add_on_set_parameters_callback(self.guard)
+
+    def remove(self) -> None:
+        """Undeclare the parameters and their guard (the node's cleanup)."""
+        self.node.remove_on_set_parameters_callback(self.guard)
+        for key in self._keys:
+            self.node.undeclare_parameter(key)
 
     def guard(self, parameters) -> SetParametersResult:
         """The set-parameters callback: ``estimate.*``/``estimate_std.*`` are not for others."""
@@ -200,6 +206,7 @@ class ParameterPush:
                  count: Callable[[str], None], report: Callable[[str], None]) -> None:
         self.target = target
         self.mapping = mapping
+        self._node = node
         self._count = count
         self._report = report
         self._client = None
@@ -207,6 +214,12 @@ class ParameterPush:
             self._client = node.create_client(
                 SetParameters, f"/{target}/set_parameters",
                 callback_group=ReentrantCallbackGroup())
+
+    def close(self) -> None:
+        """Destroy the service client (the node's cleanup)."""
+        if self._client is not None:
+            self._node.destroy_client(self._client)
+            self._client = None
 
     def send(self, estimate: ParameterEstimate) -> None:
         """Send the mapped values of ``estimate`` (the answer is handled when it comes)."""
