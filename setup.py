@@ -34,7 +34,7 @@ setup(
         "matplotlib>=3.7",
     ],
     extras_require={
-        "test": ["pytest>=7.4", "hypothesis>=6.80", "ruff>=0.5"],
+        "test": ["pytest>=7.4", "pytest-xdist>=3.5", "hypothesis>=6.80", "ruff>=0.5"],
         # ROS 2 (Kilted) as wheels for estimator_node and mb-estimation node/rig-sim/replay:
         # rclpy with its Fast DDS middleware (without which `import rclpy` fails) and the
         # message and service packages the node imports.

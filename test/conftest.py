@@ -52,3 +52,26 @@ def shared_data_dir() -> Path:
     if not SHARED_DATA_DIR.is_dir():
         pytest.skip(f"shared data folder not found: {SHARED_DATA_DIR}")
     return SHARED_DATA_DIR
+
+
+#: Test files that start rclpy: one work unit under ``pytest -n`` (below).
+RCLPY_FILES = frozenset(path.name for path in Path(__file__).parent.glob("test_*.py")
+                        if "ros_network" in path.read_text(encoding="utf-8"))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """Under ``pytest -n`` (pytest-xdist): each file is a unit, and the rclpy files one unit.
+
+    The rclpy tests share the loopback network (its ROS domains, node names, /diagnostics) and
+    time their messages, so they run one after another on one worker; whole files keep a
+    module's fixtures (a running node) and compiled programs on one worker.
+    """
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FilesAndRclpy(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return "rclpy" if Path(module).name in RCLPY_FILES else module
+
+    return FilesAndRclpy(config, log)

@@ -982,3 +982,21 @@ def test_command_line_spells_the_refinement_modes_as_the_config():
 
     assert cli.REFINEMENT_MODES == REFINEMENT_MODES
     assert cli.HINGE_DECLARATIONS == HINGE_DECLARATIONS
+
+
+def test_the_config_reference_is_generated_from_the_schema_and_current():
+    """docs/config-reference.md is what the schema gives, and every settings key is documented.
+
+    Regenerate with ``python -m mb_estimation.config.reference > docs/config-reference.md``.
+    """
+    from mb_estimation.config import reference
+
+    for _, settings, _ in reference.SECTIONS:
+        undocumented = [f.name for f in dataclasses.fields(settings) if not f.metadata.get("doc")]
+        assert not undocumented, f"{settings.__name__}: no doc for {undocumented}"
+    text = reference.config_reference()
+    assert "| `window_s` | `5` |" in text and "| `J_Azz` | kg m^2 |" in text
+    page = Path(__file__).resolve().parents[1] / "docs" / "config-reference.md"
+    assert page.read_text(encoding="utf-8") == text, \
+        "docs/config-reference.md is stale: python -m mb_estimation.config.reference > " \
+        "docs/config-reference.md"

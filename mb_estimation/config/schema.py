@@ -103,6 +103,13 @@ TOP_LEVEL_KEYS = ("rig", "friction", "hinges", "drift_correction", "parameters",
                   "method", "simulation", "recording", "node")
 
 
+def setting(default=dataclasses.MISSING, doc: str = "", *, factory=dataclasses.MISSING):
+    """A settings field with what it does (``doc``): the config reference is generated from it."""
+    if factory is not dataclasses.MISSING:
+        return field(default_factory=factory, metadata={"doc": doc})
+    return field(default=default, metadata={"doc": doc})
+
+
 class ConfigError(UserError):
     """An invalid configuration (file or override); the message says where, which key and why."""
 
@@ -126,72 +133,84 @@ class Bounds:
 class MethodSettings:
     """Estimator settings (paper §3, §4.4, §4.6; the consistent path, estimation/consistent.py).
 
-    ``estimator``: ``consistent`` (default: joint coordinates in the rigid limit, a second-order
-    step refined over ``refinement_levels`` steps down to ``refinement_dt``, κ per unit time) or
-    ``paper`` (the paper's single fit in maximal coordinates at step ``dt``). The node fits one
-    level at ``refinement_dt``, else 1 ms (online/windows.py: its step is fixed before data).
-    ``simulation_refinement`` (consistent only): a final simulation-error fit by multiple
-    shooting (estimation/shooting.py), segments of ``simulation_segment_s`` first, lengthened
-    while the simulation follows the data, through the model the config's ``hinges`` declare:
-    the config's own simulator for compliant hinges (their compliance and damping,
-    ``simulation.dt``), the converged rigid model for rigid ones (its std then near the
-    Cramér–Rao bound, at several times the joint fit's cost). ``None`` (default): on, and for
-    rigid hinges kept where its simulations follow the recordings (within 1.5× the joint fit's
-    angle noise) or it predicts them 0.5 s ahead no worse than the joint fit;
-    ``auto``: only when the joint fit does not predict the recordings (its 0.5 s
-    prediction error over 5× the fit's angle noise), kept when the refit predicts better;
-    ``on``/``off``: always/never. YAML true/false mean on/off.
+    Each field's ``doc`` says what it does (the config reference is generated from it). The
+    node fits one level at ``refinement_dt``, else 1 ms (online/windows.py: its step is fixed
+    before data). The simulation-error stage (estimation/shooting.py) fits through the model the
+    config's ``hinges`` declare: the config's own simulator for compliant hinges (their
+    compliance and damping, ``simulation.dt``), the converged rigid model for rigid ones (its
+    std then near the Cramér–Rao bound, at several times the joint fit's cost). YAML true/false
+    for ``simulation_refinement`` mean on/off.
     """
 
-    estimator: str = "consistent"  # consistent | paper
-    dt: float = 0.01  # the paper's single fit: its time step h [s]
-    refinement_dt: float | None = None  # consistent: finest step [s]; None: the sample period
-    refinement_levels: int = 2  # consistent: steps refinement_dt * 2^(levels-1) ... refinement_dt
-    simulation_refinement: str | None = None  # consistent: fit through the simulator?
-    #                                           off|auto|on; None: on, kept where it predicts
-    simulation_segment_s: float = 1.0  # its first shooting segments [s] (then longer)
-    kappa: float = 100.0  # state error weight, Omega^-1 = kappa I (consistent: read at h = 0.01 s
-    #                       on a rig of 0.04 kg m^2, estimation.consistent.kappa_per_step)
-    filter_cutoff_hz: float = 10.0  # Butterworth cutoff for the initial states [Hz]
-    max_iterations: int = 60  # Levenberg-Marquardt iteration limit
-    gradient_tolerance: float = 1e-2  # epsilon_g (the paper: 10)
-    step_tolerance: float = 1e-6  # epsilon_delta
-    time_limit_s: float | None = None  # no new LM iteration after this much solving [s] (per
-    #                                    fit, compiling not counted); None: none (node: 1.5 strides)
+    estimator: str = setting("consistent", "`consistent`: joint coordinates in the rigid limit, "
+                             "fitted at `refinement_levels` steps down to `refinement_dt`; "
+                             "`paper`: the paper's single fit in maximal coordinates at `dt`")
+    dt: float = setting(0.01, "the paper's fit: its time step h [s]")
+    refinement_dt: float | None = setting(None, "consistent: the finest step [s]; null: the "
+                                          "sample period (the node: 1 ms)")
+    refinement_levels: int = setting(2, "consistent: fits at steps refinement_dt·2^(levels−1) "
+                                     "… refinement_dt, each started from the last")
+    simulation_refinement: str | None = setting(
+        None, "a last simulation-error fit (multiple shooting through the model `hinges` "
+        "declares): `on`, `off`, or `auto` (only when the joint fit does not predict the "
+        "recordings 0.5 s ahead within 5× its angle noise, kept when it predicts better); "
+        "null: on, and for rigid hinges kept where its simulations follow the recordings "
+        "(within 1.5× the joint fit's angle noise) or predict them no worse")
+    simulation_segment_s: float = setting(1.0, "its first shooting segments [s], lengthened "
+                                          "while the simulation follows the data")
+    kappa: float = setting(100.0, "state error weight κ (Ω⁻¹ = κI); the consistent path reads "
+                           "it at h = 0.01 s on a rig of 0.04 kg m² and scales it per step")
+    filter_cutoff_hz: float = setting(10.0, "zero-phase Butterworth low-pass for the initial "
+                                      "states [Hz]")
+    max_iterations: int = setting(60, "Levenberg–Marquardt iteration limit")
+    gradient_tolerance: float = setting(1e-2, "stop when the projected gradient ‖Jᵀr‖ ≤ this "
+                                        "(the paper: 10)")
+    step_tolerance: float = setting(1e-6, "stop when the step ‖δ‖ ≤ this")
+    time_limit_s: float | None = setting(None, "no new iteration after this much solving per "
+                                         "fit [s], compiling not counted; null: none (the "
+                                         "node: 1.5 strides)")
 
 
 @dataclass(frozen=True)
 class NodeSettings:
     """The online node: windows, acceptance, fusion, persistence, names."""
 
-    name: str = "mb_estimator"  # node name: topics ~/parameters etc. live under /<name>/
-    window_s: float = 5.0  # window length [s] (header stamps)
-    stride_s: float = 5.0  # time from one window's start to the next [s]
-    buffer_s: float = 30.0  # ring buffer length [s]: bounds memory
-    max_rate_hz: float = 2000.0  # highest expected joint-state rate [Hz] (sizes the buffers)
-    pending_windows: int = 1  # windows waiting for the worker; beyond, the oldest is dropped
-    forgetting: float = 0.9  # fusion: weight of the old information per accepted window, (0, 1]
-    max_cost: float = 1.0e-2  # a window whose final cost is above this is rejected
-    min_motion_rad: float = 0.05  # a window whose joints all move less than this is at rest
-    # a window in which a joint moves faster than this between two samples [rad/s] holds a jump
-    # no rig makes (a driver restart, an encoder glitch): rejected
-    max_joint_speed_rad_s: float = 100.0
-    state_file: str | None = None  # fused estimate persisted here (atomic) and reloaded
-    warm_up: bool = True  # compile on a synthetic window at start-up (the node's configure)
-    # rclpy node: push accepted fused values to this node's set_parameters service, mapped as
-    # "estimate_name:controller_param,..." (None: no push)
-    push_target_node: str | None = None
-    push_mapping: str | None = None
+    name: str = setting("mb_estimator", "node name under `mb-estimation node`: topics and "
+                        "services live under /<name>/")
+    window_s: float = setting(5.0, "window length [s] (joint-state header stamps)")
+    stride_s: float = setting(5.0, "time from one window's start to the next [s]")
+    buffer_s: float = setting(30.0, "ring buffer length [s]; must hold a window and a stride")
+    max_rate_hz: float = setting(2000.0, "highest expected joint-state rate [Hz] (sizes the "
+                                 "buffers and input queues)")
+    pending_windows: int = setting(1, "windows waiting for the estimator; beyond, the oldest "
+                                   "is dropped")
+    forgetting: float = setting(0.9, "fusion: weight of the old information per accepted "
+                                "window, in (0, 1]")
+    max_cost: float = setting(1.0e-2, "a window whose final cost is above this is rejected")
+    min_motion_rad: float = setting(0.05, "a window whose joints all move less than this [rad] "
+                                    "is at rest (rejected)")
+    max_joint_speed_rad_s: float = setting(
+        100.0, "a window in which a joint moves faster than this [rad/s] between two samples "
+        "holds a jump no rig makes (a driver restart, an encoder glitch): rejected")
+    state_file: str | None = setting(None, "fused estimate persisted here (atomically) and "
+                                     "reloaded at start; null: none")
+    warm_up: bool = setting(True, "compile the solver on a synthetic window when the node is "
+                            "configured")
+    push_target_node: str | None = setting(None, "push each accepted fused estimate to this "
+                                           "node's set_parameters service; null: no push")
+    push_mapping: str | None = setting(None, "what is pushed: "
+                                       "`estimate_name:controller_param,...`")
 
 
 @dataclass(frozen=True)
 class SimulationSettings:
     """Forward-simulation defaults (synthetic recordings)."""
 
-    dt: float = 1e-4  # simulation time step [s]
-    rate_hz: float = 1000.0  # sample rate of the recorded joint states [Hz]
-    noise_rad: float = 0.0  # standard deviation of additive Gaussian angle noise [rad]
-    encoder_counts: int | None = None  # counts per revolution for quantisation; None: none
+    dt: float = setting(1e-4, "simulation time step [s]")
+    rate_hz: float = setting(1000.0, "sample rate of the recorded joint states [Hz]")
+    noise_rad: float = setting(0.0, "standard deviation of additive Gaussian angle noise [rad]")
+    encoder_counts: int | None = setting(None, "counts per revolution for quantisation; null: "
+                                         "none")
 
 
 @dataclass(frozen=True)
@@ -215,22 +234,30 @@ class JointMapping:
 class RecordingSettings:
     """Topics, message types and joint mapping of recordings."""
 
-    joint_states_topic: str = "/joint_states"
-    joints: dict[str, JointMapping] = field(default_factory=dict)  # rig joint -> mapping
-    voltage_topic: str = "/control_voltage"
-    voltage_type: str = FLOAT64  # one of VOLTAGE_TYPES
-    voltage_index: int = 0  # index into Float64MultiArray data
-    voltage_joint: str | None = None  # JointState voltage: joint whose effort holds it
-    stamp_source: str = "auto"  # auto | header | receive
-    # Input for recordings without a voltage topic: ((t [s], value), ...) held from each t on,
-    # t counted from the first joint-state sample; the voltage topic is then not read.
-    voltage_script: tuple[tuple[float, float], ...] | None = None
-    # The driver's joint velocities (low-passed) for the initial state velocities instead of
-    # differences of the filtered angles; off: velocities in the recording are ignored.
-    use_driver_velocities: bool = False
-    # The input acts this long after its recorded stamps [s] (a driver's transport and control
-    # delay; negative: before them). calibrate measures it and says so when it is not stated.
-    input_delay_s: float = 0.0
+    joint_states_topic: str = setting("/joint_states", "the rig's sensor_msgs/JointState topic")
+    joints: dict[str, JointMapping] = setting(
+        factory=dict, doc="per rig joint `{name: N, offset: O, sign: ±1}` (recorded = "
+        "sign·model + offset [rad]), or just the recorded name")
+    voltage_topic: str = setting("/control_voltage", "the motor voltage topic")
+    voltage_type: str = setting(FLOAT64, "`std_msgs/msg/Float64`, "
+                                "`std_msgs/msg/Float64MultiArray` or `sensor_msgs/msg/JointState` "
+                                "(its effort)")
+    voltage_index: int = setting(0, "Float64MultiArray: the voltage's index in `data`")
+    voltage_joint: str | None = setting(None, "JointState: the joint whose effort holds the "
+                                        "voltage")
+    stamp_source: str = setting("auto", "`header` stamps, `receive` (bag) times, or `auto` "
+                                "(header stamps when sane)")
+    voltage_script: tuple[tuple[float, float], ...] | None = setting(
+        None, "input for recordings without a voltage topic: `[[t, value], ...]`, each value "
+        "held from t [s] on (t from the first joint-state sample); the voltage topic is then "
+        "not read")
+    use_driver_velocities: bool = setting(False, "the driver's joint velocities (low-passed) "
+                                          "for the initial state velocities instead of "
+                                          "differences of the filtered angles")
+    input_delay_s: float = setting(0.0, "the input acts this long after its recorded stamps "
+                                   "[s] (a driver's transport and control delay; negative: "
+                                   "before them); calibrate measures it and says so when it is "
+                                   "not stated")
 
     @classmethod
     def for_rig(cls, rig: RigSpec) -> RecordingSettings:
