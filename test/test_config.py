@@ -38,6 +38,8 @@ from mb_estimation.rigs.parameters import (
     PENDULUM,
 )
 
+REPO = Path(__file__).resolve().parents[1]
+
 SHIPPED = ("furuta", "furuta_synthetic", "pendulum")
 
 
@@ -996,7 +998,33 @@ def test_the_config_reference_is_generated_from_the_schema_and_current():
         assert not undocumented, f"{settings.__name__}: no doc for {undocumented}"
     text = reference.config_reference()
     assert "| `window_s` | `5` |" in text and "| `J_Azz` | kg m^2 |" in text
-    page = Path(__file__).resolve().parents[1] / "docs" / "config-reference.md"
+    page = REPO / "docs" / "config-reference.md"
     assert page.read_text(encoding="utf-8") == text, \
         "docs/config-reference.md is stale: python -m mb_estimation.config.reference > " \
         "docs/config-reference.md"
+
+
+def test_a_furuta_config_needs_only_what_the_user_knows_of_the_rig():
+    """Shaft inertia, dry friction, tilt and the hinges' compliance and damping have defaults."""
+    from mb_estimation.rigs.parameters import DEFAULT_COMPLIANCE, DEFAULT_RELAXATION_TIME_S
+
+    config = load_config(REPO / "config" / "examples" / "odrive_furuta.yaml")
+    text = (REPO / "config" / "examples" / "odrive_furuta.yaml").read_text()
+    for name in ("J_shaft", "mu1", "r1", "tilt", "eps_lin1", "tau2"):
+        assert f"  {name}:" not in text
+    assert config.parameters["J_shaft"] == 0.0 and config.parameters["mu1"] == 0.0
+    assert config.parameters["tilt"] == (1.0, 0.0, 0.0, 0.0)
+    assert config.parameters["eps_rot2"] == DEFAULT_COMPLIANCE
+    assert config.parameters["tau1"] == DEFAULT_RELAXATION_TIME_S
+    with pytest.raises(ConfigError, match=r"missing value for J_Azz"):
+        parse_config({"rig": "furuta", "parameters": {
+            name: value for name, value in config.to_dict()["parameters"].items()
+            if name != "J_Azz"}, "free": ["J_Byy"]}, "test")
+
+
+def test_the_user_guides_config_for_a_new_rig_loads():
+    text = (REPO / "docs" / "user-guide.md").read_text(encoding="utf-8")
+    block = text.split("What a config for a new Furuta rig needs:\n\n```yaml\n", 1)[1]
+    config = parse_config(yaml.safe_load(block.split("```", 1)[0]), "user-guide.md")
+    assert config.free_names == ("J_Azz", "J_Byy", "K", "b1", "b2")
+    assert config.recording.joints["pendulum"].name == "joint1"

@@ -75,7 +75,8 @@ def resolve_parameter(rig: RigSpec, name: Any, source: str, key: str) -> Paramet
 def parse_parameters(raw: Any, rig: RigSpec, source: str) -> dict[str, Any]:
     """The ``parameters`` section: every parameter of ``rig``, in the rig's order.
 
-    A parameter with a default (``gravity``) may be left out; every other one must be given.
+    A parameter with a default (gravity, the tilt, the hinges' compliance and damping, the
+    Furuta's shaft inertia and dry friction) may be left out; every other one must be given.
     """
     if raw is None:
         fail(source, "parameters", f"missing; every parameter of rig {rig.name} must be given: "

@@ -75,9 +75,12 @@ def _parameters(rig) -> list[str]:
             bounds = "unit quaternion `[w, x, y, z]`"
         else:
             bounds = f"[{_value(spec.lower)}, {_value(spec.upper)}]"
-        default = "required" if spec.default is None else f"`{_value(spec.default)}`"
-        if isinstance(spec.default, tuple):
+        if spec.default is None:
+            default = "required"
+        elif isinstance(spec.default, tuple):  # a quaternion, as the YAML list
             default = f"`{list(spec.default)}`"
+        else:
+            default = f"`{_value(spec.default)}`"
         lines.append(f"| `{spec.name}` | {spec.unit} | {bounds} | {default} | "
                      f"{_cell(spec.description)} |")
     return [*lines, ""]

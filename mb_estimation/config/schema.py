@@ -16,7 +16,7 @@ node settings. Parameter names, units and admissible ranges come from
     friction: dry              # pendulum only: viscous | dry | stribeck (default dry)
     drift_correction: false    # true: SPOOK rows with the constraints' curvature (no drift with
                                # damped stiff hinges, see multibody.constraints); false: (2.8)
-    parameters:                # EVERY parameter of the rig must be given
+    parameters:                # every parameter of the rig without a default
       l1: 0.128
       tilt: [1.0, 0.0, 0.0, 0.0]       # unit quaternion [w, x, y, z]
       ...

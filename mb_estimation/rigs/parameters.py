@@ -27,7 +27,8 @@ class ParameterSpec:
     lower: float = 0.0
     upper: float = math.inf
     kind: str = "scalar"
-    default: float | None = None  # the value a config may leave out (None: it must give one)
+    # the value taken where a config leaves the parameter out (None: it must give one)
+    default: float | tuple[float, float, float, float] | None = None
 
     @property
     def size(self) -> int:
@@ -87,14 +88,22 @@ _INERTIA = "kg m^2"
 _TINY = 1e-12  # strictly positive lower bound for quantities the model divides by
 
 
+#: A hinge's compliance [m/N, rad/(N m)] and relaxation time [s] where a config gives none: the
+#: paper's stiff, damped hinges (§4.7). Rigid hinges (the default declaration) use them only to
+#: simulate and in the paper's own fit.
+DEFAULT_COMPLIANCE = 1e-6
+DEFAULT_RELAXATION_TIME_S = 0.02
+
+
 def _hinge_specs(suffix: str, hinge: str) -> tuple[ParameterSpec, ...]:
     """Compliances and damping of one hinge: names end in ``suffix``, descriptions say ``hinge``."""
     return (
         ParameterSpec(f"eps_lin{suffix}", "m/N", f"translational compliance of {hinge}",
-                      lower=_TINY),
+                      lower=_TINY, default=DEFAULT_COMPLIANCE),
         ParameterSpec(f"eps_rot{suffix}", "rad/(N m)", f"rotational compliance of {hinge}",
-                      lower=_TINY),
-        ParameterSpec(f"tau{suffix}", "s", f"constraint damping (relaxation time) of {hinge}"),
+                      lower=_TINY, default=DEFAULT_COMPLIANCE),
+        ParameterSpec(f"tau{suffix}", "s", f"constraint damping (relaxation time) of {hinge}",
+                      default=DEFAULT_RELAXATION_TIME_S),
     )
 
 
@@ -107,7 +116,7 @@ _GRAVITY_SPECS = (
     ParameterSpec("gravity", "m/s^2", "magnitude of gravity at the rig (local g)", lower=_TINY,
                   default=DEFAULT_GRAVITY),
     ParameterSpec("tilt", "quaternion", "rotation applied to nominal gravity (0, -gravity, 0)",
-                  kind="quaternion"),
+                  kind="quaternion", default=(1.0, 0.0, 0.0, 0.0)),
 )
 
 
@@ -125,14 +134,16 @@ FURUTA = RigSpec(
         ParameterSpec("J_Bxx", _INERTIA, "inertia of B about x_B (along the rod)", lower=_TINY),
         ParameterSpec("J_Byy", _INERTIA, "inertia of B about y_B (the swing axis)", lower=_TINY),
         ParameterSpec("J_Bzz", _INERTIA, "inertia of B about z_B", lower=_TINY),
-        ParameterSpec("J_shaft", _INERTIA, "motor shaft inertia on hinge 1 (paper F.3)"),
+        ParameterSpec("J_shaft", _INERTIA, "motor shaft inertia on hinge 1 (paper F.3)",
+                      default=0.0),
         ParameterSpec("K", "N m/V", "motor gain: torque per volt", lower=-math.inf),
         ParameterSpec("b1", "N m s/rad", "viscous friction of hinge 1 (paper F.2)"),
         ParameterSpec("b2", "N m s/rad", "viscous friction of hinge 2 (paper F.2)"),
-        ParameterSpec("mu1", "1", "dry friction coefficient of hinge 1"),
-        ParameterSpec("mu2", "1", "dry friction coefficient of hinge 2"),
-        ParameterSpec("r1", "m", "internal friction distance of hinge 1"),
-        ParameterSpec("r2", "m", "internal friction distance of hinge 2"),
+        ParameterSpec("mu1", "1", "dry friction coefficient of hinge 1", default=0.0),
+        ParameterSpec("mu2", "1", "dry friction coefficient of hinge 2", default=0.0),
+        # the paper's (Table 1: "not physical", §4.3); they scale mu1, mu2
+        ParameterSpec("r1", "m", "internal friction distance of hinge 1", default=1.0),
+        ParameterSpec("r2", "m", "internal friction distance of hinge 2", default=1.0),
         *_GRAVITY_SPECS,
         *_hinge_specs("1", "hinge 1"),
         *_hinge_specs("2", "hinge 2"),
