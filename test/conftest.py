@@ -7,6 +7,9 @@ skip with the reason (``ros_network``).
 """
 
 import os
+import shutil
+import tempfile
+import time
 from pathlib import Path
 
 import loopback_namespace  # pytest puts test/ on sys.path before importing this file
@@ -25,9 +28,13 @@ os.environ["MB_ESTIMATION_CACHE_DIR"] = ""
 
 @pytest.fixture(scope="session")
 def ros_network() -> None:
-    """Skip unless this session runs in the loopback-only network namespace (rclpy tests)."""
+    """Skip unless this session runs in the loopback-only network namespace (rclpy tests).
+
+    Under ``pytest -n`` it also takes the machine for the rclpy unit (end of this file).
+    """
     if NAMESPACE_ERROR is not None:
         pytest.skip(f"no loopback-only network namespace, so no rclpy: {NAMESPACE_ERROR}")
+    _take_the_machine()
 
 
 @pytest.fixture(scope="session")
@@ -75,3 +82,75 @@ def pytest_xdist_make_scheduler(config, log):
             return "rclpy" if Path(module).name in RCLPY_FILES else module
 
     return FilesAndRclpy(config, log)
+
+
+# --- under ``pytest -n``: the rclpy tests alone on the machine ------------------------------
+# They time real message streams (a 500 Hz bag, best effort), and a worker compiling beside
+# them starved the node enough to lose 4 % of a stream. So while the rclpy unit runs, the other
+# workers pause between their tests: its worker raises a "wanted" flag and waits until no other
+# worker is inside a test; the others, before each test, wait while the flag is up. Flags are
+# files in a folder the controller makes before the workers start (they inherit its path).
+
+if "MB_TEST_LOCK_DIR" not in os.environ:
+    os.environ["MB_TEST_LOCK_DIR"] = tempfile.mkdtemp(prefix="mb_test_")
+LOCK_DIR = Path(os.environ["MB_TEST_LOCK_DIR"])
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+WAIT_LIMIT_S = 900.0  # a worker that died inside a test must not hang the run
+_WANTED = LOCK_DIR / "rclpy_wanted"
+
+
+def _busy_flags() -> list[Path]:
+    return [path for path in LOCK_DIR.glob("busy_*") if path.name != f"busy_{WORKER}"]
+
+
+def _wait(condition) -> None:
+    deadline = time.monotonic() + WAIT_LIMIT_S
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+def _take_the_machine() -> None:
+    """Raise the flag and wait until the other workers are out of their tests."""
+    if WORKER and not (_WANTED.exists() and _WANTED.read_text() == WORKER):
+        _WANTED.write_text(WORKER)
+        _wait(lambda: not _busy_flags())
+
+
+@pytest.fixture(autouse=True)
+def _rclpy_alone(request):
+    """Pause this worker while another runs rclpy tests; run rclpy tests with the rest paused.
+
+    (The rclpy fixtures also take the machine through ``ros_network``, which they set up before
+    any test-level fixture, a running node included.)
+    """
+    if not WORKER:  # one process: nothing runs beside
+        yield
+        return
+    if Path(str(request.node.path)).name in RCLPY_FILES:
+        _take_the_machine()
+        yield
+        return
+    if _WANTED.exists() and _WANTED.read_text() == WORKER:
+        _WANTED.unlink()  # this worker's rclpy unit is done
+    busy = LOCK_DIR / f"busy_{WORKER}"
+    while True:
+        _wait(lambda: not _WANTED.exists())
+        busy.touch()
+        if not _WANTED.exists():
+            break
+        busy.unlink()  # the rclpy unit asked meanwhile: let it go first
+    try:
+        yield
+    finally:
+        busy.unlink(missing_ok=True)
+
+
+def pytest_sessionfinish(session) -> None:
+    """A worker whose last tests were the rclpy unit lets the others go on."""
+    if WORKER and _WANTED.exists() and _WANTED.read_text() == WORKER:
+        _WANTED.unlink(missing_ok=True)
+
+
+def pytest_unconfigure(config) -> None:
+    if not WORKER:  # the controller (or the only process) made the folder
+        shutil.rmtree(LOCK_DIR, ignore_errors=True)
