@@ -20,7 +20,7 @@ launch files drive these transitions; ``mb-estimation node`` sets ``autostart``.
         -p autostart:=true
 
 **Parameters** (read-only: give them with ``-p`` or a parameter file such as
-``config/estimator_node.yaml``):
+``config/ros/estimator_node.yaml``):
 
 * ``config`` (string, required): the mb_estimation YAML configuration (a path, or a built-in
   name such as ``furuta``), read on ``configure``. A single non-ROS command-line argument is
@@ -259,32 +259,37 @@ class EstimatorNode(LifecycleNode):
     @_logged
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
         """Unsubscribe and disable the publishers (the worker finishes the cut windows)."""
-        if self._inputs is not None:
-            self._inputs.close()
-            self._inputs = None
+        self._unsubscribe()
         return super().on_deactivate(state)
 
     @_logged
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
         """Stop the worker and remove what configure made (back to unconfigured)."""
-        self.close(drain=False)
-        self._remove_outputs()
+        self._unconfigure()
         return super().on_cleanup(state)
 
     @_logged
     def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
         """Stop as :meth:`close` does (the cut windows, then the files)."""
-        if self._inputs is not None:
-            self._inputs.close()
-            self._inputs = None
+        self._unsubscribe()
         self.close(abandon_drain=self._stop_requested)
         return super().on_shutdown(state)
 
     def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
-        """A transition raised: stop and remove what configure made (back to unconfigured)."""
+        """A transition raised: unsubscribe, stop, remove what configure made (unconfigured)."""
+        self._unconfigure()
+        return TransitionCallbackReturn.SUCCESS
+
+    def _unsubscribe(self) -> None:
+        if self._inputs is not None:
+            self._inputs.close()
+            self._inputs = None
+
+    def _unconfigure(self) -> None:
+        """Back to what the constructor made: no inputs, no worker, no outputs."""
+        self._unsubscribe()
         self.close(drain=False)
         self._remove_outputs()
-        return TransitionCallbackReturn.SUCCESS
 
     def _make_outputs(self) -> None:
         """The core, the publishers, services, timer and guard condition of a configure."""
