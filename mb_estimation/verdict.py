@@ -16,7 +16,7 @@ import numpy as np
 
 from mb_estimation.config import Config
 from mb_estimation.cramer_rao import CramerRao
-from mb_estimation.estimation import EstimationResult, FitStatus
+from mb_estimation.estimation import EstimationResult
 from mb_estimation.estimation.consistent import StepDependence
 from mb_estimation.estimation.identifiability import (
     AT_LOWER_BOUND,
@@ -128,7 +128,7 @@ def verdict(config: Config, result: EstimationResult, identified: Identifiabilit
     is advice, not a finding).
     """
     findings = []
-    if result.status not in (FitStatus.GRADIENT, FitStatus.STEP, FitStatus.CONVERGED):
+    if not result.status.converged:
         findings.append(Finding(
             f"the fit stopped without converging ({result.status}: {result.message})",
             "more iterations (--max-iterations), or start nearer (--set NAME=VALUE)"))

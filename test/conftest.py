@@ -18,23 +18,26 @@ NAMESPACE_ERROR = loopback_namespace.enter()
 
 import pytest  # noqa: E402
 
+from mb_estimation.numerics import configure_jax  # noqa: E402
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA_DIR = REPO_ROOT.parent / "shared" / "data"
 
-# Commands run in-process by the tests keep no compiled code on disk (hermetic runs); compiled
-# functions are still shared within the session.
-os.environ["MB_ESTIMATION_CACHE_DIR"] = ""
+# One compiled-code cache for the whole run, in a fresh folder (hermetic runs): a program one
+# test compiled is read back by any later test that builds it again, in either worker under
+# ``pytest -n``. The controller makes the folder before the workers start (they inherit its
+# path) and removes it at the end. Commands run in-process by the tests use it too.
+if "MB_TEST_XLA_CACHE" not in os.environ:
+    os.environ["MB_TEST_XLA_CACHE"] = tempfile.mkdtemp(prefix="mb_test_xla_")
+os.environ["MB_ESTIMATION_CACHE_DIR"] = os.environ["MB_TEST_XLA_CACHE"]
+configure_jax()
 
 
 @pytest.fixture(scope="session")
 def ros_network() -> None:
-    """Skip unless this session runs in the loopback-only network namespace (rclpy tests).
-
-    Under ``pytest -n`` it also takes the machine for the rclpy unit (end of this file).
-    """
+    """Skip unless this session runs in the loopback-only network namespace (rclpy tests)."""
     if NAMESPACE_ERROR is not None:
         pytest.skip(f"no loopback-only network namespace, so no rclpy: {NAMESPACE_ERROR}")
-    _take_the_machine()
 
 
 @pytest.fixture(scope="session")
@@ -84,19 +87,19 @@ def pytest_xdist_make_scheduler(config, log):
     return FilesAndRclpy(config, log)
 
 
-# --- under ``pytest -n``: the rclpy tests alone on the machine ------------------------------
-# They time real message streams (a 500 Hz bag, best effort), and a worker compiling beside
-# them starved the node enough to lose 4 % of a stream. So while the rclpy unit runs, the other
-# workers pause between their tests: its worker raises a "wanted" flag and waits until no other
-# worker is inside a test; the others, before each test, wait while the flag is up. Flags are
-# files in a folder the controller makes before the workers start (they inherit its path).
+# --- under ``pytest -n``: tests that time message streams alone on the machine -------------
+# A 500 Hz bag replayed best effort to the node lost 4 % of its messages beside a worker that
+# compiled. So a module that times streams uses the fixture ``alone_on_the_machine``: its
+# worker raises a "wanted" flag and waits until no other worker is inside a test, and the
+# others, before each test, wait while the flag is up. Flags are files in a folder the
+# controller makes before the workers start (they inherit its path).
 
 if "MB_TEST_LOCK_DIR" not in os.environ:
     os.environ["MB_TEST_LOCK_DIR"] = tempfile.mkdtemp(prefix="mb_test_")
 LOCK_DIR = Path(os.environ["MB_TEST_LOCK_DIR"])
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 WAIT_LIMIT_S = 900.0  # a worker that died inside a test must not hang the run
-_WANTED = LOCK_DIR / "rclpy_wanted"
+_WANTED = LOCK_DIR / "alone_wanted"
 
 
 def _busy_flags() -> list[Path]:
@@ -109,36 +112,42 @@ def _wait(condition) -> None:
         time.sleep(0.2)
 
 
-def _take_the_machine() -> None:
-    """Raise the flag and wait until the other workers are out of their tests."""
-    if WORKER and not (_WANTED.exists() and _WANTED.read_text() == WORKER):
+def _holding_the_machine() -> bool:
+    return _WANTED.exists() and _WANTED.read_text() == WORKER
+
+
+def _release_the_machine() -> None:
+    if WORKER and _holding_the_machine():
+        _WANTED.unlink(missing_ok=True)
+
+
+@pytest.fixture(scope="module")
+def alone_on_the_machine(ros_network):
+    """The module's tests run with the other workers paused (one process: nothing to do).
+
+    Request it before the module's other fixtures (``pytest.mark.usefixtures``), so that a
+    node they start runs alone too.
+    """
+    if WORKER:
         _WANTED.write_text(WORKER)
         _wait(lambda: not _busy_flags())
+    yield
+    _release_the_machine()
 
 
 @pytest.fixture(autouse=True)
-def _rclpy_alone(request):
-    """Pause this worker while another runs rclpy tests; run rclpy tests with the rest paused.
-
-    (The rclpy fixtures also take the machine through ``ros_network``, which they set up before
-    any test-level fixture, a running node included.)
-    """
-    if not WORKER:  # one process: nothing runs beside
+def _pause_while_a_module_runs_alone():
+    """Before each test, wait while another worker holds the machine; mark this one busy."""
+    if not WORKER or _holding_the_machine():
         yield
         return
-    if Path(str(request.node.path)).name in RCLPY_FILES:
-        _take_the_machine()
-        yield
-        return
-    if _WANTED.exists() and _WANTED.read_text() == WORKER:
-        _WANTED.unlink()  # this worker's rclpy unit is done
     busy = LOCK_DIR / f"busy_{WORKER}"
     while True:
         _wait(lambda: not _WANTED.exists())
         busy.touch()
         if not _WANTED.exists():
             break
-        busy.unlink()  # the rclpy unit asked meanwhile: let it go first
+        busy.unlink()  # a module asked for the machine meanwhile: let it go first
     try:
         yield
     finally:
@@ -146,11 +155,11 @@ def _rclpy_alone(request):
 
 
 def pytest_sessionfinish(session) -> None:
-    """A worker whose last tests were the rclpy unit lets the others go on."""
-    if WORKER and _WANTED.exists() and _WANTED.read_text() == WORKER:
-        _WANTED.unlink(missing_ok=True)
+    """A worker whose last module held the machine lets the others go on."""
+    _release_the_machine()
 
 
 def pytest_unconfigure(config) -> None:
-    if not WORKER:  # the controller (or the only process) made the folder
+    if not WORKER:  # the controller (or the only process) made the folders
         shutil.rmtree(LOCK_DIR, ignore_errors=True)
+        shutil.rmtree(os.environ["MB_TEST_XLA_CACHE"], ignore_errors=True)

@@ -123,7 +123,7 @@ def test_calibrate_exit_status_says_how_the_fit_stopped(tmp_path, monkeypatch, c
         def stopped(*args, status=status, **kwargs):
             calibration = real(*args, **kwargs)
             return dataclasses.replace(calibration, result=dataclasses.replace(
-                calibration.result, status=status, converged=status.converged))
+                calibration.result, status=status))
 
         monkeypatch.setattr(pipeline, "calibrate_recordings", stopped)
         out = tmp_path / status

@@ -13,6 +13,8 @@ import threading
 import types
 
 import numpy as np
+import pytest
+from jax.experimental.compilation_cache import compilation_cache
 
 from mb_estimation import pipeline
 from mb_estimation.config import apply_overrides, load_config
@@ -27,6 +29,19 @@ from mb_estimation.simulation import built_system, simulate_recording
 jnp = jax.numpy
 
 BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"  # one XLA compilation
+
+
+@pytest.fixture(autouse=True)
+def _compiling_for_real():
+    """No compiled-code cache on disk here: these tests count XLA compilations.
+
+    The test run's cache would answer for programs that another test compiled.
+    """
+    jax.config.update("jax_enable_compilation_cache", False)
+    compilation_cache.reset_cache()
+    yield
+    jax.config.update("jax_enable_compilation_cache", True)
+    compilation_cache.reset_cache()
 
 
 class CountedCompiles:

@@ -54,7 +54,7 @@ def _fake_estimator(config, recording, *, value=None, status="gradient", delay_s
         std={n: np.full(3 if np.size(parameters[n]) == 4 else 1, 1e-4) for n in free},
         excited={n: True for n in free}, covariance=np.eye(size) * 1e-8, recordings=(states,),
         cost=2e-6, observation_mse=1e-6, impulse_mse=1e-6, iterations=3,
-        converged=status in ("gradient", "step"), status=status, message=status, history=())
+        status=status, message=status, history=())
 
 
 class Collect:

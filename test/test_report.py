@@ -79,7 +79,7 @@ def _result(grids) -> EstimationResult:
         parameters=parameters, free=free, std=std,
         excited={"J_Azz": True, "b1": False, "tilt": True}, covariance=covariance,
         recordings=tuple(_estimate(g) for g in grids), cost=3e-4, observation_mse=1.2e-4,
-        impulse_mse=1.8e-4, iterations=2, converged=True, status="gradient",
+        impulse_mse=1.8e-4, iterations=2, status="gradient",
         message="converged: gradient norm below tolerance", history=history,
         compile_time_s=1.5, solve_time_s=0.5)
 

@@ -46,6 +46,8 @@ from std_msgs.msg import Float64MultiArray  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
 
 DOMAIN = int(os.environ.get("MB_TEST_ROS_E2E_DOMAIN", "86"))
+# The node's output rates and the stream it fuses are timed: alone on the machine.
+pytestmark = pytest.mark.usefixtures("alone_on_the_machine")
 NODE = "/mb_estimator"
 FREE = ",".join(TABLE_1)
 CONTROLLER = "test_controller"

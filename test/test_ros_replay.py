@@ -26,6 +26,8 @@ pytest.importorskip("diagnostic_msgs")
 REPO = Path(__file__).resolve().parents[1]
 HUMBLE = REPO.parent / "shared" / "data" / "rosbag2-humble-furuta"
 DOMAIN = int(os.environ.get("MB_TEST_ROS_REPLAY_DOMAIN", "89"))
+# A 500 Hz best-effort replay loses messages beside a worker that compiles.
+pytestmark = pytest.mark.usefixtures("alone_on_the_machine")
 
 
 @pytest.fixture

@@ -13,9 +13,16 @@ import numpy as np
 import pytest
 
 from mb_estimation.config import apply_overrides, load_config
+from mb_estimation.estimation.levenberg_marquardt import (
+    INITIAL_DAMPING,
+    MAX_DAMPING,
+    Termination,
+    solve,
+)
+from mb_estimation.estimation.result import FitStatus
 from mb_estimation.estimation.shooting import (
-    _bounded_step,
     _NormalEquations,
+    _Shooting,
     amplification,
     segments_of,
 )
@@ -25,35 +32,92 @@ from mb_estimation.signals import Recording, prepare_recording
 from mb_estimation.simulation import simulate_recording
 
 
-def test_bounded_step_pins_a_parameter_at_the_bound_it_would_cross():
-    schur = np.array([[2.0, 0.5], [0.5, 1.0]])
-    rhs = np.array([-4.0, 1.0])
-    values, scale = np.array([1.0, 1.0]), np.array([1.0, 1.0])
-    step = _bounded_step(schur, rhs, values, scale, np.array([0.0, 0.0]), np.array([5.0, 5.0]))
-    # unbounded: δ = [-2.57, 2.29] would take the first below 0: pinned at 0 (δ = -1), and the
-    # second solves its own row with that: δ2 = (1 + 0.5) / 1
-    np.testing.assert_allclose(step, [-1.0, 1.5])
-    inside = _bounded_step(schur, rhs, values, scale, np.array([-9.0, -9.0]),
-                           np.array([9.0, 9.0]))
-    np.testing.assert_allclose(schur @ inside, rhs)
+def _linear_problem(seed=3, segments=3, samples=20, states=4, values=2):
+    """A linear residual ``r0 + A_s x_s + B_s v`` over segments with shared values."""
+    rng = np.random.default_rng(seed)
+    return (rng.normal(size=(segments, samples, states)),
+            rng.normal(size=(segments, samples, values)),
+            rng.normal(size=(segments, samples)))
+
+
+def test_the_bounded_step_is_the_box_qp_optimum():
+    """A value whose unbounded step leaves the box stops at the bound.
+
+    The step is then the exact minimiser of the linear model with that value held there.
+    """
+    jac_state, jac_values, residual = _linear_problem()
+    starts, values, scale = np.zeros((3, 4)), np.zeros(2), np.array([2.0, 0.5])
+    normal = _NormalEquations.of(jac_state, jac_values * scale)
+    (_, free_values), _, _ = normal.step(0.0, residual, starts, values, scale,
+                                         np.full(2, -np.inf), np.full(2, np.inf))
+    lower, upper = np.full(2, -np.inf), np.full(2, np.inf)
+    crossing = int(np.argmax(np.abs(free_values)))
+    bound = 0.5 * free_values[crossing]  # halfway: the unbounded step crosses it
+    (lower if bound < 0 else upper)[crossing] = bound
+    (new_starts, new_values), _, _ = normal.step(0.0, residual, starts, values, scale, lower,
+                                                 upper)
+    assert new_values[crossing] == pytest.approx(bound)
+    # the least-squares optimum with that value held at the bound
+    stacked, target = _stacked(jac_state, jac_values), -residual.reshape(-1)
+    kept = [i for i in range(14) if i != 12 + crossing]
+    solution = np.linalg.lstsq(stacked[:, kept], target - stacked[:, 12 + crossing] * bound,
+                               rcond=None)[0]
+    np.testing.assert_allclose(np.concatenate([new_starts.reshape(-1), new_values])[kept],
+                               solution, atol=1e-10)
+
+
+def _stacked(jac_state, jac_values):
+    segments, samples, states = jac_state.shape
+    stacked = np.zeros((segments * samples, segments * states + jac_values.shape[-1]))
+    for segment in range(segments):
+        rows = slice(samples * segment, samples * segment + samples)
+        stacked[rows, states * segment:states * segment + states] = jac_state[segment]
+        stacked[rows, segments * states:] = jac_values[segment]
+    return stacked
+
+
+def test_a_shooting_fit_without_descent_reports_no_progress():
+    """The shooting fit runs on the package's one loop, and says when it cannot descend.
+
+    A problem whose every trial costs more than its start (a model the Jacobian does not
+    describe) stops with no progress, not converged.
+    """
+    jac_state, jac_values, residual = _linear_problem()
+    scale = np.ones(2)
+    box = np.full(2, -np.inf), np.full(2, np.inf)
+    problem = _Shooting(lambda starts, values: (residual, jac_state, jac_values),
+                        lambda starts, values: 2.0 * residual, scale, *box,
+                        Termination(60, cost_tolerance=1e-6), statistics=True)
+    start = problem.state_at(np.zeros((3, 4)), np.zeros(2),
+                             (residual, jac_state, jac_values), INITIAL_DAMPING, 0,
+                             float("nan"), 1)
+    state, status = solve(problem, start)
+    assert status == FitStatus.NO_PROGRESS and not status.converged
+    assert state.iteration == 0 and state.damping >= MAX_DAMPING
+    # the same problem whose model holds converges by its cost
+    linear = _Shooting(lambda starts, values: (residual, jac_state, jac_values),
+                       lambda starts, values: _model_residual(jac_state, jac_values, residual,
+                                                              starts, values),
+                       scale, *box, Termination(60, cost_tolerance=1e-6), statistics=True)
+    state, status = solve(linear, dataclasses.replace(start))
+    assert status == FitStatus.COST and status.converged and state.iteration >= 1
+
+
+def _model_residual(jac_state, jac_values, residual, starts, values):
+    return (residual + np.einsum("sri,si->sr", jac_state, starts)
+            + np.einsum("sri,i->sr", jac_values, values))
 
 
 def test_segment_eliminated_step_is_the_least_squares_step_and_predicts_its_cost():
     # A linear residual r(x, v) = r0 + A_s x_s + B_s v over 3 segments (4 states each) and 2
     # shared values: the undamped step reaches the least-squares solution of the whole stacked
     # system, and the cost it predicts is the cost there.
-    rng = np.random.default_rng(3)
-    jac_state, jac_values = rng.normal(size=(3, 20, 4)), rng.normal(size=(3, 20, 2))
-    residual = rng.normal(size=(3, 20))
+    jac_state, jac_values, residual = _linear_problem()
     starts, values, scale = np.zeros((3, 4)), np.zeros(2), np.array([2.0, 0.5])
     normal = _NormalEquations.of(jac_state, jac_values * scale)
-    (new_starts, new_values), predicted = normal.step(0.0, residual, starts, values, scale,
-                                                      np.full(2, -np.inf), np.full(2, np.inf))
-    stacked = np.zeros((60, 14))
-    for segment in range(3):
-        rows = slice(20 * segment, 20 * segment + 20)
-        stacked[rows, 4 * segment:4 * segment + 4] = jac_state[segment]
-        stacked[rows, 12:] = jac_values[segment]
+    (new_starts, new_values), _, predicted = normal.step(
+        0.0, residual, starts, values, scale, np.full(2, -np.inf), np.full(2, np.inf))
+    stacked = _stacked(jac_state, jac_values)
     solution = np.linalg.lstsq(stacked, -residual.reshape(-1), rcond=None)[0]
     np.testing.assert_allclose(new_starts.reshape(-1), solution[:12], atol=1e-10)
     np.testing.assert_allclose(new_values, solution[12:], atol=1e-10)
@@ -62,8 +126,8 @@ def test_segment_eliminated_step_is_the_least_squares_step_and_predicts_its_cost
     assert predicted == pytest.approx(float(actual @ actual), rel=1e-10)
     # damped: a shorter step that still descends, and the values' information matrix is the
     # Schur complement of the states
-    (_, damped_values), damped_cost = normal.step(1.0, residual, starts, values, scale,
-                                                  np.full(2, -np.inf), np.full(2, np.inf))
+    (_, damped_values), _, damped_cost = normal.step(
+        1.0, residual, starts, values, scale, np.full(2, -np.inf), np.full(2, np.inf))
     assert np.linalg.norm(damped_values) < np.linalg.norm(new_values)
     assert predicted < damped_cost < float(np.sum(residual ** 2))
     covariance = np.linalg.inv(stacked.T @ stacked)[12:, 12:]
@@ -121,7 +185,7 @@ def test_simulation_refinement_recovers_the_simulators_parameters():
     assert [level.formulation for level in result.refinement] == ["joint", "joint",
                                                                   "simulation"]
     final = result.refinement[-1]
-    assert final.dt == 1e-3 and final.status == "converged"
+    assert final.dt == 1e-3 and final.status == "cost"
     for name in ("J_Azz", "J_Byy"):
         value, target = float(result.parameters[name]), float(truth.parameters[name])
         std = float(result.std[name][0])

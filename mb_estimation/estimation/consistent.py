@@ -219,10 +219,10 @@ def refined_through_simulator(result: EstimationResult, problem: EstimationProbl
     covariance[:, at] = 0.0
     covariance[np.ix_(at, at)] = refined.covariance
     level = RefinementLevel(
-        dt=simulation.simulation_dt, kappa=float("nan"),
+        dt=refined.step_s, kappa=float("nan"),
         parameters={name: parameters[name] for name in refined.names}, std=std,
         cost=refined.cost, iterations=refined.iterations,
-        status=FitStatus.CONVERGED if refined.converged else FitStatus.MAX_ITERATIONS,
+        status=refined.status,
         solve_time_s=refined.solve_time_s, compile_time_s=refined.compile_time_s,
         formulation="simulation", segment_s=refined.segment_s, segments_tried=refined.tried)
     return dataclasses.replace(

@@ -1,31 +1,37 @@
-"""Levenberg–Marquardt on the block-structured normal equations (§3.4, Algorithm 1).
+"""Levenberg–Marquardt (§3.4, Algorithm 1): one loop for every fit in the package.
 
-The loop in the shape of optimistix's and jaxls's solvers: everything that stays fixed during a
-solve is one :class:`LevenbergMarquardt` (rig structure, fixed values, data, box, settings, the
-compiled-program cache), the iterate is one :class:`LMState` (a pytree), and
+The loop in the shape of optimistix's and jaxls's solvers: a problem holds what stays fixed
+during a solve, the iterate is an immutable state, and
 
-* :func:`init` linearises at the start point,
-* :func:`step` takes one accepted iterate (raising the damping until the gain ratio is
-  positive) or marks the state :attr:`FitStatus.NO_PROGRESS`,
-* :func:`terminate` says whether and why to stop.
+* :func:`step` tries damped steps from the state's linearisation (damping α, 2α, 8α, …)
+  until the gain ratio ρ is positive, accepts it and rescales α by
+  ``max(1/3, 1 - (2ρ - 1)³)`` (Nielsen), or marks the state :attr:`FitStatus.NO_PROGRESS`;
+* :func:`terminate` says whether and why to stop (:class:`Termination`);
+* :func:`solve` runs the two.
 
-Per trial damping α: the block-tridiagonal elimination, the exact box QP in χ, the state
-back-substitution and the linearisation at ``(x ⊞ δx, χ ⊞ δχ)``, whose residuals give the
-trial's cost and which the next iterate keeps when the trial is accepted (one model program
-for both: a separate residual program compiled for seconds and saved little). The
-gain ratio ρ compares the cost reduction with the reduction the linear model predicts,
-``‖r‖² - ‖r + Jδ‖²``, which stays exact when the box cuts the step. The host drives the
-loop; each recording's blocks run as compiled programs
-(:mod:`~mb_estimation.estimation.recording_blocks`). What a finished solve reports
-(covariance, excitation, shadow states) is computed apart, in
-:func:`~mb_estimation.estimation.solver.estimate`.
+A problem (:class:`LeastSquaresProblem`) supplies the damped, box-constrained linear step and
+its trial, and decides whether an accepted iterate is linearised afresh. Two problems use it:
+
+* the recording fit, :class:`LevenbergMarquardt` here: per trial damping the
+  block-tridiagonal elimination, the exact box QP in χ, the state back-substitution and the
+  linearisation at ``(x ⊞ δx, χ ⊞ δχ)``, whose residuals give the trial's cost and which the
+  next iterate keeps (one model program for both). Each recording's blocks run as compiled
+  programs (:mod:`~mb_estimation.estimation.recording_blocks`); what a finished solve
+  reports is computed apart, in :func:`~mb_estimation.estimation.solver.estimate`;
+* the simulation-error fit (:mod:`~mb_estimation.estimation.shooting`): the segments
+  eliminated per block, and chord steps (a linearisation serves several steps while the
+  linear model predicts the gain).
+
+The gain ratio compares the cost reduction with the reduction the linear model predicts,
+``‖r‖² - ‖r + Jδ‖²``, which stays exact when the box cuts the step.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
@@ -52,10 +58,7 @@ from mb_estimation.estimation.recording_blocks import (
 )
 from mb_estimation.estimation.residuals import Linearization, ModelStructure, StepData
 from mb_estimation.estimation.result import FitStatus
-from mb_estimation.numerics import jax
 from mb_estimation.signals import GridData
-
-jnp = jax.numpy
 
 MAX_DAMPING = 2.0**32  # Algorithm 1
 # Damping α·diag(H) (Marquardt's scaling, invariant to the units of states and parameters);
@@ -65,6 +68,130 @@ MAX_DAMPING = 2.0**32  # Algorithm 1
 # crawl (40 iterations, not converged); 1e-9·diag(H) reaches ‖g‖ < 10 in 4 (measured).
 INITIAL_DAMPING = 1e-9
 DAMPING_FLOOR = 1e-12
+
+
+@dataclass(frozen=True)
+class Termination:
+    """When a solve stops, besides :attr:`FitStatus.NO_PROGRESS` (a tolerance of 0: unused).
+
+    ``max_iterations``: accepted iterates; ``gradient_tolerance``: on the projected gradient
+    norm ``‖Jᵀr‖``; ``step_tolerance``: on the last accepted step's norm;
+    ``cost_tolerance``: on a step from a fresh linearisation that lowers the cost ``‖r‖²`` by
+    at most this fraction of it (the step is not taken: :attr:`FitStatus.COST`).
+    """
+
+    max_iterations: int
+    gradient_tolerance: float = 0.0
+    step_tolerance: float = 0.0
+    cost_tolerance: float = 0.0
+
+
+@dataclass(frozen=True)
+class Trial:
+    """A damped step tried from an iterate.
+
+    ``cost``: ``‖r‖²`` at the trial point; ``model_cost``: what the linearisation predicted;
+    ``step_norm``: ``‖δ‖``; ``point``: what the problem needs to accept it.
+    """
+
+    point: object
+    cost: float
+    model_cost: float
+    step_norm: float
+
+
+class Iterate(Protocol):
+    """What the loop reads of a problem's state (frozen dataclasses with these fields).
+
+    ``fresh``: linearised at this iterate (not an earlier one's Jacobian).
+    """
+
+    cost: float
+    damping: float
+    gradient: float
+    step_norm: float
+    iteration: int
+    status: FitStatus | None
+    fresh: bool
+
+
+class LeastSquaresProblem(Protocol):
+    """A problem :func:`step` solves: the linear step differs, the loop does not."""
+
+    termination: Termination
+
+    def trial(self, state, damping: float) -> Trial | None:
+        """The damped linearised problem's step inside the box, and its cost.
+
+        None: no step at this damping (e.g. a singular system).
+        """
+
+    def accept(self, state, trial: Trial, damping: float, ratio: float):
+        """The next iterate at ``trial``'s point, with ``damping`` for its next step."""
+
+    def relinearized(self, state):
+        """``state`` linearised afresh (only asked of a state that is not ``fresh``)."""
+
+
+def terminate(termination: Termination, state: Iterate) -> FitStatus | None:
+    """Why to stop at ``state`` (None: go on): no progress, step, gradient or iteration limit."""
+    if state.status is not None:
+        return state.status
+    if state.iteration > 0 and state.step_norm <= termination.step_tolerance:
+        return FitStatus.STEP
+    if state.gradient <= termination.gradient_tolerance:
+        return FitStatus.GRADIENT
+    if state.iteration >= termination.max_iterations:
+        return FitStatus.MAX_ITERATIONS
+    return None
+
+
+def step(problem: LeastSquaresProblem, state: Iterate):
+    """One accepted iterate, or ``state`` with its final status (no progress, cost).
+
+    Tries dampings α, 2α, 8α, … (Algorithm 1) until the gain ratio ρ is positive; on success
+    α is rescaled by ``max(1/3, 1 - (2ρ - 1)³)`` (Nielsen). A failed step from an earlier
+    iterate's Jacobian is retried from a fresh linearisation before α grows.
+    """
+    damping, growth = state.damping, 2.0
+    while True:
+        trial = problem.trial(state, damping)
+        if trial is not None:
+            gain, predicted = state.cost - trial.cost, state.cost - trial.model_cost
+            ratio = gain / predicted if predicted > 0 else -1.0
+            if np.isfinite(trial.cost) and np.isfinite(ratio) and ratio > 0:
+                if state.fresh and gain <= problem.termination.cost_tolerance * state.cost:
+                    return dataclasses.replace(state, status=FitStatus.COST)
+                return problem.accept(state, trial,
+                                      damping * max(1.0 / 3.0, 1.0 - (2.0 * ratio - 1.0) ** 3),
+                                      ratio)
+        if not state.fresh:
+            state = problem.relinearized(state)
+            continue
+        growth = min(2.0 * growth, MAX_DAMPING)
+        damping = min(growth * damping, MAX_DAMPING)
+        if damping >= MAX_DAMPING:
+            return dataclasses.replace(state, damping=damping, status=FitStatus.NO_PROGRESS)
+
+
+def solve(problem: LeastSquaresProblem, state: Iterate,
+          record: Callable[[Iterate], None] | None = None,
+          out_of_time: Callable[[], bool] = lambda: False):
+    """Steps from ``state`` until :func:`terminate` (or ``out_of_time()``) says stop.
+
+    ``record(state)`` for the start and each accepted iterate. Returns the last state and its
+    :class:`FitStatus`.
+    """
+    if record is not None:
+        record(state)
+    while (status := terminate(problem.termination, state)) is None:
+        if out_of_time():
+            return state, FitStatus.TIME_LIMIT
+        following = step(problem, state)
+        if record is not None and following.iteration > state.iteration:
+            record(following)
+        state = following
+    return state, status
 
 
 @dataclass(frozen=True)
@@ -117,18 +244,34 @@ class LevenbergMarquardt:
         """
         return bucket_length(max(grid.num_steps for grid in self.grids))
 
+    @property
+    def termination(self) -> Termination:
+        return Termination(self.settings.max_iterations, self.settings.gradient_tolerance,
+                           self.settings.step_tolerance)
 
-@jax.tree_util.register_dataclass
+    def trial(self, state: LMState, damping: float) -> Trial | None:
+        return _recording_trial(self, state, damping)
+
+    def accept(self, state: LMState, trial: Trial, damping: float, ratio: float) -> LMState:
+        values, states, lins = trial.point
+        return _linearized_state(self, values, states, damping, trial.step_norm,
+                                 state.iteration + 1, lins)
+
+    def relinearized(self, state: LMState) -> LMState:
+        return state  # every iterate is linearised where it is
+
+
 @dataclass(frozen=True)
 class LMState:
-    """One iterate and what the next step needs from it.
+    """One iterate of the recording fit and what the next step needs from it.
 
     ``free_values``: the free parameters χ; ``states``: per recording its states (cut to its
     length); ``linearizations`` and ``normals``: per recording its blocks on its bucket;
     ``residuals``: per recording its residual blocks ``[n, m]`` (host, cut); ``cost`` ``‖r‖²``;
     ``damping`` α; ``state_scales``/``parameter_scale``: the diagonals α multiplies;
     ``gradient``: the projected gradient norm; ``step_norm``: the last accepted ``‖δ‖``;
-    ``iteration``: accepted iterates so far; ``status``: None while running.
+    ``iteration``: accepted iterates so far; ``status``: None while running. Every iterate
+    is linearised (``fresh``).
     """
 
     free_values: dict
@@ -138,12 +281,13 @@ class LMState:
     residuals: list
     state_scales: list
     parameter_scale: np.ndarray
-    cost: float = field(metadata={"static": True})
-    damping: float = field(metadata={"static": True})
-    gradient: float = field(metadata={"static": True})
-    step_norm: float = field(metadata={"static": True})
-    iteration: int = field(metadata={"static": True})
-    status: FitStatus | None = field(default=None, metadata={"static": True})
+    cost: float
+    damping: float
+    gradient: float
+    step_norm: float
+    iteration: int
+    status: FitStatus | None = None
+    fresh: bool = True
 
 
 def init(solver: LevenbergMarquardt, free_values: dict, states: Sequence) -> LMState:
@@ -152,63 +296,27 @@ def init(solver: LevenbergMarquardt, free_values: dict, states: Sequence) -> LMS
                              float("nan"), 0)
 
 
-def terminate(solver: LevenbergMarquardt, state: LMState) -> FitStatus | None:
-    """Why to stop at ``state`` (None: go on): no progress, step, gradient or iteration limit."""
-    settings = solver.settings
-    if state.status is not None:
-        return state.status
-    if state.iteration > 0 and state.step_norm <= settings.step_tolerance:
-        return FitStatus.STEP
-    if state.gradient <= settings.gradient_tolerance:
-        return FitStatus.GRADIENT
-    if state.iteration >= settings.max_iterations:
-        return FitStatus.MAX_ITERATIONS
-    return None
+def _recording_trial(solver: LevenbergMarquardt, state: LMState, damping: float
+                     ) -> Trial | None:
+    """The damped step of the recording fit and its linearisation (None: singular).
 
-
-def step(solver: LevenbergMarquardt, state: LMState) -> LMState:
-    """One accepted iterate, or ``state`` marked :attr:`FitStatus.NO_PROGRESS`.
-
-    Tries dampings α, 2α, 8α, … (Algorithm 1) until the gain ratio ρ is positive; on success
-    α is rescaled by ``max(1/3, 1 - (2ρ - 1)³)`` (Nielsen).
+    The states eliminated per recording, the exact box QP in χ, the states moved back; the
+    trial's cost is read from its linearisation's residuals (padded steps have zero
+    residuals), which the next iterate keeps when the trial is accepted.
     """
     compiler, free = solver.compiler, solver.free
-    # independent of the damping: summed once per linearisation
-    parameter_matrix = sum(np.asarray(n.parameter_matrix) for n in state.normals)
-    parameter_gradient = sum(np.asarray(n.parameter_gradient) for n in state.normals)
+    eliminations = [compiler(eliminate_states, None, n, np.asarray(damping), scale)
+                    for n, scale in zip(state.normals, state.state_scales, strict=True)]
+    schur = (sum(np.asarray(n.parameter_matrix) for n in state.normals)
+             + sum(np.asarray(e.schur) for e in eliminations)
+             + damping * np.diag(state.parameter_scale))
+    reduced_gradient = (sum(np.asarray(n.parameter_gradient) for n in state.normals)
+                        + sum(np.asarray(e.schur_gradient) for e in eliminations))
     low, high = tangent_bounds(free, state.free_values, solver.lower, solver.upper)
-    damping, growth = state.damping, 2.0
-    while True:
-        eliminations = [compiler(eliminate_states, None, n, np.asarray(damping), scale)
-                        for n, scale in zip(state.normals, state.state_scales, strict=True)]
-        schur = (parameter_matrix + sum(np.asarray(e.schur) for e in eliminations)
-                 + damping * np.diag(state.parameter_scale))
-        reduced_gradient = parameter_gradient + sum(np.asarray(e.schur_gradient)
-                                                    for e in eliminations)
-        try:
-            parameter_step = solve_box_qp(schur, reduced_gradient, low, high)
-        except np.linalg.LinAlgError:
-            parameter_step = None
-        if parameter_step is not None:
-            trial = _trial(solver, state, eliminations, parameter_step)
-            if trial is not None:
-                values, states, lins, ratio, step_norm = trial
-                damping *= max(1.0 / 3.0, 1.0 - (2.0 * ratio - 1.0) ** 3)
-                return _linearized_state(solver, values, states, damping, step_norm,
-                                         state.iteration + 1, lins)
-        growth = min(2.0 * growth, MAX_DAMPING)
-        damping = min(growth * damping, MAX_DAMPING)
-        if damping >= MAX_DAMPING:
-            return dataclasses.replace(state, damping=damping, status=FitStatus.NO_PROGRESS)
-
-
-def _trial(solver: LevenbergMarquardt, state: LMState, eliminations, parameter_step):
-    """``(values, states, linearisations, ρ, ‖δ‖)`` of the step if its gain ratio is positive.
-
-    None otherwise. The trial's cost is read from its linearisation's residuals (padded steps
-    have zero residuals).
-    """
-    compiler, free = solver.compiler, solver.free
+    try:
+        parameter_step = solve_box_qp(schur, reduced_gradient, low, high)
+    except np.linalg.LinAlgError:
+        return None
     delta = np.asarray(parameter_step, dtype=np.float64)
     box = (free, tuple(solver.lower.items()), tuple(solver.upper.items()))
     values = compiler(_moved_parameters, box, state.free_values, delta)
@@ -220,14 +328,10 @@ def _trial(solver: LevenbergMarquardt, state: LMState, eliminations, parameter_s
         trials.append((cut(moved, grid.num_steps), model, size))
     lins = [linearization(compiler, solver.structure, solver.fixed, values, t[0], d,
                           solver.bucket) for t, d in zip(trials, solver.data, strict=True)]
-    trial_cost = sum(float(np.sum(np.asarray(lin.residuals)**2)) for lin in lins)
-    model_cost = sum(float(t[1]) for t in trials)
-    step_norm = float(np.sqrt(sum(float(t[2]) for t in trials) + np.sum(parameter_step**2)))
-    predicted = state.cost - model_cost
-    ratio = (state.cost - trial_cost) / predicted if predicted > 0 else -1.0
-    if not (np.isfinite(trial_cost) and np.isfinite(ratio) and ratio > 0):
-        return None
-    return values, [t[0] for t in trials], lins, ratio, step_norm
+    return Trial(point=(values, [t[0] for t in trials], lins),
+                 cost=sum(float(np.sum(np.asarray(lin.residuals)**2)) for lin in lins),
+                 model_cost=sum(float(t[1]) for t in trials),
+                 step_norm=float(np.sqrt(sum(float(t[2]) for t in trials) + np.sum(delta**2))))
 
 
 def _moved_parameters(box, values, delta):

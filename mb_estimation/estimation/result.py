@@ -13,7 +13,7 @@ class FitStatus(str, enum.Enum):
 
     GRADIENT = "gradient"  # converged: the projected gradient below its tolerance
     STEP = "step"  # converged: the step below its tolerance
-    CONVERGED = "converged"  # converged by a solver's own rule (the simulation refinement)
+    COST = "cost"  # converged: a step from a fresh linearisation gains below its tolerance
     NO_PROGRESS = "no_progress"  # no damping gives a decrease
     MAX_ITERATIONS = "max_iterations"  # the iteration limit, before any tolerance
     TIME_LIMIT = "time_limit"  # the solve-time limit, before any tolerance
@@ -23,7 +23,24 @@ class FitStatus(str, enum.Enum):
 
     @property
     def converged(self) -> bool:
-        return self in (FitStatus.GRADIENT, FitStatus.STEP, FitStatus.CONVERGED)
+        return self in (FitStatus.GRADIENT, FitStatus.STEP, FitStatus.COST)
+
+    @property
+    def description(self) -> str:
+        """What the status means, in words (the start of a result's message)."""
+        return _DESCRIPTIONS[self]
+
+
+_DESCRIPTIONS = {
+    FitStatus.GRADIENT: "converged: gradient norm below tolerance",
+    FitStatus.STEP: "converged: step below tolerance",
+    FitStatus.COST: "converged: a step from a fresh linearisation lowers the cost below its "
+                    "tolerance",
+    FitStatus.NO_PROGRESS: "stopped: no damping gives a decrease (a local minimum to working "
+                           "precision, or a poorly scaled problem)",
+    FitStatus.MAX_ITERATIONS: "stopped at the iteration limit",  # before a tolerance was met
+    FitStatus.TIME_LIMIT: "stopped at the time limit",
+}
 
 
 @dataclass(frozen=True)
@@ -90,8 +107,7 @@ class EstimationResult:
         recordings: the estimated states per recording.
         cost: final mean squared error per time step, ``observation_mse + impulse_mse``.
         iterations: accepted LM iterations (summed over the levels of the consistent path).
-        converged: True when a tolerance was met.
-        status: how it stopped (:class:`FitStatus`).
+        status: how it stopped (:class:`FitStatus`); ``converged`` when a tolerance was met.
         message: one human-readable line.
         history: one :class:`IterationRecord` per accepted iterate, starting with the guess.
         compile_time_s / solve_time_s: compilation (first use of a problem shape) and the rest.
@@ -110,7 +126,6 @@ class EstimationResult:
     observation_mse: float
     impulse_mse: float
     iterations: int
-    converged: bool
     status: FitStatus
     message: str
     history: tuple[IterationRecord, ...] = field(repr=False)
@@ -118,6 +133,10 @@ class EstimationResult:
     solve_time_s: float = 0.0
     settings: dict = field(default_factory=dict)
     refinement: tuple = ()
+
+    @property
+    def converged(self) -> bool:
+        return FitStatus(self.status).converged
 
     @property
     def wall_time_s(self) -> float:

@@ -16,21 +16,19 @@ identification tools do):
   deflection (which a zero-violation start lacks) settles before the angles count (a few
   relaxation times τ);
 * the residual is the wrapped difference between simulated and measured angles at the
-  samples; Gauss–Newton with Levenberg–Marquardt damping solves for the segment states and the
-  free parameters together, the segments eliminated per block (Schur complement), the box on
-  the parameters kept by fixing a parameter at the bound it would cross.
+  samples; Levenberg–Marquardt solves for the segment states and the free parameters
+  together, the segments eliminated per block (Schur complement), the parameters' box kept by
+  the exact box QP.
 
-Each linearisation (a simulation carrying ``2·n_joints + p`` tangents) costs about eight plain
-simulations, so a linearisation serves several steps: after a step the next one is taken from
-the same Jacobian with the new residual (a chord step) while the linear model still predicts
-the gain, and the damping follows the gain ratio (Nielsen's rule). Started from the consistent
-fit (its parameters and joint motion), it converges in a few linearisations. Its standard
-deviations come from the same normal equations, scaled by the residual variance. Scalar free
-parameters only (not the tilt quaternion).
+The iteration is the package's one Levenberg–Marquardt loop
+(:mod:`~mb_estimation.estimation.levenberg_marquardt`) with its own linear step and chord
+steps (:class:`_Shooting`). Started from the consistent fit (its parameters and joint
+motion), it converges in a few linearisations. Its standard deviations come from the same
+normal equations, scaled by the residual variance. Scalar free parameters only (not the tilt
+quaternion).
 
-Here, in one module because they are one algorithm: the settings, the solver
-(normal equations with the segments eliminated, the bounded step, the damped iteration with
-chord steps) and the continuation over segment lengths; the segments themselves -- cut,
+Here: the settings, the problem (normal equations with the segments eliminated, the bounded
+step, chord steps) and the continuation over segment lengths; the segments themselves -- cut,
 simulated, linearised (JAX) -- are in :mod:`~mb_estimation.estimation.shooting_segments`.
 """
 
@@ -45,6 +43,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from mb_estimation.estimation.compiled import Compiler
+from mb_estimation.estimation.levenberg_marquardt import (
+    INITIAL_DAMPING,
+    Termination,
+    Trial,
+    solve,
+)
+from mb_estimation.estimation.linear_algebra import solve_box_qp
+from mb_estimation.estimation.result import FitStatus
 from mb_estimation.estimation.shooting_segments import (
     Segments,
     amplification,
@@ -84,6 +90,12 @@ class ShootingSettings:
     # Simulate the rigid tree (joint coordinates, second-order variational steps) instead of
     # the config's hinges (SPOOK): a simulation-error fit of the consistent path's own model.
     rigid: bool = False
+    # The kept fit (the last length, strictly converged) steps this many times finer than the
+    # others: where the simulator approximates a continuous model, its error is a bias the
+    # final estimate must not carry (the rigid model's second-order error at 1 ms biased the
+    # 0.92 m release's J_Azz by 2.5 std; at 0.5 ms by a tenth of one). Its program is the
+    # same (the step is data).
+    kept_step_divisor: int = 1
 
 
 @dataclass(frozen=True)
@@ -105,34 +117,18 @@ class ShootingResult:
     initial_cost: float
     iterations: int
     linearizations: int  # Jacobian evaluations (the cost: each simulates 2n + p tangents)
-    converged: bool
+    status: FitStatus
     segments: int
     segment_s: float
+    step_s: float  # the simulator's step [s]
     solve_time_s: float
     compile_time_s: float
     tried: tuple[float, ...]  # the segment lengths fitted [s]
     amplification: float
 
-
-def _bounded_step(schur, rhs, values, scale, lower, upper):
-    """The scaled parameter step: ``schur δ = rhs`` inside the box.
-
-    A parameter whose step would leave the box is fixed at that bound and the rest re-solved.
-    """
-    step = np.zeros_like(values)
-    free = np.ones(values.shape[0], dtype=bool)
-    for _ in range(values.shape[0] + 1):
-        pinned = ~free
-        step[pinned] = (np.clip(values + step * scale, lower, upper)[pinned]
-                        - values[pinned]) / scale[pinned]
-        if free.any():
-            reduced = rhs[free] - schur[np.ix_(free, pinned)] @ step[pinned]
-            step[free] = np.linalg.solve(schur[np.ix_(free, free)], reduced)
-        crossing = free & ((values + step * scale < lower) | (values + step * scale > upper))
-        if not crossing.any():
-            break
-        free &= ~crossing
-    return step
+    @property
+    def converged(self) -> bool:
+        return self.status.converged
 
 
 @dataclass(frozen=True)
@@ -157,10 +153,11 @@ class _NormalEquations:
                    np.einsum("sri,srj->ij", jac_values, jac_values))
 
     def step(self, damping: float, residual, starts, values, scale, lower, upper):
-        """The damped step's new ``(starts, values)`` and the cost the linear model predicts.
+        """The damped step's new ``(starts, values)``, ``‖δ‖`` and the model's cost.
 
-        The segments eliminated (Schur complement); Marquardt's damping ``damping · diag``;
-        the parameters kept in their box.
+        In the scaled parameters (as the Jacobian). The segments eliminated (Schur
+        complement); Marquardt's damping ``damping · diag``; the parameters kept in their box
+        by the exact box QP. Raises ``LinAlgError`` when the damped system is singular.
         """
         g_s = np.einsum("sri,sr->si", self.jac_state, residual)
         g_v = np.einsum("sri,sr->i", self.jac_values, residual)
@@ -169,13 +166,22 @@ class _NormalEquations:
         inverse = np.linalg.inv(damped)
         schur = (self.h_vv + damping * np.diag(self.parameter_curvature)
                  - np.einsum("sji,sjk,skl->il", self.h_sv, inverse, self.h_sv))
-        rhs = -g_v + np.einsum("sji,sjk,sk->i", self.h_sv, inverse, g_s)
-        step = _bounded_step(schur, rhs, values, scale, lower, upper)
+        reduced_gradient = g_v - np.einsum("sji,sjk,sk->i", self.h_sv, inverse, g_s)
+        step = solve_box_qp(schur, reduced_gradient, np.minimum((lower - values) / scale, 0.0),
+                            np.maximum((upper - values) / scale, 0.0))
         state_step = -np.einsum("sij,sj->si", inverse, g_s + self.h_sv @ step)
         model = (residual + np.einsum("sri,si->sr", self.jac_state, state_step)
                  + np.einsum("sri,i->sr", self.jac_values, step))
         return ((starts + state_step, np.clip(values + step * scale, lower, upper)),
+                float(np.sqrt(np.sum(state_step ** 2) + np.sum(step ** 2))),
                 float(np.sum(model ** 2)))
+
+    def gradient_norm(self, residual, values, scale, lower, upper) -> float:
+        """``‖Jᵀr‖`` with the parameter part projected on the box (no push out of it)."""
+        g_s = np.einsum("sri,sr->si", self.jac_state, residual)
+        g_v = np.einsum("sri,sr->i", self.jac_values, residual)
+        g_v = np.where((values <= lower) & (g_v > 0) | (values >= upper) & (g_v < 0), 0.0, g_v)
+        return float(np.sqrt(np.sum(g_s ** 2) + np.sum(g_v ** 2)))
 
     @functools.cached_property
     def parameter_curvature(self) -> np.ndarray:
@@ -192,12 +198,6 @@ class _NormalEquations:
         """``JᵀJ`` of the (scaled) values with the segment states eliminated, undamped."""
         return self.h_vv - np.einsum("sji,sjk,skl->il", self.h_sv, np.linalg.pinv(self.h_ss),
                                      self.h_sv)
-
-
-def _cost_at(residual_at, starts, values):
-    """``(residual, cost)`` at a trial point: one simulation of every segment."""
-    residual = residual_at(starts, values)
-    return residual, float(np.sum(residual ** 2))
 
 
 MAX_CHORD_STEPS = 8  # per linearisation (a linearisation costs about 8 simulations)
@@ -299,6 +299,98 @@ def _frictionless(rig: Rig, parameters: dict, names: tuple[str, ...]) -> tuple[b
                                rig.build(parameter_arrays(moved)))
 
 
+@dataclass(frozen=True)
+class _ShootingState:
+    """One iterate of the shooting fit.
+
+    A :class:`~mb_estimation.estimation.levenberg_marquardt.Iterate`. ``starts [S, 2
+    n_joints]``: the segments' start states; ``values [p]``: the free values; ``residual [S,
+    R]`` there; ``normal``: the normal equations of the last linearisation (here if
+    ``fresh``, else ``chords`` steps before); ``linearizations``: so far.
+    """
+
+    starts: np.ndarray
+    values: np.ndarray
+    residual: np.ndarray
+    normal: _NormalEquations
+    cost: float
+    damping: float
+    gradient: float
+    step_norm: float
+    iteration: int
+    linearizations: int
+    chords: int = 0
+    status: FitStatus | None = None
+
+    @property
+    def fresh(self) -> bool:
+        return self.chords == 0
+
+
+@dataclass(frozen=True)
+class _Shooting:
+    """The shooting fit as a least-squares problem of the one loop.
+
+    A :class:`~mb_estimation.estimation.levenberg_marquardt.LeastSquaresProblem`.
+    ``linearize(starts, values)`` → ``(residual, jac_state, jac_values)`` (unscaled values);
+    ``residual_at(starts, values)``: one simulation of every segment; ``scale``: the values'
+    Jacobi scaling; ``lower``/``upper``: their box. Each linearisation (a simulation carrying
+    ``2·n_joints + p`` tangents) costs about eight simulations, so after an accepted step the
+    next is taken from the same Jacobian with the new residual (a chord step) while the
+    linear model predicts the gain (ρ ≥ 1/4), at most :data:`MAX_CHORD_STEPS` times. Without
+    ``statistics`` (a fit that only leads to a longer one) a chord step that gains below the
+    tolerance ends the fit; otherwise a step from a fresh linearisation must confirm it.
+    """
+
+    linearize: Callable
+    residual_at: Callable
+    scale: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    termination: Termination
+    statistics: bool
+
+    def state_at(self, starts, values, linearized, damping, iteration, step_norm,
+                 linearizations) -> _ShootingState:
+        residual, jac_state, jac_values = linearized
+        normal = _NormalEquations.of(jac_state, jac_values * self.scale)
+        return _ShootingState(
+            starts, values, residual, normal, float(np.sum(residual ** 2)), damping,
+            normal.gradient_norm(residual, values, self.scale, self.lower, self.upper),
+            step_norm, iteration, linearizations)
+
+    def trial(self, state: _ShootingState, damping: float) -> Trial | None:
+        try:
+            point, step_norm, model_cost = state.normal.step(
+                damping, state.residual, state.starts, state.values, self.scale, self.lower,
+                self.upper)
+        except np.linalg.LinAlgError:
+            return None
+        residual = self.residual_at(*point)
+        return Trial((*point, residual), float(np.sum(residual ** 2)), model_cost, step_norm)
+
+    def accept(self, state: _ShootingState, trial: Trial, damping: float, ratio: float
+               ) -> _ShootingState:
+        starts, values, residual = trial.point
+        small = state.cost - trial.cost <= self.termination.cost_tolerance * state.cost
+        if ratio >= 0.25 and (small and not self.statistics
+                              or not small and state.chords + 1 < MAX_CHORD_STEPS):
+            return dataclasses.replace(
+                state, starts=starts, values=values, residual=residual, cost=trial.cost,
+                damping=damping, step_norm=trial.step_norm, iteration=state.iteration + 1,
+                chords=state.chords + 1,
+                gradient=state.normal.gradient_norm(residual, values, self.scale, self.lower,
+                                                    self.upper),
+                status=FitStatus.COST if small else None)
+        return self.state_at(starts, values, self.linearize(starts, values), damping,
+                             state.iteration + 1, trial.step_norm, state.linearizations + 1)
+
+    def relinearized(self, state: _ShootingState) -> _ShootingState:
+        return self.state_at(state.starts, state.values,
+                             self.linearize(state.starts, state.values), state.damping,
+                             state.iteration, state.step_norm, state.linearizations + 1)
+
+
 def _shoot(rig: Rig, parameters: dict, names: tuple[str, ...], lower: dict, upper: dict,
            grids: Sequence, joint_motion: Sequence, simulation_dt: float,
            settings: ShootingSettings, progress, fitted_starts: dict | None = None,
@@ -316,7 +408,9 @@ def _shoot(rig: Rig, parameters: dict, names: tuple[str, ...], lower: dict, uppe
     """
     segments = segments_of(grids, settings.segment_s, settings.lead_s)
     substeps = max(1, int(round(segments.dt / simulation_dt)))
-    h = segments.dt / substeps
+    if statistics:  # the fit that is kept
+        substeps *= settings.kept_step_divisor
+    step = (np.asarray(segments.dt / substeps, dtype=np.float64), np.asarray(substeps))
     fixed = {name: jnp.asarray(value, dtype=jnp.float64) for name, value in parameters.items()
              if name not in names}
     keys = list(zip(segments.recording.tolist(), segments.begin.tolist(), strict=True))
@@ -328,22 +422,22 @@ def _shoot(rig: Rig, parameters: dict, names: tuple[str, ...], lower: dict, uppe
     low = np.array([lower[name] for name in names], dtype=float)
     high = np.array([upper[name] for name in names], dtype=float)
     data = (segments.measured, segments.weights, segments.inputs)
-    static = (rig, names, h, substeps, _frictionless(rig, parameters, names), settings.rigid)
+    static = (rig, names, _frictionless(rig, parameters, names), settings.rigid)
     scored = float(np.sum(segments.weights) * segments.measured.shape[-1])
     dof = max(scored - starts.size - values.size, 1.0)
 
     started, compiler = time.perf_counter(), Compiler()
 
-    def linearize(*arguments):
-        return compiler(linearize_segments, static, *arguments)
+    def linearize(at_starts, at_values):
+        return tuple(np.asarray(a) for a in compiler(linearize_segments, static, step, fixed,
+                                                      at_starts, at_values, *data))
 
-    def residual_at(states, free_values):
-        return np.asarray(compiler(segments_residuals, static, fixed, states, free_values, *data))
+    def residual_at(at_starts, at_values):
+        return np.asarray(compiler(segments_residuals, static, step, fixed, at_starts,
+                                   at_values, *data))
 
-    damping, iterations, linearizations, converged = 1e-3, 0, 1, False
-    residual, jac_state, jac_values = (np.asarray(a) for a in linearize(
-        fixed, starts, values, *data))
-    cost = initial_cost = float(np.sum(residual ** 2))
+    residual, jac_state, jac_values = linearize(starts, values)
+    initial_cost = float(np.sum(residual ** 2))
     joints = segments.measured.shape[-1]
     allowed = settings.max_iterations if amplification(jac_state, joints) <= max_amplification \
         else 0
@@ -351,53 +445,22 @@ def _shoot(rig: Rig, parameters: dict, names: tuple[str, ...], lower: dict, uppe
     # bound keeps a well-scaled column.
     column_norms = np.sqrt(np.einsum("sri,sri->i", jac_values, jac_values))
     scale = np.where(column_norms > 0, 1.0 / np.where(column_norms > 0, column_norms, 1.0), 1.0)
-    tolerance = settings.chi_square_tolerance / dof  # a decrease of χ² relative to the cost
+    problem = _Shooting(
+        linearize, residual_at, scale, low, high,
+        # a decrease of χ² (the cost over the residual variance) below the tolerance
+        Termination(allowed, cost_tolerance=settings.chi_square_tolerance / dof), statistics)
+    state = problem.state_at(starts, values, (residual, jac_state, jac_values),
+                             INITIAL_DAMPING, 0, float("nan"), 1)
 
-    def accept(step, trial):
-        nonlocal starts, values, residual, cost, iterations
-        (starts, values), (residual, cost) = step, trial
-        iterations += 1
-        if progress is not None:
-            progress(iterations, cost / scored, dict(zip(names, values.tolist(), strict=True)))
+    def record(iterate: _ShootingState):
+        if progress is not None and iterate.iteration > 0:
+            progress(iterate.iteration, iterate.cost / scored,
+                     dict(zip(names, iterate.values.tolist(), strict=True)))
 
-    normal, chords = _NormalEquations.of(jac_state, jac_values * scale), 0
-    while iterations < allowed:
-        step, model_cost = normal.step(damping, residual, starts, values, scale, low, high)
-        trial = _cost_at(residual_at, *step)
-        gained, predicted = cost - trial[1], cost - model_cost
-        if gained > 0.0 and chords == 0 and gained <= tolerance * cost:
-            converged = True  # what is left to gain is far below the parameters' std: stay here
-            break
-        if gained > 0.0:
-            accept(step, trial)
-            ratio = gained / predicted if predicted > 0.0 else 0.0
-            damping = max(damping * max(1.0 / 3.0, 1.0 - (2.0 * ratio - 1.0) ** 3), 1e-12)
-            chords += 1
-            if ratio >= 0.25 and gained <= tolerance * cost:
-                if not statistics:  # leads to a longer fit: the linear model's word suffices
-                    converged = True
-                    break
-                # else confirmed (or not) by a step from a fresh linearisation, below
-            elif ratio >= 0.25 and chords < MAX_CHORD_STEPS:
-                # Chord steps: the next step from the same Jacobian and the new residual (one
-                # simulation, a fraction of a linearisation) while the linear model still
-                # predicts the gain well.
-                continue
-        elif chords == 0:
-            damping *= 4.0
-            if damping < 1e10:
-                continue
-            converged = True  # no descent left at any damping: a minimum
-            break
-        residual, jac_state, jac_values = (np.asarray(a) for a in linearize(
-            fixed, starts, values, *data))
-        normal, chords = _NormalEquations.of(jac_state, jac_values * scale), 0
-        linearizations += 1
-    if chords > 0 and statistics:  # the covariance at the last iterate, not an earlier one
-        residual, jac_state, jac_values = (np.asarray(a) for a in linearize(
-            fixed, starts, values, *data))
-        normal = _NormalEquations.of(jac_state, jac_values * scale)
-        linearizations += 1
+    state, status = solve(problem, state, record)
+    if not state.fresh and statistics:  # the covariance at the last iterate, not an earlier one
+        state = problem.relinearized(state)
+    starts, values, cost, normal = state.starts, state.values, state.cost, state.normal
 
     # Linearised covariance (Gauss–Newton, undamped), scaled by the residual variance.
     information = normal.parameter_information
@@ -406,10 +469,10 @@ def _shoot(rig: Rig, parameters: dict, names: tuple[str, ...], lower: dict, uppe
     return ShootingResult(
         names=names, values=dict(zip(names, values.tolist(), strict=True)),
         std=dict(zip(names, std.tolist(), strict=True)), covariance=covariance, cost=cost / scored,
-        initial_cost=initial_cost / scored, iterations=iterations,
-        linearizations=linearizations, converged=converged,
-        segments=int(starts.shape[0]), segment_s=settings.segment_s,
+        initial_cost=initial_cost / scored, iterations=state.iteration,
+        linearizations=state.linearizations, status=status,
+        segments=int(starts.shape[0]), segment_s=settings.segment_s, step_s=float(step[0]),
         solve_time_s=time.perf_counter() - started - compiler.seconds,
         compile_time_s=compiler.seconds,
-        tried=(settings.segment_s,), amplification=amplification(jac_state, joints)
+        tried=(settings.segment_s,), amplification=amplification(normal.jac_state, joints)
     ), dict(zip(keys, starts, strict=True))

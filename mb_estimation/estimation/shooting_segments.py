@@ -69,13 +69,14 @@ def segments_of(grids: Sequence, segment_s: float, lead_s: float) -> Segments:
     return Segments(**{key: np.stack(value) for key, value in parts.items()}, dt=dt)
 
 
-def segment_residuals(rig: Rig, names: tuple[str, ...], h: float, substeps: int,
-                       frictionless: tuple[bool, ...], rigid: bool, fixed, joint_state,
-                       free_values, measured, weights, inputs):
+def segment_residuals(rig: Rig, names: tuple[str, ...], frictionless: tuple[bool, ...],
+                      rigid: bool, h, substeps, fixed, joint_state, free_values, measured,
+                      weights, inputs):
     """Weighted wrapped angle errors ``[(m+1)·n_joints]`` [rad] of one simulated segment.
 
     Simulated from ``joint_state = (angles, rates)`` with the free values ``[p]``, steps
-    ``h``, ``substeps`` per grid step, without the dry friction rows of the ``frictionless``
+    ``h`` [s], ``substeps`` per grid step (both traced: one program serves every step),
+    without the dry friction rows of the ``frictionless``
     hinges: the SPOOK stepper with the config's hinges, or (``rigid``) the rigid tree's
     second-order variational step in joint coordinates
     (:func:`~mb_estimation.multibody.joint_space.variational_step`).
@@ -101,20 +102,20 @@ def segment_residuals(rig: Rig, names: tuple[str, ...], h: float, substeps: int,
     return (error * weights[:, None]).reshape(-1)
 
 
-def linearize_segments(static, fixed, joint_states, free_values, measured, weights, inputs):
+def linearize_segments(static, step, fixed, joint_states, free_values, measured, weights,
+                       inputs):
     """Residuals and their Jacobians in each segment's state and in the free values.
 
-    ``static = (rig, names, h, substeps, frictionless, rigid)`` as :func:`segment_residuals`
-    takes them.
+    ``static = (rig, names, frictionless, rigid)`` and ``step = (h, substeps)`` as
+    :func:`segment_residuals` takes them.
     """
-    rig, names, h, substeps, frictionless, rigid = static
+    h, substeps = step
 
     def one(segment):
         joint_state, y, w, u = segment
 
         def residual(state, values):
-            value = segment_residuals(rig, names, h, substeps, frictionless, rigid, fixed,
-                                       state, values, y, w, u)
+            value = segment_residuals(*static, h, substeps, fixed, state, values, y, w, u)
             return value, value  # the value as auxiliary output: simulated once, not twice
 
         (jac_state, jac_values), value = jax.jacfwd(residual, argnums=(0, 1), has_aux=True)(
@@ -126,14 +127,15 @@ def linearize_segments(static, fixed, joint_states, free_values, measured, weigh
     return jax.vmap(one)((joint_states, measured, weights, inputs))
 
 
-def segments_residuals(static, fixed, joint_states, free_values, measured, weights, inputs):
+def segments_residuals(static, step, fixed, joint_states, free_values, measured, weights,
+                       inputs):
     """The residuals of :func:`linearize_segments` alone (one plain simulation of each segment)."""
-    rig, names, h, substeps, frictionless, rigid = static
+    h, substeps = step
 
     def one(segment):
         joint_state, y, w, u = segment
-        return segment_residuals(rig, names, h, substeps, frictionless, rigid, fixed,
-                                  joint_state, free_values, y, w, u)
+        return segment_residuals(*static, h, substeps, fixed, joint_state, free_values, y, w,
+                                 u)
 
     return jax.vmap(one)((joint_states, measured, weights, inputs))
 

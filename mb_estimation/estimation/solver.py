@@ -34,8 +34,7 @@ from mb_estimation.estimation.levenberg_marquardt import (
     LMState,
     SolverSettings,
     init,
-    step,
-    terminate,
+    solve,
 )
 from mb_estimation.estimation.linear_algebra import eliminate_states
 from mb_estimation.estimation.parameters import FreeParameters
@@ -173,15 +172,8 @@ def estimate(problem: EstimationProblem, settings: SolverSettings = DEFAULT_SETT
         if progress is not None:
             progress(entry)
 
-    state = init(solver, free_values, initial_states)
-    record(state)
-    while (status := terminate(solver, state)) is None:
-        if _out_of_time(solver, started):
-            status = FitStatus.TIME_LIMIT
-            break
-        state = step(solver, state)
-        if state.status is None:
-            record(state)
+    state, status = solve(solver, init(solver, free_values, initial_states), record,
+                          lambda: _out_of_time(solver, started))
     return _result(solver, state, status, history, started)
 
 
@@ -285,24 +277,18 @@ def _result(solver: LevenbergMarquardt, state: LMState, status: FitStatus,
             observation_mse=observation / grid.num_steps, impulse_mse=impulse / grid.num_steps))
 
     final = history[-1]
-    descriptions = {
-        FitStatus.GRADIENT: "converged: gradient norm below tolerance",
-        FitStatus.STEP: "converged: step below tolerance",
-        FitStatus.NO_PROGRESS: "stopped: no damping gives a decrease (a local minimum to working "
-                               "precision, or a poorly scaled problem)",
-        FitStatus.MAX_ITERATIONS: f"stopped at the iteration limit ({settings.max_iterations}) "
-                                  "before a tolerance was met",
-        FitStatus.TIME_LIMIT: f"stopped at the time limit ({settings.time_limit_s} s of "
-                              "solving) before a tolerance was met",
-    }
-    message = (f"{descriptions[status]}; {state.iteration} iterations, cost {final.cost:.4g} "
-               f"(observation {final.observation_mse:.4g}, impulse {final.impulse_mse:.4g})")
+    limits = {FitStatus.MAX_ITERATIONS: f" ({settings.max_iterations}) before a tolerance was met",
+              FitStatus.TIME_LIMIT: f" ({settings.time_limit_s} s of solving) before a "
+                                    "tolerance was met"}
+    message = (f"{status.description}{limits.get(status, '')}; {state.iteration} iterations, "
+               f"cost {final.cost:.4g} (observation {final.observation_mse:.4g}, impulse "
+               f"{final.impulse_mse:.4g})")
     total = time.perf_counter() - started
     parameters = {k: np.asarray(v) for k, v in {**fixed, **free_values}.items()}
     return EstimationResult(
         parameters=parameters, free=free.names, std=std, excited=excited, covariance=covariance,
         recordings=tuple(estimates), cost=final.cost, observation_mse=final.observation_mse,
-        impulse_mse=final.impulse_mse, iterations=state.iteration, converged=status.converged,
+        impulse_mse=final.impulse_mse, iterations=state.iteration,
         status=status, message=message, history=tuple(history),
         compile_time_s=compiler.seconds, solve_time_s=total - compiler.seconds,
         settings={"dt": grids[0].dt, "kappa": settings.kappa,

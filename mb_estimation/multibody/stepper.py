@@ -161,6 +161,8 @@ def rollout(system: Multibody, initial_state: BodyStates, h, num_samples: int, i
             substeps: int = 1):
     """Simulate with sample-and-hold inputs: ``u_j = input_fn(j, x_j)`` held for ``substeps`` steps.
 
+    ``substeps`` may be traced (a loop whose count is data).
+
     ``x_j`` is the state at sample ``j`` (time ``j · substeps · h``). ``input_fn`` can replay a
     recorded input (open loop) or be a controller running at the sample rate (closed loop).
 
@@ -169,13 +171,10 @@ def rollout(system: Multibody, initial_state: BodyStates, h, num_samples: int, i
         and the applied inputs ``[n, n_inputs]``.
     """
 
-    def hold(state, u):
-        next_state, _ = spook_step(system, state, u, h)
-        return next_state, None
-
     def sample(state, j):
         u = jnp.asarray(input_fn(j, state), dtype=jnp.float64).reshape(system.num_inputs)
-        state, _ = jax.lax.scan(hold, state, jnp.broadcast_to(u, (substeps, u.shape[0])))
+        state = jax.lax.fori_loop(0, substeps, lambda _, s: spook_step(system, s, u, h)[0],
+                                  state)
         return state, (state, u)
 
     _, (states, inputs) = jax.lax.scan(sample, initial_state, jnp.arange(num_samples))
