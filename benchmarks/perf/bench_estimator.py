@@ -397,6 +397,8 @@ def main() -> None:
     parser.add_argument("--scipy-x-scale", choices=("jac", "1"), default="jac",
                         help="scipy's variable scaling: 'jac' (its column norms) or 1 (none)")
     parser.add_argument("--json", metavar="FILE")
+    parser.add_argument("--ours-only", action="store_true",
+                        help="our solve only (total_s, compile_s): no scipy, no scaling")
     args = parser.parse_args()
     duration = 3.0 if args.quick else 10.0
     durations = (2.0, 4.0, 8.0) if args.quick else (10.0, 30.0, 100.0)
@@ -424,6 +426,8 @@ def main() -> None:
     }
     for key, value in result.items():
         _show(key, value)
+    if args.ours_only:
+        return
 
     print(f"scipy.optimize.least_squares (trf, x_scale={args.scipy_x_scale}, sparse jac, lsmr):")
     scipy_result = time_scipy(problem, args.scipy_max_nfev, args.scipy_x_scale)
