@@ -9,7 +9,7 @@
   holonomic multipliers eliminated, a second-order variational step
   (:mod:`mb_estimation.multibody.joint_space`). Valid for stiff hinges, consistent as h → 0.
 
-Both expose the same small interface, so the residual assembly, the Jacobian blocks, the
+Both are a :class:`Formulation`, so the residual assembly, the Jacobian blocks, the
 Levenberg–Marquardt loop and the covariance are shared. A formulation is a frozen, field-less
 dataclass: hashable, so it is part of what the estimator compiles against.
 """
@@ -17,6 +17,7 @@ dataclass: hashable, so it is part of what the estimator compiles against.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar, Protocol
 
 import numpy as np
 
@@ -41,6 +42,46 @@ from mb_estimation.multibody.state import state_boxplus_linearized, with_velocit
 from mb_estimation.numerics import jax
 
 jnp = jax.numpy
+
+
+class Formulation(Protocol):
+    """How the estimator describes a recording's states and the dynamics between them.
+
+    ``name``: as the config names it; ``jacobian_passes``: the transition Jacobian's forward
+    passes, as groups of the residual's arguments ``(previous configuration, previous
+    velocity, current configuration, current velocity, parameters)``. States are a pytree of
+    ``[n, ...]`` arrays; ``system`` the rig built from parameter values.
+    """
+
+    name: ClassVar[str]
+    jacobian_passes: ClassVar[tuple[tuple[int, ...], ...]]
+
+    def half_size_of(self, states) -> int:
+        """Tangent directions of the configuration (= of the velocity) part of one state."""
+
+    def tangent_group(self, half_size: int) -> int:
+        """Configuration columns per group of the ⊞ layout (then as many velocity columns)."""
+
+    def initial_residual(self, system, state, dt):
+        """The first state's residual [N m s]."""
+
+    def transition_residual(self, system, previous, current, inputs, dt, measured_angles):
+        """The residual of one step ``previous → current`` [N m s]."""
+
+    def observe(self, system, state):
+        """The rig's joint angles [rad] in ``state``."""
+
+    def moved(self, state, delta_configuration, delta_velocity):
+        """``x ⊞ δ`` to first order (what the Jacobian blocks differentiate at ``δ = 0``)."""
+
+    def boxplus(self, states, step):
+        """All states moved by ``step [n, s]``."""
+
+    def initial_states(self, system, filtered_angles, rates, dt):
+        """Initial states from filtered angles and (or None) rates on the grid."""
+
+    def shadow(self, system, states):
+        """Joint angles [rad], rates [rad/s] ``[n, n_joints]`` and body states."""
 
 
 @dataclass(frozen=True)
@@ -179,7 +220,7 @@ class JointCoordinates:
         return states.angles, rates, bodies
 
 
-def tangent_columns(formulation, configuration, velocity):
+def tangent_columns(formulation: Formulation, configuration, velocity):
     """The state's Jacobian columns ``[..., s]`` in the formulation's ⊞ layout.
 
     From the columns of its two parts, ``configuration`` and ``velocity`` ``[..., s/2]``: groups
@@ -191,10 +232,11 @@ def tangent_columns(formulation, configuration, velocity):
                             velocity.reshape(*lead, -1, group)], axis=-1).reshape(*lead, -1)
 
 
-FORMULATIONS = {f.name: f() for f in (MaximalCoordinates, JointCoordinates)}
+FORMULATIONS: dict[str, Formulation] = {f.name: f() for f in (MaximalCoordinates,
+                                                                JointCoordinates)}
 
 
-def formulation_named(name: str):
+def formulation_named(name: str) -> Formulation:
     """The formulation called ``maximal`` or ``joint``."""
     try:
         return FORMULATIONS[name]

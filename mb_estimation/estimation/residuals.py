@@ -23,7 +23,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mb_estimation.estimation.formulations import MaximalCoordinates, tangent_columns
+from mb_estimation.estimation.formulations import (
+    Formulation,
+    MaximalCoordinates,
+    tangent_columns,
+)
 from mb_estimation.estimation.parameters import FreeParameters, parameters_boxplus
 from mb_estimation.numerics import jax
 from mb_estimation.rigs import Rig
@@ -37,7 +41,7 @@ class ModelStructure:
 
     rig: Rig
     free: FreeParameters
-    formulation: object = field(default_factory=MaximalCoordinates)
+    formulation: Formulation = field(default_factory=MaximalCoordinates)
 
     def system(self, fixed, free_values):
         """The multibody system for the fixed and free parameter values."""
@@ -146,7 +150,7 @@ class JacobianParts:
     parameters: jax.Array
 
 
-def joined(formulation, parts: JacobianParts) -> Linearization:
+def joined(formulation: Formulation, parts: JacobianParts) -> Linearization:
     """:class:`Linearization` of ``parts``: the state columns in the formulation's ⊞ layout."""
     return Linearization(
         residuals=parts.residuals,
