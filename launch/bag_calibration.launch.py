@@ -46,7 +46,7 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import LifecycleNode
 from launch_ros.parameter_descriptions import ParameterValue
 
-from mb_estimation.transport.ros_common import DRAIN_TIMEOUT_S
+from mb_estimation.transport.ros_common import DRAIN_TIMEOUT_S, config_topics, input_remappings
 from mb_estimation.transport.ros_launch import drive_lifecycle
 
 PACKAGE = "mb_estimation"
@@ -90,6 +90,9 @@ def _calibration(context):
             "output_dir": output,
             "use_sim_time": sim_time,
         }],
+        # the inputs on the bag's topics, which the config's recording section names
+        remappings=input_remappings(*config_topics(LaunchConfiguration("config").perform(
+            context))),
         # the node drains its cut windows on SIGINT before writing the final files
         sigterm_timeout=str(int(DRAIN_TIMEOUT_S) + 30),
     )

@@ -7,10 +7,10 @@ launch. Launch arguments (``name:=value``):
 
 * ``config``: the mb_estimation YAML configuration (default: the installed
   ``share/mb_estimation/config/furuta.yaml``; a built-in name such as ``furuta`` works too);
-* ``joint_states_topic`` (``/joint_states``), ``voltage_topic`` (``/control_voltage``): where the
-  rig publishes its joint states and motor voltage; the config's ``recording.joint_states_topic``
-  and ``recording.voltage_topic`` are remapped to them (no voltage remapping when the config
-  reads the voltage from the joint states' effort);
+* ``joint_states_topic``, ``voltage_topic``: where the rig publishes its joint states and motor
+  voltage; the node's inputs ``joint_states`` and ``control_voltage`` are remapped to them
+  (empty, the default: the config's ``recording.joint_states_topic`` and
+  ``recording.voltage_topic``);
 * ``free`` (``NAME,NAME``), ``set`` (``NAME=VALUE,...``), ``compliance`` (0: the config's): the
   command line's ``--free``/``--set``/``--compliance``;
 * the node's settings ``window_s``, ``stride_s``, ``forgetting``, ``max_cost``,
@@ -33,7 +33,7 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import LifecycleNode
 from launch_ros.parameter_descriptions import ParameterValue
 
-from mb_estimation.transport.ros_common import NODE_SETTINGS, config_topics
+from mb_estimation.transport.ros_common import NODE_SETTINGS, config_topics, input_remappings
 from mb_estimation.transport.ros_launch import drive_lifecycle
 
 PACKAGE = "mb_estimation"
@@ -49,9 +49,9 @@ def _node_settings(context) -> dict:
 def _estimator(context):
     # the config (a path or a built-in name) found as the node finds it
     joint_topic, voltage_topic = config_topics(LaunchConfiguration("config").perform(context))
-    remappings = [(joint_topic, LaunchConfiguration("joint_states_topic"))]
-    if voltage_topic is not None:
-        remappings.append((voltage_topic, LaunchConfiguration("voltage_topic")))
+    remappings = input_remappings(
+        LaunchConfiguration("joint_states_topic").perform(context) or joint_topic,
+        LaunchConfiguration("voltage_topic").perform(context) or voltage_topic)
     node = LifecycleNode(
         package=PACKAGE,
         executable="estimator_node",
@@ -78,13 +78,13 @@ def generate_launch_description():
             "config", default_value=default_config,
             description="mb_estimation YAML configuration (path or built-in name)"),
         DeclareLaunchArgument(
-            "joint_states_topic", default_value="/joint_states",
-            description="topic of the rig's sensor_msgs/JointState (the config's joint state "
-                        "topic is remapped to it)"),
+            "joint_states_topic", default_value="",
+            description="topic of the rig's sensor_msgs/JointState (empty: the config's "
+                        "recording.joint_states_topic)"),
         DeclareLaunchArgument(
-            "voltage_topic", default_value="/control_voltage",
-            description="topic of the rig's motor voltage (the config's voltage topic is "
-                        "remapped to it)"),
+            "voltage_topic", default_value="",
+            description="topic of the rig's motor voltage (empty: the config's "
+                        "recording.voltage_topic)"),
         DeclareLaunchArgument(
             "free", default_value="",
             description="free parameters NAME,NAME (empty: the config's)"),

@@ -114,8 +114,7 @@ def test_launch_file_parses_and_defines_generate_launch_description(path):
 def test_estimator_launch_declares_exactly_its_arguments():
     declared = _declared_arguments(_tree(ESTIMATOR_LAUNCH))
     assert set(declared) == ESTIMATOR_ARGUMENTS
-    assert declared["joint_states_topic"] == "/joint_states"
-    assert declared["voltage_topic"] == "/control_voltage"
+    assert declared["joint_states_topic"] == "" and declared["voltage_topic"] == ""  # config's
     assert declared["use_sim_time"] == "false"
     assert declared["node_name"] == "mb_estimator"
     assert declared["free"] == "" and declared["set"] == ""
@@ -266,6 +265,34 @@ def test_the_node_module_says_it_needs_rclpy():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=REPO, timeout=120, check=True)
     assert done.stdout.split() == ["rclpy", "True"]
+
+
+def test_mb_estimation_node_remaps_the_inputs_to_the_configs_topics(tmp_path, monkeypatch):
+    """The node subscribes to relative names; ``mb-estimation node`` remaps them.
+
+    To the config's ``recording`` topics, as the launch files do by default.
+    """
+    from mb_estimation.cli import main as cli
+    from mb_estimation.cli import node as node_command
+
+    assert ros_common.input_remappings("/js", None) == [("joint_states", "/js")]
+    recording = yaml.safe_load((REPO / "config" / "furuta_synthetic.yaml").read_text()).get(
+        "recording") or {}
+    config = write_config(tmp_path / "rig.yaml", recording={
+        **recording, "joint_states_topic": "/rig/joint_states", "voltage_topic": "/rig/voltage"})
+    started = []
+
+    class Transport:
+        @staticmethod
+        def main(argv):
+            started.append(argv)
+            return 0
+
+    monkeypatch.setattr(node_command, "ros_transport", lambda args: Transport)
+    assert cli(["node", "--config", config]) == 0
+    argv = started[0]
+    remaps = {argv[i + 1] for i, word in enumerate(argv) if word == "-r"}
+    assert {"joint_states:=/rig/joint_states", "control_voltage:=/rig/voltage"} <= remaps
 
 
 def test_config_topics(tmp_path, monkeypatch):
@@ -484,15 +511,16 @@ def test_ros_node_serves_diagnostics_parameters_and_services(ros_context, tmp_pa
 
 
 def test_node_settings_are_parameters_defaulting_to_the_config(ros_context):
-    """window_s, stride_s, ..., the input topics: ROS parameters, checked as the config is."""
+    """window_s, stride_s, ...: ROS parameters, checked as the config is; inputs remapped."""
     from rclpy.parameter import Parameter
     from test_node_core import _config, _fake_estimator
 
     config = _config()
     node = ros_node.EstimatorNode(
         config, estimator=_fake_estimator, context=ros_context,
-        parameter_overrides=[Parameter("window_s", value=3.0),
-                             Parameter("joint_states_topic", value="/rig/joint_states")])
+        parameter_overrides=[Parameter("window_s", value=3.0)],
+        cli_args=["--ros-args", "-r", "joint_states:=/rig/joint_states",
+                  "-r", "control_voltage:=/rig/voltage"])
     try:
         assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
         assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
@@ -500,8 +528,8 @@ def test_node_settings_are_parameters_defaulting_to_the_config(ros_context):
         assert node.get_parameter("stride_s").value == config.node.stride_s
         assert node.get_parameter("state_file").value == ""
         assert node.config.node.window_s == 3.0
-        assert node.config.recording.joint_states_topic == "/rig/joint_states"
-        assert "/rig/joint_states" in {s.topic_name for s in node.subscriptions}
+        assert {s.topic_name for s in node.subscriptions} == {"/rig/joint_states",
+                                                              "/rig/voltage"}
     finally:
         node.destroy_node()
     node = ros_node.EstimatorNode(config, estimator=_fake_estimator, context=ros_context,
@@ -520,7 +548,7 @@ def test_the_node_goes_through_its_lifecycle(ros_context):
 
     config = _config()
     node = ros_node.EstimatorNode(config, estimator=_fake_estimator, context=ros_context)
-    topic = config.recording.joint_states_topic
+    topic = "/" + ros_common.JOINT_STATES_INPUT  # relative, in the root namespace
 
     def subscribed():
         return {s.topic_name for s in node.subscriptions}

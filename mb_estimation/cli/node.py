@@ -6,6 +6,7 @@ from pathlib import Path
 
 from mb_estimation.cli.common import add_config_options, add_free_option, load_config
 from mb_estimation.cli.transport import add_domain_option, ros_transport
+from mb_estimation.transport.ros_common import input_remappings
 
 
 def add_node(commands) -> None:
@@ -43,6 +44,9 @@ def node_command(args) -> int:
     if args.compliance is not None:
         parameters.append(f"compliance:={args.compliance}")
     argv = ["estimator_node", "--ros-args", "-r", f"__node:={loaded.node.name}"]
+    recording = loaded.recording  # the inputs on the config's topics
+    for name, topic in input_remappings(recording.joint_states_topic, recording.voltage_topic):
+        argv += ["-r", f"{name}:={topic}"]
     for parameter in parameters:
         argv += ["-p", parameter]
     return ros_node.main(argv)

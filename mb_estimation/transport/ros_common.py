@@ -33,6 +33,9 @@ PLAYER_NODE_NAME = "mb_estimation_player"
 DRAIN_TIMEOUT_S = 120.0
 #: Standard deviation published for a direction the data does not determine (as on the topics).
 NOT_DETERMINED = -1.0
+#: The node's input topics, relative names (``--ros-args -r joint_states:=/rig/joint_states``).
+JOINT_STATES_INPUT = "joint_states"
+VOLTAGE_INPUT = "control_voltage"
 
 class NodeSetting(NamedTuple):
     """A node setting declared as a ROS parameter: where the config holds its default.
@@ -70,10 +73,6 @@ NODE_SETTINGS: dict[str, NodeSetting] = {
                               "reloaded at start (empty: none)"),
     "warm_up": NodeSetting("node", bool,
                            "compile on a synthetic window when configured"),
-    "joint_states_topic": NodeSetting("recording", str,
-                                      "the rig's sensor_msgs/JointState topic"),
-    "voltage_topic": NodeSetting("recording", str,
-                                 "the rig's motor voltage topic"),
 }
 
 
@@ -237,6 +236,18 @@ def write_fused(directory: str | Path, estimate: ParameterEstimate, config: Conf
     values = dict(config.parameters)
     values.update({name: entry["value"] for name, entry in estimated.items()})
     return write_parameter_files(directory, document, values, node_name)
+
+
+def input_remappings(joint_topic: str, voltage_topic: str | None) -> list[tuple[str, str]]:
+    """The node's inputs remapped to these topics (``voltage_topic`` None: no voltage input).
+
+    ``(relative input name, topic)`` pairs, as launch files take them; ``--ros-args -r
+    FROM:=TO`` on a command line.
+    """
+    remappings = [(JOINT_STATES_INPUT, joint_topic)]
+    if voltage_topic is not None:
+        remappings.append((VOLTAGE_INPUT, voltage_topic))
+    return remappings
 
 
 def config_topics(config: str | Path) -> tuple[str, str | None]:

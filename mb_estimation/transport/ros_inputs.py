@@ -1,8 +1,9 @@
 """The rclpy node's inputs: the joint-state and voltage subscriptions and their type check.
 
 :class:`RosInputs` subscribes an :class:`~mb_estimation.online.core.EstimatorCore`'s input
-handlers (:func:`~mb_estimation.online.adapter.input_handlers`) to the config's topics and
-reports, once each, a publisher of another type on them (rclpy never delivers its messages).
+handlers (:func:`~mb_estimation.online.adapter.input_handlers`) to the node's relative input
+names ``joint_states`` and ``control_voltage`` (remapped to the rig's topics) and reports, once
+each, a publisher of another type on them (rclpy never delivers its messages).
 Needs rclpy (the node module says so when it is missing).
 """
 
@@ -18,6 +19,7 @@ from sensor_msgs.msg import JointState
 from mb_estimation.message_types import JOINT_STATE
 from mb_estimation.online.adapter import input_handlers
 from mb_estimation.online.core import EstimatorCore
+from mb_estimation.transport.ros_common import JOINT_STATES_INPUT, VOLTAGE_INPUT
 from mb_estimation.transport.ros_messages import VOLTAGE_CLASSES, with_source_timestamp
 
 #: The input subscriptions queue this long a stall of the executor [s] at ``node.max_rate_hz``:
@@ -44,11 +46,11 @@ class RosInputs:
                                  durability=DurabilityPolicy.VOLATILE)
         #: (subscription, the config's message type) of each input
         self.subscriptions: list[tuple[Any, str]] = [(node.create_subscription(
-            JointState, recording.joint_states_topic, with_source_timestamp(on_joint_state),
+            JointState, JOINT_STATES_INPUT, with_source_timestamp(on_joint_state),
             sensor_data, callback_group=callback_group), JOINT_STATE)]
         if on_voltage is not None:
             self.subscriptions.append((node.create_subscription(
-                VOLTAGE_CLASSES[recording.voltage_type], recording.voltage_topic,
+                VOLTAGE_CLASSES[recording.voltage_type], VOLTAGE_INPUT,
                 with_source_timestamp(on_voltage), QoSProfile(depth=depth),
                 callback_group=callback_group), recording.voltage_type))
         self._reported_types: set[tuple[str, str]] = set()

@@ -17,7 +17,7 @@ what configure made; ``shutdown`` (or SIGINT/SIGTERM) stops it, writing the file
 launch files drive these transitions; ``mb-estimation node`` sets ``autostart``. By hand::
 
     ros2 run mb_estimation estimator_node --ros-args -p config:=/path/to/furuta.yaml \
-        -p autostart:=true
+        -p autostart:=true -r joint_states:=/joint_states -r control_voltage:=/control_voltage
 
 **Parameters** (read-only: give them with ``-p`` or a parameter file such as
 ``config/ros/estimator_node.yaml``):
@@ -43,9 +43,7 @@ launch files drive these transitions; ``mb-estimation node`` sets ``autostart``.
 * the node's settings, each defaulting to the config's value (``ros_common.NODE_SETTINGS``):
   ``window_s``, ``stride_s``, ``buffer_s``, ``max_rate_hz``, ``pending_windows``,
   ``forgetting``, ``max_cost``, ``min_motion_rad``, ``max_joint_speed_rad_s``, ``state_file``,
-  ``warm_up`` (the config's
-  ``node.*``) and ``joint_states_topic``, ``voltage_topic`` (its ``recording.*``); checked as
-  the config file is;
+  ``warm_up`` (the config's ``node.*``); checked as the config file is;
 * ``use_sim_time`` as for every node (bag replay: ``ros2 bag play --clock``).
 
 **Estimate parameters** ``estimate.<name>`` (every parameter of the rig: the fused estimate for
@@ -71,10 +69,13 @@ never interleaves with a get/set/list/describe request, and the worker never wai
 groups keep it correct where a user adds it to a multi-threaded one.
 
 **Topics**: in, joint states
-(sensor_msgs/JointState, sensor-data QoS) on the config's ``recording.joint_states_topic`` (their
-header stamps cut the windows) and the voltage (std_msgs/Float64, or Float64MultiArray at
-``voltage_index``, stamped with the joint state published last before it, by the messages'
-source timestamps, as they carry no header; or the joint states' effort); out, ``~/parameters`` and
+(sensor_msgs/JointState, sensor-data QoS) on the relative name ``joint_states`` (their header
+stamps cut the windows; remap it to the rig's topic: ``-r joint_states:=/rig/joint_states``;
+the launch files and ``mb-estimation node`` remap it to the config's
+``recording.joint_states_topic``) and the voltage on ``control_voltage`` (likewise;
+std_msgs/Float64, or Float64MultiArray at ``voltage_index``, stamped with the joint state
+published last before it, by the messages' source timestamps, as they carry no header; or the
+joint states' effort); out, ``~/parameters`` and
 ``~/fused_parameters`` (std_msgs/Float64MultiArray, :mod:`mb_estimation.online.messages`),
 ``~/shadow_joint_states`` (one sensor_msgs/JointState per estimation step of an accepted
 window, reliable, depth 2000), ``~/filtered_joint_states`` (sensor-data QoS) and
