@@ -23,13 +23,16 @@ from mb_estimation.numerics import configure_jax  # noqa: E402
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA_DIR = REPO_ROOT.parent / "shared" / "data"
 
-# One compiled-code cache for the whole run, in a fresh folder (hermetic runs): a program one
-# test compiled is read back by any later test that builds it again, in either worker under
-# ``pytest -n``. The controller makes the folder before the workers start (they inherit its
-# path) and removes it at the end. Commands run in-process by the tests use it too.
-if "MB_TEST_XLA_CACHE" not in os.environ:
-    os.environ["MB_TEST_XLA_CACHE"] = tempfile.mkdtemp(prefix="mb_test_xla_")
-os.environ["MB_ESTIMATION_CACHE_DIR"] = os.environ["MB_TEST_XLA_CACHE"]
+# The run's own folder: the controller makes it before the workers start (they inherit its
+# path) and removes it at the end. It holds one compiled-code cache for the whole run (hermetic:
+# fresh each run): a program one test compiled is read back by any later test that builds it
+# again, in either worker under ``pytest -n``; commands run in-process by the tests use it too.
+# It also holds the flags below.
+if "MB_TEST_RUN_DIR" not in os.environ:
+    os.environ["MB_TEST_RUN_DIR"] = tempfile.mkdtemp(prefix="mb_test_")
+    (Path(os.environ["MB_TEST_RUN_DIR"]) / "xla").mkdir()
+RUN_DIR = Path(os.environ["MB_TEST_RUN_DIR"])
+os.environ["MB_ESTIMATION_CACHE_DIR"] = str(RUN_DIR / "xla")
 configure_jax()
 
 
@@ -91,19 +94,15 @@ def pytest_xdist_make_scheduler(config, log):
 # A 500 Hz bag replayed best effort to the node lost 4 % of its messages beside a worker that
 # compiled. So a module that times streams uses the fixture ``alone_on_the_machine``: its
 # worker raises a "wanted" flag and waits until no other worker is inside a test, and the
-# others, before each test, wait while the flag is up. Flags are files in a folder the
-# controller makes before the workers start (they inherit its path).
+# others, before each test, wait while the flag is up. Flags are files in the run's folder.
 
-if "MB_TEST_LOCK_DIR" not in os.environ:
-    os.environ["MB_TEST_LOCK_DIR"] = tempfile.mkdtemp(prefix="mb_test_")
-LOCK_DIR = Path(os.environ["MB_TEST_LOCK_DIR"])
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 WAIT_LIMIT_S = 900.0  # a worker that died inside a test must not hang the run
-_WANTED = LOCK_DIR / "alone_wanted"
+_WANTED = RUN_DIR / "alone_wanted"
 
 
 def _busy_flags() -> list[Path]:
-    return [path for path in LOCK_DIR.glob("busy_*") if path.name != f"busy_{WORKER}"]
+    return [path for path in RUN_DIR.glob("busy_*") if path.name != f"busy_{WORKER}"]
 
 
 def _wait(condition) -> None:
@@ -141,7 +140,7 @@ def _pause_while_a_module_runs_alone():
     if not WORKER or _holding_the_machine():
         yield
         return
-    busy = LOCK_DIR / f"busy_{WORKER}"
+    busy = RUN_DIR / f"busy_{WORKER}"
     while True:
         _wait(lambda: not _WANTED.exists())
         busy.touch()
@@ -160,6 +159,5 @@ def pytest_sessionfinish(session) -> None:
 
 
 def pytest_unconfigure(config) -> None:
-    if not WORKER:  # the controller (or the only process) made the folders
-        shutil.rmtree(LOCK_DIR, ignore_errors=True)
-        shutil.rmtree(os.environ["MB_TEST_XLA_CACHE"], ignore_errors=True)
+    if not WORKER:  # the controller (or the only process) made the folder
+        shutil.rmtree(RUN_DIR, ignore_errors=True)

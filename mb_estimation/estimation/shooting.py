@@ -159,8 +159,7 @@ class _NormalEquations:
         complement); Marquardt's damping ``damping · diag``; the parameters kept in their box
         by the exact box QP. Raises ``LinAlgError`` when the damped system is singular.
         """
-        g_s = np.einsum("sri,sr->si", self.jac_state, residual)
-        g_v = np.einsum("sri,sr->i", self.jac_values, residual)
+        g_s, g_v = self.gradient(residual)
         damped = self.h_ss + damping * (np.einsum("sii->si", self.h_ss)[:, :, None]
                                         * np.eye(self.h_ss.shape[-1]))
         inverse = np.linalg.inv(damped)
@@ -176,10 +175,14 @@ class _NormalEquations:
                 float(np.sqrt(np.sum(state_step ** 2) + np.sum(step ** 2))),
                 float(np.sum(model ** 2)))
 
+    def gradient(self, residual) -> tuple[np.ndarray, np.ndarray]:
+        """``Jᵀr``: per segment in its start state ``[S, n]``, and in the values ``[p]``."""
+        return (np.einsum("sri,sr->si", self.jac_state, residual),
+                np.einsum("sri,sr->i", self.jac_values, residual))
+
     def gradient_norm(self, residual, values, scale, lower, upper) -> float:
         """``‖Jᵀr‖`` with the parameter part projected on the box (no push out of it)."""
-        g_s = np.einsum("sri,sr->si", self.jac_state, residual)
-        g_v = np.einsum("sri,sr->i", self.jac_values, residual)
+        g_s, g_v = self.gradient(residual)
         g_v = np.where((values <= lower) & (g_v > 0) | (values >= upper) & (g_v < 0), 0.0, g_v)
         return float(np.sqrt(np.sum(g_s ** 2) + np.sum(g_v ** 2)))
 
