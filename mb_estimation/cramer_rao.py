@@ -46,12 +46,13 @@ class CramerRao:
     """The bound on the scalar free parameters ``names``.
 
     Their ``covariance [p, p]`` and ``std`` by name (``inf`` where the data determine nothing
-    of it).
+    of it), and the ``information [p, p]`` it inverts (the initial states eliminated).
     """
 
     names: tuple[str, ...]
     covariance: np.ndarray
     std: dict[str, float]
+    information: np.ndarray
 
 
 def cramer_rao_bound(rig: Rig, values: Mapping[str, object], names: Sequence[str], grids,
@@ -79,7 +80,7 @@ def cramer_rao_bound(rig: Rig, values: Mapping[str, object], names: Sequence[str
                                               np.asarray(noise, dtype=np.float64))
     covariance = _inverse(information)
     std = {name: float(np.sqrt(covariance[i, i])) for i, name in enumerate(names)}
-    return CramerRao(names, covariance, std)
+    return CramerRao(names, covariance, std, information)
 
 
 def _inverse(information: np.ndarray) -> np.ndarray:

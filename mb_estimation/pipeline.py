@@ -318,9 +318,8 @@ def _kept_if_it_follows(config: Config, grids: tuple[GridData, ...], result: Est
     that model can go further astray. (The predictions alone cannot decide: on a fast, chaotic
     motion both miss by many times the noise from the joint fit's states alone.)
     """
-    noise = float(np.sqrt(np.mean(np.square(fit_noise_rad(grids, result)))))
-    stage_rms = float(np.sqrt(refined.refinement[-1].cost))
-    if stage_rms <= FOLLOWS_NOISE_RATIO * noise:
+    following = stage_following(grids, refined)
+    if following.follows:
         return Calibration(refined, grids)
     before = prediction_mismatch(grids, result, prediction_checks(config, grids, result))
     after_checks = prediction_checks(config, grids, refined)
@@ -331,8 +330,9 @@ def _kept_if_it_follows(config: Config, grids: tuple[GridData, ...], result: Est
         dataclasses.replace(result, compile_time_s=refined.compile_time_s,
                             solve_time_s=refined.solve_time_s),
         grids, None,
-        f"the simulation-error fit through the rigid model misses the angles by {stage_rms:.2g} "
-        f"rad RMS ({stage_rms / noise:.1f}× the joint fit's noise) and predicts them worse "
+        f"the simulation-error fit through the rigid model misses the angles by "
+        f"{following.rms_rad:.2g} rad RMS ({following.ratio:.1f}× the joint fit's noise) and "
+        "predicts them worse "
         f"({after.ratio:.1f}× the noise at {after.horizon_s:g} s, against {before.ratio:.1f}× "
         "for the joint fit), so the joint fit is kept")
 
@@ -340,6 +340,39 @@ def _kept_if_it_follows(config: Config, grids: tuple[GridData, ...], result: Est
 #: The rigid model follows recordings its simulation-error fit misses by at most this many
 #: times the joint fit's angle noise (RMS; on the independent rigid reference: 1.0×).
 FOLLOWS_NOISE_RATIO = 1.5
+
+
+@dataclass(frozen=True)
+class StageFollowing:
+    """How closely the simulation-error stage's simulations follow the recordings.
+
+    ``rms_rad``: their angle error over the scored samples (RMS) [rad], each simulated from its
+    fitted start over ``segment_s`` [s]; ``ratio``: that over the joint fit's angle noise (RMS
+    over recordings and joints).
+    """
+
+    rms_rad: float
+    ratio: float
+    segment_s: float
+
+    @property
+    def follows(self) -> bool:
+        return self.ratio <= FOLLOWS_NOISE_RATIO
+
+
+def stage_following(grids: Sequence[GridData], result: EstimationResult
+                    ) -> StageFollowing | None:
+    """The last level's :class:`StageFollowing`; None unless it is a simulation-error fit.
+
+    The result's states are the joint fit's (the stage fits segment starts of its own), so
+    :func:`fit_noise_rad` of ``result`` is the joint fit's noise.
+    """
+    if not result.refinement or result.refinement[-1].formulation != "simulation":
+        return None
+    stage = result.refinement[-1]
+    noise = float(np.sqrt(np.mean(np.square(fit_noise_rad(grids, result)))))
+    rms = float(np.sqrt(stage.cost))
+    return StageFollowing(rms, rms / max(noise, 1e-300), float(stage.segment_s))
 
 
 def fit_noise_rad(grids: Sequence[GridData], result: EstimationResult) -> np.ndarray:
@@ -584,13 +617,34 @@ def identifiability_of(config: Config, result: EstimationResult,
                        bound: CramerRao | None = None) -> Identifiability:
     """What the data determine of the config's free parameters, in ``result`` (its box).
 
-    With the Cramér–Rao ``bound`` (:func:`cramer_rao_of`) where there is one.
+    With the Cramér–Rao ``bound`` (:func:`cramer_rao_of`) where there is one; an inertia that
+    adds to the rig's rest inertia (J_Azz, J_shaft; J_P) is read in that sum.
     """
     free = tuple(result.free)
     return identifiability(free, result.parameters, result.std, result.covariance,
                            {name: config.free[name].lower for name in free},
                            {name: config.free[name].upper for name in free},
-                           None if bound is None else (bound.names, bound.covariance))
+                           None if bound is None else (bound.names, bound.covariance,
+                                                       bound.information),
+                           _rest_inertia_offsets(config, result))
+
+
+def _rest_inertia_offsets(config: Config, result: EstimationResult) -> dict[str, float]:
+    """Per free parameter that adds to the rig's rest inertia, the rest of it [kg m²].
+
+    The inertia the first joint turns with at rest (``Rig.rest_inertia``: J_shaft + J_Azz +
+    m_A l1² + m_B lA² + J_Bxx for the Furuta rig); what the arm's motion sees of J_Azz.
+    """
+    rest_inertia = config_rig(config).rest_inertia
+    values = result.parameters
+    total = rest_inertia(values)
+    offsets = {}
+    for name in result.free:
+        if np.size(values[name]) == 1:
+            added = rest_inertia({**values, name: np.asarray(values[name]) + 1.0}) - total
+            if abs(added - 1.0) < 1e-9:
+                offsets[name] = total - float(np.asarray(values[name]))
+    return offsets
 
 
 def method_summary(config: Config, result: EstimationResult | None = None) -> dict:

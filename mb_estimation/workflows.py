@@ -169,7 +169,8 @@ def judge(config: Config, result: EstimationResult, identified: Identifiability,
     return verdict(config, result, identified, step_dependence(result),
                    pipeline.prediction_mismatch(grids, result, predictions),
                    pipeline.validation_model(config), refined,
-                   pipeline.input_delay(config, recordings, result), bound)
+                   pipeline.input_delay(config, recordings, result), bound,
+                   pipeline.stage_following(grids, result))
 
 
 def cross_validate(config: Config, sources: Sequence[str | Path],

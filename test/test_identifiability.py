@@ -52,6 +52,63 @@ def test_a_scale_the_data_leave_open_is_named_with_the_ratios_they_fix():
         assert ratio.value == pytest.approx(values[ratio.numerator] / values[ratio.denominator])
 
 
+def test_an_inertia_is_read_in_the_sum_the_arm_turns_with():
+    """J_Azz is a small part of the arm's inertia I = J_Azz + F (F fixed: m_A l1², …).
+
+    The data fix I/K and b1/K, so the open direction moves I, K and b1 together: in J_Azz's
+    own logarithm it is almost all J_Azz, and without the sum no combination would be named.
+    """
+    values = {"J_Azz": 2e-4, "K": 0.04, "b1": 0.01}
+    rest = 4e-3  # F [kg m²]
+    spread = 1.2
+    sums = np.array([values["J_Azz"] + rest, values["K"], values["b1"]])
+    direction = np.ones(3) / np.sqrt(3)
+    log_covariance = spread**2 * np.outer(direction, direction) + 0.01**2 * np.eye(3)
+    covariance = _log_covariance(sums, log_covariance)  # an offset leaves it unchanged
+    names = tuple(values)
+    args = (names, {n: np.array([values[n]]) for n in names},
+            {n: np.array([np.sqrt(covariance[i, i])]) for i, n in enumerate(names)},
+            covariance, {n: 0.0 for n in names}, {n: 10.0 for n in names})
+    assert identifiability(*args).undetermined == ()
+    identified = identifiability(*args, offsets={"J_Azz": rest})
+    (combination,) = identified.undetermined
+    assert set(combination.names) == {"J_Azz", "K", "b1"}
+    assert combination.relative_std == pytest.approx(spread, rel=1e-3)
+    assert str(combination).startswith("(J_Azz + 0.004), K and b1 scaled together")
+    shown = {str(r).split(" = ")[0] for r in identified.determined_ratios}
+    assert shown == {"K/(J_Azz + 0.004)", "b1/(J_Azz + 0.004)"}, shown
+    for ratio in identified.determined_ratios:
+        assert ratio.value == pytest.approx(values[ratio.numerator] / sums[0])
+
+
+def test_a_direction_the_data_hold_nothing_of_is_named_from_the_bounds_information():
+    """An open direction is named from the bound's information.
+
+    The bound's covariance is ``inf`` throughout; its information still shows the open
+    direction (the arm's inertia, K and b1 together) and the sharp ratios.
+    """
+    values = {"J_Azz": 2e-4, "K": 0.04, "b1": 0.01}
+    rest = 4e-3
+    names = tuple(values)
+    sums = np.array([values["J_Azz"] + rest, values["K"], values["b1"]])
+    direction = np.ones(3) / np.sqrt(3)
+    log_information = 1e4 * (np.eye(3) - np.outer(direction, direction))  # ±1 % across it
+    information = log_information / np.outer(sums, sums)
+    infinite = np.full((3, 3), np.inf)
+    identified = identifiability(
+        names, {n: np.array([values[n]]) for n in names},
+        {n: np.array([1e-3 * values[n]]) for n in names}, np.diag([1e-3 * v for v in sums]),
+        {n: 0.0 for n in names}, {n: 10.0 for n in names},
+        bound=(names, infinite, information), offsets={"J_Azz": rest})
+    assert [p.status for p in identified.parameters] == [NOT_DETERMINED] * 3
+    (combination,) = identified.undetermined
+    assert set(combination.names) == {"J_Azz", "K", "b1"}
+    assert str(combination).endswith("scaled together (without limit)")
+    assert len(identified.determined_ratios) == 2
+    for ratio in identified.determined_ratios:
+        assert ratio.relative_std == pytest.approx(0.01 * np.sqrt(2), rel=1e-6)
+
+
 def test_determined_parameters_name_no_combination():
     values = {"J_Azz": 3e-3, "J_Byy": 4e-3}
     identified = _identified(values, np.diag([(0.01 * 3e-3) ** 2, (0.02 * 4e-3) ** 2]))
@@ -109,3 +166,17 @@ def test_a_tilt_is_reported_as_the_two_angles_gravity_leans_by():
         assert tilt["std_rad"] == [1e-4, 2e-4] and "not determined" in tilt["about_gravity"]
     tilt = gravity_tilt(about_z, [1e-4, np.inf, 2e-4])
     assert tilt["about_z_rad"] == pytest.approx(lean_z, abs=1e-12)
+
+
+def test_the_furuta_arms_inertias_are_read_in_its_rest_inertia():
+    from types import SimpleNamespace
+
+    from mb_estimation.config import apply_overrides, load_config
+    from mb_estimation.pipeline import _rest_inertia_offsets
+    from mb_estimation.rigs.furuta import rest_inertia
+
+    config = apply_overrides(load_config("furuta_synthetic"), free=["J_Azz", "J_Byy", "K"])
+    values = dict(config.parameters)
+    offsets = _rest_inertia_offsets(config, SimpleNamespace(parameters=values,
+                                                            free=config.free))
+    assert offsets == {"J_Azz": pytest.approx(rest_inertia(values) - values["J_Azz"])}

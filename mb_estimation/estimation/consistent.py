@@ -266,9 +266,10 @@ class StepDependence:
 def step_dependence(result: EstimationResult) -> tuple[StepDependence, ...]:
     """Per free parameter, its change over the last two levels of ``result.refinement``.
 
-    Only the parameters both levels fitted (the simulation refinement holds some).
+    None (empty) after a simulation-error fit: its values come from a converged simulation, not
+    from the joint fit's step, so a change against the joint fit says nothing about the step.
     """
-    if len(result.refinement) < 2:
+    if len(result.refinement) < 2 or result.refinement[-1].formulation == "simulation":
         return ()
     coarse, fine = result.refinement[-2], result.refinement[-1]
     rows = []

@@ -61,14 +61,18 @@ class Combination:
     names: tuple[str, ...]
     weights: tuple[float, ...]
     relative_std: float
+    shown: tuple[str, ...] = ()  # each name as the data see it (:func:`identifiability`)
 
     def __str__(self) -> str:
-        together = [name for name, w in zip(self.names, self.weights, strict=True) if w > 0]
-        against = [name for name, w in zip(self.names, self.weights, strict=True) if w < 0]
+        shown = self.shown or self.names
+        together = [name for name, w in zip(shown, self.weights, strict=True) if w > 0]
+        against = [name for name, w in zip(shown, self.weights, strict=True) if w < 0]
         text = _joined(together) + (" scaled together" if len(together) > 1 else "")
         if against:
             text += f" against {_joined(against)}"
-        return f"{text} (±{100 * self.relative_std:.0f} %)"
+        spread = (f"±{100 * self.relative_std:.0f} %" if np.isfinite(self.relative_std)
+                  else "without limit")
+        return f"{text} ({spread})"
 
 
 @dataclass(frozen=True)
@@ -80,14 +84,16 @@ class Ratio:
     power: float
     value: float
     relative_std: float
+    shown: tuple[str, str] = ()  # numerator and denominator as the data see them
 
     def __str__(self) -> str:
+        numerator, denominator = self.shown or (self.numerator, self.denominator)
         if abs(self.power - 1.0) < 0.05:
-            text = f"{self.numerator}/{self.denominator}"
+            text = f"{numerator}/{denominator}"
         elif abs(self.power + 1.0) < 0.05:
-            text = f"{self.numerator}·{self.denominator}"
+            text = f"{numerator}·{denominator}"
         else:
-            text = f"{self.numerator}/{self.denominator}^{self.power:.2g}"
+            text = f"{numerator}/{denominator}^{self.power:.2g}"
         return f"{text} = {self.value:.4g} (±{100 * self.relative_std:.2g} %)"
 
 
@@ -122,20 +128,27 @@ def at_bound(value: float, bound: float) -> bool:
 def identifiability(names: Sequence[str], values: Mapping[str, np.ndarray],
                     std: Mapping[str, np.ndarray], covariance: np.ndarray,
                     lower: Mapping[str, float], upper: Mapping[str, float],
-                    bound: tuple[Sequence[str], np.ndarray] | None = None) -> Identifiability:
+                    bound: tuple[Sequence[str], np.ndarray, np.ndarray] | None = None,
+                    offsets: Mapping[str, float] | None = None) -> Identifiability:
     """What the data determine of the free parameters ``names`` (module docstring).
 
     ``values``/``std``: per name (a quaternion: 4 values, 3 tangent std); ``covariance``:
     ``[p, p]`` in the tangent order of ``names`` (1 row per scalar, 3 per quaternion), ``inf``
     or ``nan`` where undetermined; ``lower``/``upper``: the box of the scalar parameters.
-    ``bound``: ``(scalar names, covariance)`` of the Cramér–Rao bound where it was computed:
-    what any estimator could reach on these data. A parameter it leaves open is not
-    determined whatever the fit's own std says (a joint fit's force-noise weight can pin a
-    scale the data leave open), and the combinations are read from it.
+    ``bound``: ``(scalar names, covariance, information)`` of the Cramér–Rao bound where it
+    was computed: what any estimator could reach on these data. A parameter it leaves open is
+    not determined whatever the fit's own std says (a joint fit's force-noise weight can pin a
+    scale the data leave open), and the combinations are read from its information (which
+    still has directions where the data hold nothing at all). ``offsets``: fixed
+    values a parameter only acts in sum with (J_Azz in the arm's inertia about the motor
+    axis, ``J_shaft + J_Azz + m_A l1² + …``): its combinations are read in the logarithm of
+    that sum, shown as ``(J_Azz + offset)``, so that a torque scale the data leave open is
+    named as the arm's whole inertia, K and b1 scaled together.
     """
+    offsets = {name: float(v) for name, v in (offsets or {}).items() if v}
     bound_std = {}
     if bound is not None:
-        bound_names, bound_covariance = bound
+        bound_names, bound_covariance, _ = bound
         bound_std = {name: float(np.sqrt(bound_covariance[i, i]))
                      for i, name in enumerate(bound_names)}
     standings, rows, index = [], [], 0
@@ -157,33 +170,80 @@ def identifiability(names: Sequence[str], values: Mapping[str, np.ndarray],
             status = AT_UPPER_BOUND
         else:
             status = DETERMINED if relative <= NOT_DETERMINED_RELATIVE_STD else NOT_DETERMINED
-            if x != 0 and np.isfinite(s):
-                rows.append((name, index, x))
+            if x != 0:
+                rows.append((name, index, x + offsets.get(name, 0.0)))
         standings.append(ParameterStanding(name, status, relative))
         index += 1
     if bound is not None:
         at = {name: i for i, name in enumerate(bound[0])}
         rows = [(name, at[name], x) for name, _, x in rows if name in at]
-        covariance = bound[1]
-    undetermined, ratios = _log_directions(rows, np.asarray(covariance, dtype=np.float64))
+        spectrum = _log_spectrum_of_information(rows, np.asarray(bound[2], dtype=np.float64))
+    else:
+        covariance = np.asarray(covariance, dtype=np.float64)
+        rows = [row for row in rows if np.isfinite(covariance[row[1], row[1]])]
+        spectrum = _log_spectrum_of_covariance(rows, covariance)
+    shown = {name: f"({name} + {offset:.3g})" for name, offset in offsets.items()}
+    undetermined, ratios = _log_directions(rows, spectrum, shown)
     return Identifiability(tuple(standings), undetermined, ratios)
 
 
-def _log_directions(rows, covariance):
-    """The undetermined combinations and determined ratios among the scalar ``rows``."""
+def _log_spectrum_of_covariance(rows, covariance):
+    """Variances and directions ``(v [k], V [k, k])`` of the rows' logarithms; None if unknown."""
     if len(rows) < 2:
-        return (), ()
-    names = [name for name, _, _ in rows]
+        return None
     at = [i for _, i, _ in rows]
     scale = np.array([abs(x) for _, _, x in rows])
     block = covariance[np.ix_(at, at)]
     if not np.all(np.isfinite(block)):
-        return (), ()
+        return None
     relative = block / np.outer(scale, scale)  # the covariance of log|x|
-    eigenvalues, vectors = np.linalg.eigh(0.5 * (relative + relative.T))
+    variances, vectors = np.linalg.eigh(0.5 * (relative + relative.T))
+    return np.maximum(variances, 0.0), vectors
+
+
+def _log_spectrum_of_information(rows, information):
+    """:func:`_log_spectrum_of_covariance` from an information matrix.
+
+    Its sub-block on the rows (the other parameters held where they are): a direction it holds
+    nothing of has an infinite variance, and still a direction, where the covariance is ``inf``
+    throughout.
+    """
+    if len(rows) < 2:
+        return None
+    at = [i for _, i, _ in rows]
+    scale = np.array([abs(x) for _, _, x in rows])
+    block = information[np.ix_(at, at)] * np.outer(scale, scale)  # information on log|x|
+    if not np.all(np.isfinite(block)):
+        return None
+    precisions, vectors = np.linalg.eigh(0.5 * (block + block.T))
+    with np.errstate(divide="ignore"):
+        variances = np.where(precisions > 0.0, 1.0 / np.maximum(precisions, 1e-300), np.inf)
+    return variances, vectors
+
+
+def _log_variance(weights, spectrum) -> float:
+    """The variance of ``Σ wᵢ log|xᵢ|`` (``inf`` where it leans on an open direction)."""
+    variances, vectors = spectrum
+    loads = vectors.T @ weights
+    finite = np.isfinite(variances)
+    if np.any(np.abs(loads[~finite]) > 1e-8 * np.linalg.norm(weights)):
+        return np.inf
+    return float(np.sum(loads[finite] ** 2 * variances[finite]))
+
+
+def _log_directions(rows, spectrum, shown):
+    """The undetermined combinations and determined ratios among the scalar ``rows``.
+
+    ``rows``: (name, index, value); ``spectrum``: the variances and directions of their
+    logarithms (None: nothing to read); ``shown``: how a name is written, where not as itself.
+    """
+    if spectrum is None:
+        return (), ()
+    variances, vectors = spectrum
+    names = [name for name, _, _ in rows]
     combinations, ratios = [], []
-    for k in np.argsort(eigenvalues)[::-1]:
-        spread = float(np.sqrt(max(eigenvalues[k], 0.0)))
+    for k in np.argsort(variances)[::-1]:
+        spread = float(np.sqrt(variances[k]))
         if spread <= NOT_DETERMINED_RELATIVE_STD:
             break
         direction = vectors[:, k]
@@ -194,15 +254,18 @@ def _log_directions(rows, covariance):
         sign = np.sign(direction[reference])
         weights = direction[members] * sign / abs(direction[reference])
         combinations.append(Combination(tuple(names[i] for i in members),
-                                        tuple(float(w) for w in weights), spread))
+                                        tuple(float(w) for w in weights), spread,
+                                        tuple(shown.get(names[i], names[i]) for i in members)))
         for i in members:
             if i == reference:
                 continue
             power = float(direction[i] / direction[reference])
-            variance = (relative[i, i] + power**2 * relative[reference, reference]
-                        - 2 * power * relative[i, reference])
-            ratio_std = float(np.sqrt(max(variance, 0.0)))
+            ratio = np.zeros(len(names))
+            ratio[i], ratio[reference] = 1.0, -power
+            ratio_std = float(np.sqrt(_log_variance(ratio, spectrum)))
             if ratio_std <= NOT_DETERMINED_RELATIVE_STD:
                 value = rows[i][2] / abs(rows[reference][2]) ** power
-                ratios.append(Ratio(names[i], names[reference], power, value, ratio_std))
+                ratios.append(Ratio(names[i], names[reference], power, value, ratio_std,
+                                    (shown.get(names[i], names[i]),
+                                     shown.get(names[reference], names[reference]))))
     return tuple(combinations), tuple(ratios)
