@@ -13,12 +13,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from reference_furuta import simulate_reference
 
 from mb_estimation import pipeline
 from mb_estimation.config import apply_overrides, load_config
-from mb_estimation.estimation.identifiability import AT_LOWER_BOUND, DETERMINED
+from mb_estimation.estimation.identifiability import AT_LOWER_BOUND, DETERMINED, NOT_DETERMINED
 from mb_estimation.io.bags import write_rig_bag
+from mb_estimation.rigs.furuta import rest_inertia
 from mb_estimation.scenarios import multisine_torque
 from mb_estimation.signals import Recording
 from mb_estimation.workflows import calibrate_and_write, write_simulated_bag
@@ -27,8 +29,8 @@ REPO = Path(__file__).resolve().parents[1]
 NOISE_RAD = 1e-3
 
 
-def _reference(config, scenario, duration_s, *, delay_s=0.0, seed=0):
-    """1 kHz samples of the independent rigid reference (RK4 at 1e-4 s), noise 1e-3 rad.
+def _reference(config, scenario, duration_s, *, delay_s=0.0, seed=0, noise_rad=NOISE_RAD):
+    """1 kHz samples of the independent rigid reference (RK4 at 1e-4 s), noise ``noise_rad``.
 
     ``delay_s``: the rig applies its input that long after the recorded stamps.
     """
@@ -41,7 +43,7 @@ def _reference(config, scenario, duration_s, *, delay_s=0.0, seed=0):
         initial, voltage = (0.0, 0.0), np.asarray(multisine_torque(time_s)) / values["K"]
     run = simulate_reference(values, initial, (0.0, 0.0), time_s,
                              voltage=(time_s + delay_s, voltage), method="rk4", step=1e-4)
-    angles = run["theta"] + NOISE_RAD * np.random.default_rng(seed).standard_normal(
+    angles = run["theta"] + noise_rad * np.random.default_rng(seed).standard_normal(
         run["theta"].shape)
     return Recording(f"reference {scenario}", time_s, angles, time_s, voltage[:, None])
 
@@ -110,10 +112,16 @@ def test_eight_seconds_of_release_replay_within_the_noise(rigid_rig, tmp_path):
 
 
 def _light_pendulum(mass_kg: float):
-    """Table G.5's rig, rigid, with a pendulum of ``mass_kg`` (its inertias scaled alike)."""
+    """Table G.5's rig, rigid, with a pendulum of ``mass_kg`` (its inertias, b2 scaled alike)."""
     scale = mass_kg / 0.428
     return apply_overrides(load_config("furuta_synthetic"), hinges="rigid", set_values={
-        "m_B": mass_kg, "J_Bxx": 1e-4 * scale, "J_Byy": 4e-3 * scale, "J_Bzz": 4e-3 * scale})
+        "m_B": mass_kg, "J_Bxx": 1e-4 * scale, "J_Byy": 4e-3 * scale, "J_Bzz": 4e-3 * scale,
+        "b2": 1e-4 * scale})
+
+
+def _input_scale_free(truth):
+    return apply_overrides(truth, free=["J_Azz", "J_Byy", "b1", "K"], set_values={
+        "J_Azz": 0.01, "J_Byy": 1.5 * float(truth.parameters["J_Byy"]), "b1": 1e-4, "K": 2.0})
 
 
 def test_a_light_pendulum_whipped_round_is_trustworthy(tmp_path):
@@ -125,9 +133,8 @@ def test_a_light_pendulum_whipped_round_is_trustworthy(tmp_path):
     """
     truth = _light_pendulum(0.02)
     recording = _reference(truth, "multisine", 3.0)
-    start = apply_overrides(truth, free=["J_Azz", "J_Byy", "b1", "K"], set_values={
-        "J_Azz": 0.01, "J_Byy": 1.5 * float(truth.parameters["J_Byy"]), "b1": 1e-4, "K": 2.0})
-    run = calibrate_and_write(start, [_write(tmp_path, recording)], tmp_path / "out")
+    run = calibrate_and_write(_input_scale_free(truth), [_write(tmp_path, recording)],
+                              tmp_path / "out")
     assert run.result.refinement[-1].formulation == "simulation"
     for name in ("J_Azz", "J_Byy", "b1", "K"):
         value, std = float(run.result.parameters[name]), float(run.result.std[name][0])
@@ -135,6 +142,36 @@ def test_a_light_pendulum_whipped_round_is_trustworthy(tmp_path):
     assert [p.status for p in run.identified.parameters] == [DETERMINED] * 4
     assert run.verdict.trustworthy, run.verdict.lines()
     assert "simulations follow the recordings" in run.verdict.summary
+
+
+def test_an_input_scale_the_data_hold_nothing_of_is_named_with_what_they_fix(tmp_path):
+    """A 20 mg pendulum: nothing but its reaction fixes the arm's torque scale.
+
+    K free with J_Azz and b1 on 1.5 s of multisine (noise 1e-2 rad): the output names the
+    arm's whole inertia about the motor axis, K and b1 as scaled together, and the ratios the
+    data fix, at their true values.
+    """
+    truth = _light_pendulum(2e-5)
+    recording = _reference(truth, "multisine", 1.5, noise_rad=1e-2)
+    output = tmp_path / "out"
+    run = calibrate_and_write(_input_scale_free(truth), [_write(tmp_path, recording)], output)
+    (combination,) = run.identified.undetermined
+    assert set(combination.names) == {"J_Azz", "K", "b1"}, combination
+    assert all(w > 0 for w in combination.weights), combination  # together, not against
+    assert run.identified.standing("K").status == NOT_DETERMINED
+    rest = rest_inertia(truth.parameters) - float(truth.parameters["J_Azz"])
+    true_sum = float(truth.parameters["J_Azz"]) + rest
+    truths = {"J_Azz": true_sum, "K": float(truth.parameters["K"]),
+              "b1": float(truth.parameters["b1"])}
+    assert run.identified.determined_ratios
+    for ratio in run.identified.determined_ratios:
+        assert ratio.power == 1.0, ratio
+        expected = truths[ratio.numerator] / truths[ratio.denominator]
+        assert abs(ratio.value / expected - 1) <= 3 * max(ratio.relative_std, 1e-3), ratio
+    lines = "\n".join(run.verdict.lines())
+    assert f"not determined: {combination}" in lines and "(J_Azz + 0.004)" in lines, lines
+    document = yaml.safe_load((output / "parameters.yaml").read_text())
+    assert document["identifiability"]["undetermined"] == [str(combination)]
 
 
 def _compliant_release(tmp_path, duration_s):

@@ -24,6 +24,8 @@ NOT_DETERMINED_RELATIVE_STD = 0.5
 #: A parameter takes part in an undetermined combination when its weight in the direction
 #: (a unit vector in the logarithms) is at least this.
 COMBINATION_WEIGHT = 0.25
+#: A determined combination whose power is this close to ±1 is a ratio (a product).
+WHOLE_POWER = 0.05
 
 DETERMINED = "determined"
 NOT_DETERMINED = "not determined"
@@ -88,9 +90,9 @@ class Ratio:
 
     def __str__(self) -> str:
         numerator, denominator = self.shown or (self.numerator, self.denominator)
-        if abs(self.power - 1.0) < 0.05:
+        if self.power == 1.0:
             text = f"{numerator}/{denominator}"
-        elif abs(self.power + 1.0) < 0.05:
+        elif self.power == -1.0:
             text = f"{numerator}·{denominator}"
         else:
             text = f"{numerator}/{denominator}^{self.power:.2g}"
@@ -260,6 +262,9 @@ def _log_directions(rows, spectrum, shown):
             if i == reference:
                 continue
             power = float(direction[i] / direction[reference])
+            for whole in (1.0, -1.0):  # shown as a ratio or a product: computed as one
+                if abs(power - whole) < WHOLE_POWER:
+                    power = whole
             ratio = np.zeros(len(names))
             ratio[i], ratio[reference] = 1.0, -power
             ratio_std = float(np.sqrt(_log_variance(ratio, spectrum)))
