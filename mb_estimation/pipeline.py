@@ -341,6 +341,11 @@ def _kept_if_it_follows(config: Config, grids: tuple[GridData, ...], result: Est
 #: times the joint fit's angle noise (RMS; on the independent rigid reference: 1.0×).
 FOLLOWS_NOISE_RATIO = 1.5
 
+#: The least angle noise [rad] a validation is scored against: below it a run is as close as
+#: the simulator that scores it (the rigid validation step's own error over 8 s of the 0.92 m
+#: release is 9e-6 rad RMS), so noise-free data do not turn round-off into findings.
+NOISE_FLOOR_RAD = 1e-5
+
 
 @dataclass(frozen=True)
 class StageFollowing:
@@ -348,7 +353,7 @@ class StageFollowing:
 
     ``rms_rad``: their angle error over the scored samples (RMS) [rad], each simulated from its
     fitted start over ``segment_s`` [s]; ``ratio``: that over the joint fit's angle noise (RMS
-    over recordings and joints).
+    over recordings and joints, at least :data:`NOISE_FLOOR_RAD`).
     """
 
     rms_rad: float
@@ -372,7 +377,7 @@ def stage_following(grids: Sequence[GridData], result: EstimationResult
     stage = result.refinement[-1]
     noise = float(np.sqrt(np.mean(np.square(fit_noise_rad(grids, result)))))
     rms = float(np.sqrt(stage.cost))
-    return StageFollowing(rms, rms / max(noise, 1e-300), float(stage.segment_s))
+    return StageFollowing(rms, rms / max(noise, NOISE_FLOOR_RAD), float(stage.segment_s))
 
 
 def fit_noise_rad(grids: Sequence[GridData], result: EstimationResult) -> np.ndarray:
@@ -531,15 +536,15 @@ def prediction_mismatch(grids: Sequence[GridData], result: EstimationResult,
     """The worst prediction error over the fit's noise (None without a prediction).
 
     The noise is the RMS of the measured minus the estimated angles (observed samples), per
-    joint; the prediction error the RMS at the longest lead of ``checks``
-    (:func:`prediction_checks`). Above :data:`PREDICTION_NOISE_RATIO` the model does not follow
-    the data over the horizon.
+    joint, at least :data:`NOISE_FLOOR_RAD`; the prediction error the RMS at the longest lead
+    of ``checks`` (:func:`prediction_checks`). Above :data:`PREDICTION_NOISE_RATIO` the model
+    does not follow the data over the horizon.
     """
     worst = None
     for noise, check in zip(fit_noise_rad(grids, result), checks, strict=True):
         if not check.starts:
             continue
-        ratio = float(np.max(np.asarray(check.rms[-1]) / np.maximum(noise, 1e-12)))
+        ratio = float(np.max(np.asarray(check.rms[-1]) / np.maximum(noise, NOISE_FLOOR_RAD)))
         if worst is None or ratio > worst.ratio:
             worst = PredictionMismatch(ratio, check.name, float(check.horizons_s[-1]),
                                        tuple(float(v) for v in noise))

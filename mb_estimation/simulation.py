@@ -21,7 +21,12 @@ from mb_estimation.multibody import (
     rollout,
     states_from_joints,
 )
-from mb_estimation.multibody.joint_space import JointStates, joint_states, variational_step
+from mb_estimation.multibody.joint_space import (
+    JointStates,
+    joint_states,
+    variational_step,
+)
+from mb_estimation.multibody.joint_space import joint_rates as tree_joint_rates
 from mb_estimation.numerics import jax, jit
 from mb_estimation.rigs import Rig, parameter_arrays
 from mb_estimation.scenarios import make_scenario
@@ -87,15 +92,52 @@ _starting_state = jit(states_from_joints)
 
 
 def _scenario_start(rig: Rig, values: Mapping[str, object], scenario: str, dt: float,
-                    rate_hz: float):
-    """Substeps per sample, the built system, the scenario's plan and its initial state."""
+                    rate_hz: float, rigid: bool):
+    """Substeps per sample, the built system, the scenario's plan and its initial state.
+
+    The state is the rigid tree's :class:`JointStates` if ``rigid``, else the bodies' states.
+    """
     substeps = substeps_per_sample(dt, rate_hz)
     params = parameter_arrays(values)
     system = built_system(rig, params)
     plan = make_scenario(scenario, rig.name, system, params, 1.0 / rate_hz)
-    initial = _starting_state(system, np.asarray(plan.initial_angles, dtype=np.float64),
-                              np.asarray(plan.initial_rates, dtype=np.float64))
+    angles = np.asarray(plan.initial_angles, dtype=np.float64)
+    rates = np.asarray(plan.initial_rates, dtype=np.float64)
+    initial = _rigid_start(system, angles, rates) if rigid else _starting_state(system, angles,
+                                                                                rates)
     return substeps, system, plan, initial
+
+
+def _sampled_run(system, initial, h: float, num_samples: int, input_fn, substeps: int):
+    """``num_samples`` samples of the rig from ``initial``, each input held ``substeps`` steps.
+
+    ``initial`` is a :class:`JointStates` (rigid hinges: the tree stepped by the second-order
+    variational step in joint coordinates,
+    :func:`~mb_estimation.multibody.joint_space.variational_step`) or the bodies' states
+    (the hinges' compliance and damping: SPOOK, :func:`~mb_estimation.multibody.rollout`).
+    ``input_fn(j, x)`` sees the bodies' states at sample ``j`` in both cases. Returns the last
+    state, the bodies' states ``[n+1]``, the inputs ``[n, c]``, the joint angles and rates
+    ``[n+1, n_joints]`` [rad, rad/s].
+    """
+    if not isinstance(initial, JointStates):
+        states, inputs = rollout(system, initial, h, num_samples, input_fn, substeps)
+        angles = jax.vmap(lambda x: joint_angles(system, x))(states)
+        rates = jax.vmap(lambda x: joint_rates(system, x))(states)
+        return jax.tree_util.tree_map(lambda a: a[-1], states), states, inputs, angles, rates
+
+    def sample(state, j):
+        bodies = states_from_joints(system, state.angles, tree_joint_rates(system, state))
+        u = jnp.asarray(input_fn(j, bodies), dtype=jnp.float64).reshape(system.num_inputs)
+        state = jax.lax.fori_loop(0, substeps, lambda _, s: variational_step(system, s, u, h),
+                                  state)
+        return state, (state, u)
+
+    last, (states, inputs) = jax.lax.scan(sample, initial, jnp.arange(num_samples))
+    states = jax.tree_util.tree_map(lambda first, rest: jnp.concatenate([first[None], rest]),
+                                    initial, states)
+    rates = jax.vmap(lambda s: tree_joint_rates(system, s))(states)
+    bodies = jax.vmap(lambda a, r: states_from_joints(system, a, r))(states.angles, rates)
+    return last, bodies, inputs, states.angles, rates
 
 
 def simulate_recording(
@@ -109,24 +151,24 @@ def simulate_recording(
     noise_rad: float = 0.0,
     seed: int = 0,
     encoder_counts: int | None = None,
+    rigid: bool = False,
 ) -> SimulatedRecording:
     """Simulate ``scenario`` on ``rig`` with parameter ``values`` for ``duration_s`` seconds.
 
-    The SPOOK step is ``dt`` [s]; joint angles are sampled and the input is updated at
-    ``rate_hz``. Noise is zero-mean Gaussian with standard deviation ``noise_rad``, drawn from
-    ``numpy.random.default_rng(seed)``.
+    The model's step is ``dt`` [s]: with ``rigid`` the hinges are rigid (a config's
+    ``hinges: rigid``) and the tree takes the variational step in joint coordinates, else
+    SPOOK through the hinges' compliance and damping. Joint angles are sampled and the input
+    is updated at ``rate_hz``. Noise is zero-mean Gaussian with standard deviation
+    ``noise_rad``, drawn from ``numpy.random.default_rng(seed)``.
     """
     if duration_s <= 0:
         raise SimulationError(f"duration must be positive, got {duration_s} s")
     num_samples = int(round(duration_s * rate_hz))
-    substeps, system, plan, initial = _scenario_start(rig, values, scenario, dt, rate_hz)
+    substeps, system, plan, initial = _scenario_start(rig, values, scenario, dt, rate_hz, rigid)
 
     @jit
     def run(system, initial):
-        states, inputs = rollout(system, initial, dt, num_samples, plan.input_fn, substeps)
-        angles = jax.vmap(lambda s: joint_angles(system, s))(states)
-        rates = jax.vmap(lambda s: joint_rates(system, s))(states)
-        return states, inputs, angles, rates
+        return _sampled_run(system, initial, dt, num_samples, plan.input_fn, substeps)[1:]
 
     states, inputs, angles, rates = run(system, initial)
     angles = np.unwrap(np.asarray(angles), axis=0)
@@ -144,9 +186,8 @@ def simulate_recording(
     )
 
 
-
 def scenario_in_chunks(rig: Rig, values: Mapping[str, object], scenario: str, *,
-                       chunk_samples: int, dt: float, rate_hz: float
+                       chunk_samples: int, dt: float, rate_hz: float, rigid: bool = False
                        ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """``scenario`` on ``rig`` without end, ``chunk_samples`` samples at a time.
 
@@ -155,17 +196,15 @@ def scenario_in_chunks(rig: Rig, values: Mapping[str, object], scenario: str, *,
     its phase). Yields per chunk the true joint angles ``[chunk_samples, j]`` [rad]
     (unwrapped, continuing the last chunk's), the joint rates [rad/s] and the inputs held from
     each sample ``[chunk_samples, n_inputs]``: the samples of :func:`simulate_recording` of
-    the same scenario, chunk after chunk. Compiled once for every chunk.
+    the same scenario (and ``rigid``), chunk after chunk. Compiled once for every chunk.
     """
-    substeps, system, plan, state = _scenario_start(rig, values, scenario, dt, rate_hz)
+    substeps, system, plan, state = _scenario_start(rig, values, scenario, dt, rate_hz, rigid)
 
     @jit
     def run(system, initial, offset):
-        states, inputs = rollout(system, initial, dt, chunk_samples,
-                                 lambda j, x: plan.input_fn(j + offset, x), substeps)
-        angles = jax.vmap(lambda x: joint_angles(system, x))(states)
-        rates = jax.vmap(lambda x: joint_rates(system, x))(states)
-        last = jax.tree_util.tree_map(lambda a: a[-1], states)
+        last, _, inputs, angles, rates = _sampled_run(
+            system, initial, dt, chunk_samples, lambda j, x: plan.input_fn(j + offset, x),
+            substeps)
         return last, inputs, angles[:-1], rates[:-1]
 
     previous = None

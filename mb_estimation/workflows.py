@@ -316,7 +316,8 @@ def write_simulated_bag(config: Config, scenario: str, output: str | Path, *,
                         storage: str = "sqlite3", overwrite: bool = False) -> SimulatedBag:
     """Simulate the config's rig through ``scenario`` and write a rosbag2 bag (simulate).
 
-    The rig model steps at ``dt`` [s] and is sampled at ``rate_hz``, with Gaussian angle noise
+    The rig model (the config's ``hinges``: rigid, or through their compliance and damping)
+    steps at ``dt`` [s] and is sampled at ``rate_hz``, with Gaussian angle noise
     ``noise_rad`` [rad] (seed ``seed``) and ``encoder_counts`` per revolution (each default:
     the config's ``simulation`` section). The bag at ``output`` holds the joint states and the
     voltage on the config's topics (names, offset and sign from ``recording``), stamped from
@@ -338,7 +339,7 @@ def write_simulated_bag(config: Config, scenario: str, output: str | Path, *,
     started = time.perf_counter()
     recording = simulate_recording(
         rig, config.parameters, scenario, duration_s=duration_s, dt=dt, rate_hz=rate,
-        noise_rad=noise, seed=seed, encoder_counts=counts,
+        noise_rad=noise, seed=seed, encoder_counts=counts, rigid=config.hinges == "rigid",
     )
     elapsed = time.perf_counter() - started
 

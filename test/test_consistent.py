@@ -50,6 +50,7 @@ from mb_estimation.multibody.joint_space import (
 )
 from mb_estimation.numerics import jax
 from mb_estimation.pipeline import (
+    NOISE_FLOOR_RAD,
     PREDICTION_NOISE_RATIO,
     calibrate_recordings,
     config_rig,
@@ -568,6 +569,13 @@ def test_predictions_separate_the_truth_from_a_wrong_model(truth):
     assert prediction_mismatch(calibration.grids, calibration.result, [right]).ratio \
         <= PREDICTION_NOISE_RATIO
     assert prediction_mismatch(calibration.grids, wrong, [off]).ratio > PREDICTION_NOISE_RATIO
+    # A fit through noise-free data: a prediction as close as the simulator that scores it
+    # (within NOISE_FLOOR_RAD) is no miss, however small the fit's noise.
+    exact = dataclasses.replace(calibration.result, recordings=tuple(
+        dataclasses.replace(states, joint_angles=np.asarray(grid.measured_angles))
+        for grid, states in zip(calibration.grids, calibration.result.recordings, strict=True)))
+    close = dataclasses.replace(right, rms=np.full_like(right.rms, 0.5 * NOISE_FLOOR_RAD))
+    assert prediction_mismatch(calibration.grids, exact, [close]).ratio == pytest.approx(0.5)
 
 
 @pytest.mark.slow

@@ -66,7 +66,7 @@ def direct(config):
     return simulate_recording(
         get_rig(config.rig, config.friction), config.parameters, SCENARIO, duration_s=DURATION,
         dt=config.simulation.dt, rate_hz=RATE, noise_rad=config.simulation.noise_rad, seed=SEED,
-        encoder_counts=config.simulation.encoder_counts)
+        encoder_counts=config.simulation.encoder_counts, rigid=config.hinges == "rigid")
 
 
 def _joint_states(messages):
@@ -155,7 +155,7 @@ def test_rig_sim_messages_continue_in_chunks(config):
     direct = simulate_recording(
         get_rig(config.rig, config.friction), config.parameters, SCENARIO, duration_s=1.2,
         dt=config.simulation.dt, rate_hz=RATE, noise_rad=config.simulation.noise_rad, seed=SEED,
-        encoder_counts=config.simulation.encoder_counts)
+        encoder_counts=config.simulation.encoder_counts, rigid=config.hinges == "rigid")
     positions = np.stack([m.payload.positions for m in joints])
     expected = np.stack([ARM.sign * direct.measured_angles[:, 0] + ARM.offset,
                          PENDULUM.sign * direct.measured_angles[:, 1] + PENDULUM.offset], 1)

@@ -10,8 +10,9 @@ from pathlib import Path
 
 from mb_estimation.errors import UserError
 
-__all__ = ["ESTIMATOR_HELP", "OVERRIDE_FLAGS", "REFINEMENT_MODES", "SCENARIOS", "UserError",
-           "add_config_options", "add_free_option", "add_method_options",
+__all__ = ["ESTIMATOR_HELP", "OVERRIDE_FLAGS", "REFINEMENT_MODES", "SCENARIOS",
+           "SIMULATED_HINGES", "UserError",
+           "add_config_options", "add_free_option", "add_hinges_option", "add_method_options",
            "add_recordings_argument", "add_step_and_weight_options", "check_bags",
            "check_output_folder", "load_config",
            "number_list"]
@@ -60,6 +61,17 @@ def add_free_option(parser: argparse.ArgumentParser) -> None:
                         help="replace the config's free parameters, e.g. J_Azz,J_Byy,b1,b2")
 
 
+def add_hinges_option(parser: argparse.ArgumentParser, choices: str) -> None:
+    """--hinges, the rig's hinge declaration for this run; ``choices`` says what each does."""
+    parser.add_argument("--hinges", choices=HINGE_DECLARATIONS,
+                        help="declare the rig's hinges for this run (default: the config's "
+                        f"hinges, built in rigid): {choices}")
+
+
+SIMULATED_HINGES = ("rigid (bearings: the rigid tree, stepped in joint coordinates) or "
+                    "compliant (SPOOK through the config's hinge compliance and damping)")
+
+
 def add_step_and_weight_options(parser: argparse.ArgumentParser) -> None:
     """--dt and --kappa, the estimation step and the state error weight."""
     parser.add_argument("--dt", type=float, metavar="H",
@@ -75,11 +87,9 @@ def add_method_options(parser: argparse.ArgumentParser, *, single_values: bool =
     """--estimator, --free, --max-iterations, --start, --end, --quiet (and --dt, --kappa)."""
     parser.add_argument("--estimator", choices=("consistent", "paper"),
                         help=f"{ESTIMATOR_HELP} (default: the config's method.estimator)")
-    parser.add_argument("--hinges", choices=HINGE_DECLARATIONS,
-                        help="declare the rig's hinges for this run (default: the config's "
-                        "hinges, built in rigid): rigid (bearings; the fit and its validation "
-                        "run the rigid model) or compliant (the config's hinge compliance and "
-                        "damping are the rig's physics; the fit goes on through them)")
+    add_hinges_option(parser, "rigid (bearings; the fit and its validation run the rigid "
+                      "model) or compliant (the config's hinge compliance and damping are the "
+                      "rig's physics; the fit goes on through them)")
     parser.add_argument("--simulation-refinement", nargs="?", const="on",
                         choices=REFINEMENT_MODES, metavar="{auto,on,off}",
                         help="consistent path: then fit the parameters by simulation error "

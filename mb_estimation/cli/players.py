@@ -6,8 +6,10 @@ import dataclasses
 
 from mb_estimation.cli.common import (
     SCENARIOS,
+    SIMULATED_HINGES,
     UserError,
     add_config_options,
+    add_hinges_option,
     check_bags,
     load_config,
 )
@@ -37,6 +39,7 @@ def add_rig_sim(commands) -> None:
                          help="simulated time [s] (default: forever)")
     rig_sim.add_argument("--dt", type=float, metavar="H",
                          help="simulation step [s] (default: config, 1e-4)")
+    add_hinges_option(rig_sim, SIMULATED_HINGES)
     add_domain_option(rig_sim)
     rig_sim.set_defaults(handler=rig_sim_command)
 

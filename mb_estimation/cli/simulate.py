@@ -6,8 +6,10 @@ from pathlib import Path
 
 from mb_estimation.cli.common import (
     SCENARIOS,
+    SIMULATED_HINGES,
     UserError,
     add_config_options,
+    add_hinges_option,
     check_output_folder,
     load_config,
 )
@@ -20,7 +22,8 @@ def add_simulate(commands) -> None:
     simulate = commands.add_parser(
         "simulate",
         help="simulate a scenario and write a rosbag2 bag",
-        description="Run the rig model (SPOOK, step --dt) through a scenario and write a "
+        description="Run the rig model the config declares (rigid hinges: the rigid tree in "
+        "joint coordinates; compliant hinges: SPOOK), step --dt, through a scenario and write a "
         "rosbag2 bag readable by ROS 2 Humble and newer: sensor_msgs/JointState on the "
         "configured joint-states topic (names, offset and sign from the config) at --rate, "
         "and the voltage on the configured voltage topic. The ground-truth parameters are "
@@ -36,6 +39,7 @@ def add_simulate(commands) -> None:
                           help="joint-state and voltage sample rate [Hz] (default: config, 1000)")
     simulate.add_argument("--dt", type=float, metavar="H",
                           help="simulation step [s] (default: config, 1e-4)")
+    add_hinges_option(simulate, SIMULATED_HINGES)
     simulate.add_argument("--noise", type=float, metavar="RAD",
                           help="standard deviation of Gaussian angle noise [rad] (default: "
                           "config)")

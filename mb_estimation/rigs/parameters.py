@@ -89,8 +89,8 @@ _TINY = 1e-12  # strictly positive lower bound for quantities the model divides 
 
 
 #: A hinge's compliance [m/N, rad/(N m)] and relaxation time [s] where a config gives none: the
-#: paper's stiff, damped hinges (§4.7). Rigid hinges (the default declaration) use them only to
-#: simulate and in the paper's own fit.
+#: paper's stiff, damped hinges (§4.7). Rigid hinges (the default declaration) use them only in
+#: the paper's own fit.
 DEFAULT_COMPLIANCE = 1e-6
 DEFAULT_RELAXATION_TIME_S = 0.02
 
