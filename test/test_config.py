@@ -579,7 +579,7 @@ def test_method_defaults():
     config = parse_config(data)
     assert config.method.dt == 0.01 and config.method.kappa == 100.0
     assert config.method.filter_cutoff_hz == 10.0
-    assert config.simulation.dt == 1e-4 and config.simulation.encoder_counts is None
+    assert config.simulation.dt == 2.5e-4 and config.simulation.encoder_counts is None
     assert config.recording.joint_states_topic == "/joint_states"
     assert config.recording.voltage_topic == "/control_voltage"
     assert config.recording.voltage_type == "std_msgs/msg/Float64"

@@ -38,7 +38,7 @@ def add_rig_sim(commands) -> None:
     rig_sim.add_argument("--duration", type=float, metavar="S",
                          help="simulated time [s] (default: forever)")
     rig_sim.add_argument("--dt", type=float, metavar="H",
-                         help="simulation step [s] (default: config, 1e-4)")
+                         help="simulation step [s] (default: the config's simulation.dt)")
     add_hinges_option(rig_sim, SIMULATED_HINGES)
     add_domain_option(rig_sim)
     rig_sim.set_defaults(handler=rig_sim_command)

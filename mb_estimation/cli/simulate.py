@@ -38,7 +38,7 @@ def add_simulate(commands) -> None:
     simulate.add_argument("--rate", type=float, metavar="HZ",
                           help="joint-state and voltage sample rate [Hz] (default: config, 1000)")
     simulate.add_argument("--dt", type=float, metavar="H",
-                          help="simulation step [s] (default: config, 1e-4)")
+                          help="simulation step [s] (default: the config's simulation.dt)")
     add_hinges_option(simulate, SIMULATED_HINGES)
     simulate.add_argument("--noise", type=float, metavar="RAD",
                           help="standard deviation of Gaussian angle noise [rad] (default: "
