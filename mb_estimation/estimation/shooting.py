@@ -52,8 +52,12 @@ from mb_estimation.estimation.levenberg_marquardt import (
 from mb_estimation.estimation.linear_algebra import solve_box_qp
 from mb_estimation.estimation.result import FitStatus
 from mb_estimation.estimation.shooting_segments import (
+    LANE_BATCH,
+    LANE_STEPS,
     Segments,
     amplification,
+    chained,
+    lanes_of,
     linearize_segments,
     segments_of,
     segments_residuals,
@@ -424,20 +428,23 @@ def _shoot(rig: Rig, parameters: dict, names: tuple[str, ...], lower: dict, uppe
     values = np.array([float(np.ravel(parameters[name])[0]) for name in names])
     low = np.array([lower[name] for name in names], dtype=float)
     high = np.array([upper[name] for name in names], dtype=float)
-    data = (segments.measured, segments.weights, segments.inputs)
     static = (rig, names, _frictionless(rig, parameters, names), settings.rigid)
     scored = float(np.sum(segments.weights) * segments.measured.shape[-1])
     dof = max(scored - starts.size - values.size, 1.0)
 
     started, compiler = time.perf_counter(), Compiler()
 
+    # Rigid segments in lanes chained on the host (one program for every length); compliant
+    # ones whole, since their state between lanes is more than the joints' angles and rates.
+    lanes = lanes_of(segments, LANE_STEPS, LANE_BATCH) if settings.rigid else lanes_of(segments)
+
     def linearize(at_starts, at_values):
-        return tuple(np.asarray(a) for a in compiler(linearize_segments, static, step, fixed,
-                                                      at_starts, at_values, *data))
+        return chained(functools.partial(compiler, linearize_segments, static, step, fixed),
+                       lanes, at_starts, at_values)
 
     def residual_at(at_starts, at_values):
-        return np.asarray(compiler(segments_residuals, static, step, fixed, at_starts,
-                                   at_values, *data))
+        return chained(functools.partial(compiler, segments_residuals, static, step, fixed),
+                       lanes, at_starts, at_values, derivatives=False)[0]
 
     residual, jac_state, jac_values = linearize(starts, values)
     initial_cost = float(np.sum(residual ** 2))

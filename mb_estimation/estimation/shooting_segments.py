@@ -1,11 +1,13 @@
 """The segments of the simulation refinement (:mod:`~mb_estimation.estimation.shooting`).
 
-The recordings cut into shooting segments (:func:`segments_of`); one segment simulated with
-the config's SPOOK stepper from its own start state, driven by the recorded input, and its
-weighted wrapped angle errors (:func:`segment_residuals`); every segment's residuals and their
-Jacobians in its start state and in the free values, all segments in one batch
-(:func:`linearize_segments`, :func:`segments_residuals`: JAX, compiled by the solver); and how
-much a segment amplifies a change of its start state (:func:`amplification`).
+The recordings cut into shooting segments (:func:`segments_of`) and the segments into lanes
+(:func:`lanes_of`); one lane simulated from its start state, driven by the recorded input, its
+weighted wrapped angle errors and its end state (:func:`segment_residuals`); every lane's
+residuals, end state and their Jacobians in its start state and in the free values, lanes in
+batches (:func:`linearize_segments`, :func:`segments_residuals`: JAX, compiled by the solver);
+the lanes of each segment chained, their derivatives multiplied out on the host
+(:func:`chained`); and how much a segment amplifies a change of its start state
+(:func:`amplification`).
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ import numpy as np
 from mb_estimation.errors import RecordingError
 from mb_estimation.multibody import (
     joint_angles,
+    joint_rates,
     rollout,
     states_from_joints,
     without_dry_friction,
 )
+from mb_estimation.multibody.joint_space import joint_rates as tree_joint_rates
 from mb_estimation.multibody.joint_space import joint_states, variational_step
 from mb_estimation.numerics import jax
 from mb_estimation.rigs import Rig, parameter_arrays
@@ -72,14 +76,16 @@ def segments_of(grids: Sequence, segment_s: float, lead_s: float) -> Segments:
 def segment_residuals(rig: Rig, names: tuple[str, ...], frictionless: tuple[bool, ...],
                       rigid: bool, h, substeps, fixed, joint_state, free_values, measured,
                       weights, inputs):
-    """Weighted wrapped angle errors ``[(m+1)·n_joints]`` [rad] of one simulated segment.
+    """Weighted wrapped angle errors ``[(m+1)·n_joints]`` [rad] of one simulated lane, its end.
 
     Simulated from ``joint_state = (angles, rates)`` with the free values ``[p]``, steps
     ``h`` [s], ``substeps`` per grid step (both traced: one program serves every step),
     without the dry friction rows of the ``frictionless``
     hinges: the SPOOK stepper with the config's hinges, or (``rigid``) the rigid tree's
     second-order variational step in joint coordinates
-    (:func:`~mb_estimation.multibody.joint_space.variational_step`).
+    (:func:`~mb_estimation.multibody.joint_space.variational_step`). The end state
+    ``[2 n_joints]`` is the last sample's joint angles and rates: for the rigid tree the whole
+    state, so a lane that starts there goes on exactly.
     """
     values = {**fixed, **{name: free_values[i] for i, name in enumerate(names)}}
     system = without_dry_friction(rig.build(parameter_arrays(values)), frictionless)
@@ -90,54 +96,148 @@ def segment_residuals(rig: Rig, names: tuple[str, ...], frictionless: tuple[bool
                                       lambda _, s: variational_step(system, s, u, h), state)
             return state, state.angles
 
-        _, angles = jax.lax.scan(
+        last, angles = jax.lax.scan(
             sample, joint_states(system, joint_state[:joints], joint_state[joints:]), inputs)
         angles = jnp.concatenate([joint_state[None, :joints], angles])
+        end = jnp.concatenate([last.angles, tree_joint_rates(system, last)])
     else:
         start = states_from_joints(system, joint_state[:joints], joint_state[joints:])
         states, _ = rollout(system, start, h, inputs.shape[0], lambda k, _: inputs[k],
                             substeps)
         angles = jax.vmap(lambda state: joint_angles(system, state))(states)
+        last = jax.tree_util.tree_map(lambda leaf: leaf[-1], states)
+        end = jnp.concatenate([joint_angles(system, last), joint_rates(system, last)])
     error = jnp.angle(jnp.exp(1j * (angles - measured)))
-    return (error * weights[:, None]).reshape(-1)
+    return (error * weights[:, None]).reshape(-1), end
 
 
 def linearize_segments(static, step, fixed, joint_states, free_values, measured, weights,
                        inputs):
-    """Residuals and their Jacobians in each segment's state and in the free values.
+    """Each lane's residuals and end state, and their Jacobians in its start state and values.
 
     ``static = (rig, names, frictionless, rigid)`` and ``step = (h, substeps)`` as
-    :func:`segment_residuals` takes them.
+    :func:`segment_residuals` takes them. Returns ``(residuals, d residuals/d start,
+    d residuals/d values, end, d end/d start, d end/d values)``, each batched over lanes.
     """
     h, substeps = step
 
-    def one(segment):
-        joint_state, y, w, u = segment
+    def one(lane):
+        joint_state, y, w, u = lane
 
-        def residual(state, values):
+        def simulated(state, values):
             value = segment_residuals(*static, h, substeps, fixed, state, values, y, w, u)
             return value, value  # the value as auxiliary output: simulated once, not twice
 
-        (jac_state, jac_values), value = jax.jacfwd(residual, argnums=(0, 1), has_aux=True)(
-            joint_state, free_values)
-        return value, jac_state, jac_values
+        ((residual_state, residual_values), (end_state, end_values)), (residual, end) = \
+            jax.jacfwd(simulated, argnums=(0, 1), has_aux=True)(joint_state, free_values)
+        return residual, residual_state, residual_values, end, end_state, end_values
 
-    # Every segment in one batch: the stepper's solve is plain array operations (no LAPACK),
-    # so the step's many small operations run once for all segments.
+    # Every lane of the batch at once: the stepper's solve is plain array operations (no
+    # LAPACK), so the step's many small operations run once for all lanes.
     return jax.vmap(one)((joint_states, measured, weights, inputs))
 
 
 def segments_residuals(static, step, fixed, joint_states, free_values, measured, weights,
                        inputs):
-    """The residuals of :func:`linearize_segments` alone (one plain simulation of each segment)."""
+    """The residuals and end states of :func:`linearize_segments` alone (plain simulations)."""
     h, substeps = step
 
-    def one(segment):
-        joint_state, y, w, u = segment
+    def one(lane):
+        joint_state, y, w, u = lane
         return segment_residuals(*static, h, substeps, fixed, joint_state, free_values, y, w,
                                  u)
 
     return jax.vmap(one)((joint_states, measured, weights, inputs))
+
+
+#: Rigid segments are simulated in lanes of this many grid steps, :data:`LANE_BATCH` lanes per
+#: call, each lane from the state the one before it ended in: one compiled program serves every
+#: segment length and count (a program takes about 45 s to compile on one core).
+LANE_STEPS = 128
+LANE_BATCH = 8
+
+
+@dataclass(frozen=True)
+class Lanes:
+    """Every segment cut into ``count`` lanes of ``steps`` grid steps (host arrays).
+
+    ``measured [S, count, steps+1, n_joints]``, ``weights [S, count, steps+1]`` (a lane's first
+    sample, the last one's end, unscored; samples past the segment's end unscored), ``inputs
+    [S, count, steps, n_inputs]``; ``batch``: lanes per compiled call (None: all segments).
+    """
+
+    measured: np.ndarray
+    weights: np.ndarray
+    inputs: np.ndarray
+    batch: int | None
+
+    @property
+    def count(self) -> int:
+        return self.inputs.shape[1]
+
+
+def lanes_of(segments: Segments, steps: int | None = None, batch: int | None = None) -> Lanes:
+    """``segments`` in lanes of ``steps`` grid steps (None: one lane per segment)."""
+    length = segments.inputs.shape[1]
+    steps = length if steps is None else steps
+    count = -(-length // steps)
+    extra = count * steps - length
+    measured = np.pad(segments.measured, ((0, 0), (0, extra), (0, 0)))
+    weights = np.pad(segments.weights, ((0, 0), (0, extra)))
+    inputs = np.pad(segments.inputs, ((0, 0), (0, extra), (0, 0)))
+    samples = np.arange(count)[:, None] * steps + np.arange(steps + 1)
+    lane_weights = weights[:, samples]
+    lane_weights[:, 1:, 0] = 0.0
+    return Lanes(measured[:, samples], lane_weights, inputs[:, samples[:, :-1]], batch)
+
+
+def _in_batches(run, batch: int | None, states: np.ndarray, values, *data):
+    """``run(states, values, *data)`` over the first axis in batches of ``batch`` rows.
+
+    The last batch is filled up with copies of the last row (one program for every count).
+    """
+    count = len(states)
+    size = count if batch is None else batch
+    parts = []
+    for first in range(0, count, size):
+        rows = np.minimum(np.arange(first, first + size), count - 1)
+        kept = min(size, count - first)
+        parts.append([np.asarray(out)[:kept]
+                      for out in run(states[rows], values, *(d[rows] for d in data))])
+    return [np.concatenate(outs) for outs in zip(*parts, strict=True)]
+
+
+def chained(run, lanes: Lanes, starts: np.ndarray, values: np.ndarray,
+            derivatives: bool = True) -> tuple[np.ndarray, ...]:
+    """Each segment's residuals ``[S, R]`` from its lanes, run one after the other.
+
+    ``run(states, values, measured, weights, inputs)``: :func:`linearize_segments` (with
+    ``derivatives``) or :func:`segments_residuals`, compiled. Lane ``r + 1`` of a segment
+    starts from the end of lane ``r``; with ``derivatives`` the Jacobians in the segment's
+    start ``[S, R, 2 n_joints]`` and in the values ``[S, R, p]`` follow by the chain rule.
+    """
+    state = starts
+    to_start = np.broadcast_to(np.eye(starts.shape[1]), (len(starts),) + 2 * starts.shape[1:])
+    to_values = np.zeros((len(starts), starts.shape[1], len(values)))
+    residuals, in_start, in_values = [], [], []
+    for lane in range(lanes.count):
+        data = (lanes.measured[:, lane], lanes.weights[:, lane], lanes.inputs[:, lane])
+        if not derivatives:
+            residual, state = _in_batches(run, lanes.batch, state, values, *data)
+            residuals.append(residual)
+            continue
+        residual, r_state, r_values, end, e_state, e_values = _in_batches(
+            run, lanes.batch, state, values, *data)
+        residuals.append(residual)
+        in_start.append(np.einsum("srk,skj->srj", r_state, to_start))
+        in_values.append(r_values + np.einsum("srk,skp->srp", r_state, to_values))
+        to_values = e_values + np.einsum("sik,skp->sip", e_state, to_values)
+        to_start = np.einsum("sik,skj->sij", e_state, to_start)
+        state = end
+    if not derivatives:
+        return (np.concatenate(residuals, axis=1),)
+    return (np.concatenate(residuals, axis=1), np.concatenate(in_start, axis=1),
+            np.concatenate(in_values, axis=1))
 
 
 def amplification(jac_state: np.ndarray, joints: int, rate_scale_s: float = 1.0) -> float:

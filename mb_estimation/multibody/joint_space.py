@@ -36,6 +36,7 @@ vmap deadlock jaxlib 0.10's CPU runtime on two cores (each worker blocks on the 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from mb_estimation import lie
@@ -533,18 +534,43 @@ def variational_step(system: Multibody, state: JointStates, inputs, h,
     Solves ``r_a = 0``, ``r_b = 0`` for ``(θ_{k+1}, p_{k+1})`` by Newton's method from
     ``(θ_k + h θ̇_k, p_k)``, the input held over the step. Second-order accurate, like the
     residuals it solves: the forward simulator of the model the consistent path fits.
+    Forward-mode derivatives are those of the solution (implicit function theorem: ``d x_{k+1}
+    = -(∂r/∂x_{k+1})⁻¹ d r`` with ``d r`` the residuals' change at fixed ``x_{k+1}``), not
+    of the Newton iterations: the same at convergence, and a fraction of their cost.
     """
-    joints = state.angles.shape[-1]
-    unweighted = jnp.eye(joints)
+    return _solved_step(newton_iterations, system, state, inputs, h)
 
-    def residual(unknowns):
-        following = JointStates(unknowns[:joints], unknowns[joints:])
-        return variational_residuals(system, state, following, inputs, h, unweighted)
+
+def _step_residual(system: Multibody, state: JointStates, inputs, h, unknowns):
+    """:func:`variational_residuals` (unweighted) at the next state ``unknowns = (θ, p)``."""
+    joints = state.angles.shape[-1]
+    following = JointStates(unknowns[:joints], unknowns[joints:])
+    return variational_residuals(system, state, following, inputs, h, jnp.eye(joints))
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
+def _solved_step(newton_iterations: int, system: Multibody, state: JointStates, inputs, h
+                 ) -> JointStates:
+    """:func:`variational_step`'s Newton solve."""
+    joints = state.angles.shape[-1]
 
     def newton(_, unknowns):
-        return unknowns - small_solve.solve_small(jax.jacfwd(residual)(unknowns),
-                                                  residual(unknowns))
+        matrix = jax.jacfwd(lambda x: _step_residual(system, state, inputs, h, x))(unknowns)
+        return unknowns - small_solve.solve_small(
+            matrix, _step_residual(system, state, inputs, h, unknowns))
 
     guess = jnp.concatenate([state.angles + h * joint_rates(system, state), state.momenta])
     solution = jax.lax.fori_loop(0, newton_iterations, newton, guess)
     return JointStates(solution[:joints], solution[joints:])
+
+
+@_solved_step.defjvp
+def _solved_step_derivative(newton_iterations, primals, tangents):
+    system, state, inputs, h = primals
+    following = _solved_step(newton_iterations, *primals)
+    unknowns = jnp.concatenate([following.angles, following.momenta])
+    _, change = jax.jvp(lambda *args: _step_residual(*args, unknowns), primals, tangents)
+    matrix = jax.jacfwd(lambda x: _step_residual(system, state, inputs, h, x))(unknowns)
+    moved = -small_solve.solve_small(matrix, change)
+    joints = state.angles.shape[-1]
+    return following, JointStates(moved[:joints], moved[joints:])
