@@ -252,3 +252,67 @@ def test_a_rigid_rig_refined_by_simulation_error_reaches_the_cramer_rao_bound():
     kept = _kept_if_it_follows(config, joint.grids, joint.result, worse)
     assert kept.result.parameters is joint.result.parameters
     assert "predicts them worse" in kept.note
+
+
+def test_chained_lanes_are_one_simulation_and_their_jacobians_match_finite_differences():
+    """A rigid segment of 300 steps in lanes of 40, 3 per call, is one continuous simulation.
+
+    Its simulated angles (the measured ones plus the residuals) are the rigid replay's over
+    the whole segment; its Jacobians in the start and in the free values, multiplied out
+    along the lanes on the host (the variational step's implicit derivatives inside), match
+    central differences.
+    """
+    from mb_estimation.estimation.compiled import Compiler
+    from mb_estimation.estimation.shooting_segments import chained, lanes_of, linearize_segments
+    from mb_estimation.rigs import parameter_arrays
+    from mb_estimation.simulation import built_system, rigid_replay
+
+    config = load_config("furuta")
+    run = simulate_recording(config_rig(config), config.parameters, "multisine",
+                             duration_s=0.4, dt=1e-3, rate_hz=1000.0, noise_rad=1e-3, seed=1,
+                             rigid=True)
+    grid = prepare_recording(
+        Recording("m", run.time_s, run.measured_angles, run.time_s, run.inputs), 1e-3, 100.0)
+    segments = segments_of([grid], 0.3, 0.0)
+    names = ("J_Azz", "b1")
+    values = np.array([0.011, 1.2e-4])
+    fixed = {name: np.asarray(value, dtype=float) for name, value in config.parameters.items()
+             if name not in names}
+    rig = config_rig(config)
+    compiler = Compiler()
+
+    def linearized(at_starts, at_values):
+        return chained(lambda *args: compiler(linearize_segments, (rig, names, (False, False),
+                                                                   True),
+                                              (np.asarray(5e-4), np.asarray(2)), fixed, *args),
+                       lanes, at_starts, at_values)
+
+    starts = np.concatenate([run.joint_angles[:1], run.joint_rates[:1]], axis=1) + 1e-3
+    lanes = lanes_of(segments, 40, 3)
+    assert segments.inputs.shape == (1, 300, 1) and lanes.count == 8
+    residual, jac_start, jac_values = linearized(starts, values)
+
+    scored = (lanes.weights[0] > 0).reshape(-1)
+    simulated = segments.measured[0] + residual[0].reshape(-1, 2)[scored]
+    system = built_system(rig, parameter_arrays({**config.parameters,
+                                                 **dict(zip(names, values, strict=True))}))
+    replay = rigid_replay(system, grid, starts[0], simulation_dt=5e-4)[:301]
+    np.testing.assert_allclose(simulated, replay, rtol=0, atol=1e-11)
+
+    def residuals(at_starts, at_values):
+        return linearized(at_starts, at_values)[0]
+
+    for column, size in ((0, 1e-6), (3, 1e-5)):  # an angle, a rate
+        moved = np.zeros_like(starts)
+        moved[:, column] = size
+        central = (residuals(starts + moved, values) - residuals(starts - moved, values)) / (
+            2 * size)
+        np.testing.assert_allclose(jac_start[:, :, column], central, rtol=1e-5,
+                                   atol=1e-6 * np.abs(central).max())
+    for index, size in ((0, 1e-7), (1, 1e-8)):
+        moved = np.zeros_like(values)
+        moved[index] = size
+        central = (residuals(starts, values + moved) - residuals(starts, values - moved)) / (
+            2 * size)
+        np.testing.assert_allclose(jac_values[:, :, index], central, rtol=1e-5,
+                                   atol=1e-6 * np.abs(central).max())
