@@ -154,7 +154,7 @@ def segments_residuals(static, step, fixed, joint_states, free_values, measured,
 #: call, each lane from the state the one before it ended in: one compiled program serves every
 #: segment length and count (a program takes about 45 s to compile on one core).
 LANE_STEPS = 128
-LANE_BATCH = 8
+LANE_BATCH = 4
 
 
 @dataclass(frozen=True)
