@@ -23,8 +23,8 @@ from mb_estimation.multibody import (
 )
 from mb_estimation.multibody.joint_space import (
     JointStates,
+    held_steps,
     joint_states,
-    variational_step,
 )
 from mb_estimation.multibody.joint_space import joint_rates as tree_joint_rates
 from mb_estimation.numerics import jax, jit
@@ -128,8 +128,7 @@ def _sampled_run(system, initial, h: float, num_samples: int, input_fn, substeps
     def sample(state, j):
         bodies = states_from_joints(system, state.angles, tree_joint_rates(system, state))
         u = jnp.asarray(input_fn(j, bodies), dtype=jnp.float64).reshape(system.num_inputs)
-        state = jax.lax.fori_loop(0, substeps, lambda _, s: variational_step(system, s, u, h),
-                                  state)
+        state = held_steps(system, state, u, h, substeps)
         return state, (state, u)
 
     last, (states, inputs) = jax.lax.scan(sample, initial, jnp.arange(num_samples))
@@ -405,8 +404,7 @@ def _rigid_run(system, state: JointStates, inputs, h: float, substeps: int):
     (:func:`~mb_estimation.multibody.joint_space.variational_step`).
     """
     def sample(state, u):
-        state = jax.lax.fori_loop(0, substeps,
-                                  lambda _, s: variational_step(system, s, u, h), state)
+        state = held_steps(system, state, u, h, substeps)
         return state, state.angles
 
     return jax.lax.scan(sample, state, inputs)

@@ -25,8 +25,8 @@ from mb_estimation.multibody import (
     states_from_joints,
     without_dry_friction,
 )
+from mb_estimation.multibody.joint_space import held_steps, joint_states
 from mb_estimation.multibody.joint_space import joint_rates as tree_joint_rates
-from mb_estimation.multibody.joint_space import joint_states, variational_step
 from mb_estimation.numerics import jax
 from mb_estimation.rigs import Rig, parameter_arrays
 
@@ -92,8 +92,7 @@ def segment_residuals(rig: Rig, names: tuple[str, ...], frictionless: tuple[bool
     joints = joint_state.shape[0] // 2
     if rigid:
         def sample(state, u):
-            state = jax.lax.fori_loop(0, substeps,
-                                      lambda _, s: variational_step(system, s, u, h), state)
+            state = held_steps(system, state, u, h, substeps)
             return state, state.angles
 
         last, angles = jax.lax.scan(

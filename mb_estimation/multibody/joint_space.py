@@ -541,6 +541,13 @@ def variational_step(system: Multibody, state: JointStates, inputs, h,
     return _solved_step(newton_iterations, system, state, inputs, h)
 
 
+def held_steps(system: Multibody, state: JointStates, inputs, h, substeps) -> JointStates:
+    """``substeps`` :func:`variational_step` s of ``h`` [s] with ``inputs`` held (one sample)."""
+    return jax.lax.fori_loop(0, substeps,
+                             lambda _, current: variational_step(system, current, inputs, h),
+                             state)
+
+
 def _step_residual(system: Multibody, state: JointStates, inputs, h, unknowns):
     """:func:`variational_residuals` (unweighted) at the next state ``unknowns = (θ, p)``."""
     joints = state.angles.shape[-1]
