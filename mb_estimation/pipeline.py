@@ -1,10 +1,9 @@
-"""The pipeline shared by the command line and the node: config + recordings → estimate.
+"""What a calibration needs from the config, shared by the command line and the node.
 
-recording → signals (grid) → estimation problem → result (data flows one way).
-Two estimators (``method.estimator``): the consistent path (default; joint coordinates, refined
-steps, :mod:`mb_estimation.estimation.consistent`) and the paper's single fit at ``method.dt``.
-The sweep over method settings, a loop over :func:`calibrate_recordings`, is
-:func:`mb_estimation.workflows.sweep`.
+recording → signals (grid) → estimation problem → result (data flows one way): the rig, the
+grids, the steps, the problem and the solver settings a config gives; the checks that validate
+a result (predictions, open-loop replays, the Cramér–Rao bound, what the data determine). The
+stages a calibration runs are :mod:`mb_estimation.calibration`'s.
 """
 
 from __future__ import annotations
@@ -23,17 +22,12 @@ from mb_estimation.cramer_rao import CramerRao, cramer_rao_bound
 from mb_estimation.estimation import (
     EstimationProblem,
     EstimationResult,
-    IterationRecord,
     SolverSettings,
     compile_model,
-    estimate,
-    estimate_consistently,
     refinement_steps,
 )
-from mb_estimation.estimation.consistent import SimulationRefinement, refined_through_simulator
 from mb_estimation.estimation.identifiability import Identifiability, identifiability
 from mb_estimation.estimation.input_delay import InputDelay, apparent_input_delay
-from mb_estimation.estimation.shooting import ShootingSettings
 from mb_estimation.multibody import BodyStates
 from mb_estimation.rigs import Rig, get_rig, parameter_arrays
 from mb_estimation.rigs.parameters import DRY_FRICTION_PARAMETERS
@@ -131,7 +125,7 @@ def warm_up_recording(config: Config, duration_s: float, rate_hz: float) -> Reco
 
 
 def compile_ahead(config: Config) -> float:
-    """Compile the model programs :func:`calibrate_recordings` will need, before any data.
+    """Compile the model programs a calibration's fit will need, before any data.
 
     Its fit's model blocks and shadow states compile per chunk of steps for the config's rig,
     free set and estimator, whatever the recordings (:func:`~mb_estimation.estimation.
@@ -190,194 +184,10 @@ def recording_notes(recordings: Sequence[Recording], grids: Sequence[GridData]) 
     return notes
 
 
-@dataclass(frozen=True)
-class Calibration:
-    """A calibration's result and the recordings on the grid of its (final) fit.
-
-    ``predictions``: the result's :func:`prediction_checks` where the calibration computed
-    them (whether to keep a simulation-error fit is decided by them), else None; ``note``:
-    what that decision was and why, for the user.
-    """
-
-    result: EstimationResult
-    grids: tuple[GridData, ...]
-    predictions: tuple[PredictionCheck, ...] | None = None
-    note: str | None = None
-
-
-def refinement_mode(config: Config) -> str:
-    """``method.simulation_refinement`` in effect: as set, else ``on``.
-
-    Unset, the fit goes on through the model the hinges declare: compliant hinges are the
-    rig's physics, which the rigid limit lacks; through rigid ones the simulation-error fit
-    takes the estimate to the Cramér–Rao bound, where the joint fit's force noise leaves the
-    frictions several times wider (kept where its simulations follow the recordings, else
-    only where it predicts them no worse: :func:`calibrate_recordings`).
-    """
-    mode = config.method.simulation_refinement
-    return "on" if mode is None else mode
-
-
-#: The rigid simulation-error stage's step [s] (halved for the kept fit) and longest segment
-#: [s]: its second-order error over 8 s of the 0.92 m release is 1.4e-4 rad at 1 ms, a
-#: seventh of 1e-3 rad noise; segments are lengthened up to whole recordings unless the
-#: motion amplifies its start (unstable).
-RIGID_SHOOTING_DT = 1e-3
-RIGID_LONGEST_SEGMENT_S = 16.0
-
-
-def simulation_refinement(config: Config) -> SimulationRefinement:
-    """The consistent path's optional last level, a simulation-error fit, from the config.
-
-    Through the model the config's hinges declare: the config's simulator for compliant ones
-    (``simulation.dt``; each shooting segment starts ``3 τ``, the hinges' slowest relaxation
-    time, before its scored part), the converged rigid model for rigid ones.
-    """
-    if config.hinges == "rigid":
-        return SimulationRefinement(RIGID_SHOOTING_DT, ShootingSettings(
-            segment_s=config.method.simulation_segment_s, lead_s=0.0, rigid=True,
-            longest_segment_s=RIGID_LONGEST_SEGMENT_S, kept_step_divisor=2))
-    taus = [float(value) for name, value in config.parameters.items() if name.startswith("tau")]
-    return SimulationRefinement(config.simulation.dt, ShootingSettings(
-        segment_s=config.method.simulation_segment_s, lead_s=3.0 * max(taus, default=0.0)))
-
-
-def calibrate_recordings(config: Config, recordings: Sequence[Recording], *,
-                         start_s: float | None = None, end_s: float | None = None,
-                         estimate_parameters: bool = True,
-                         progress: Callable[[IterationRecord], None] | None = None,
-                         level_started: Callable[[int, float, EstimationProblem], None]
-                         | None = None,
-                         simulation_progress: Callable[[int, float, dict], None] | None = None
-                         ) -> Calibration:
-    """Estimate the config's free parameters and the states with the config's estimator.
-
-    ``consistent``: joint coordinates over :func:`consistent_steps` (with
-    ``estimate_parameters=False`` only the states, at the finest step), then a
-    simulation-error fit through the model the hinges declare (:func:`simulation_refinement`)
-    as ``method.simulation_refinement`` says: unset, on (for rigid hinges kept as
-    :func:`_kept_if_it_follows` decides; recordings shorter than one segment keep the joint
-    fit, with a note); ``auto``: when the joint fit does not predict the recordings
-    (:func:`prediction_mismatch`), kept only when the refit predicts better. ``paper``: the
-    single fit at ``method.dt``.
-    """
-    if config.method.estimator == "paper":
-        grids = prepare(config, recordings, start_s=start_s, end_s=end_s)
-        if level_started is not None:
-            level_started(0, config.method.dt, estimation_problem(config, grids))
-        return Calibration(calibrate(config, grids, estimate_parameters=estimate_parameters,
-                                     progress=progress), grids)
-    mode = refinement_mode(config) if estimate_parameters else "off"
-    simulation = simulation_refinement(config) if mode != "off" else None
-    steps = consistent_steps(config, recordings)
-    if not estimate_parameters:
-        steps = steps[-1:]
-    prepared: dict[float, tuple[GridData, ...]] = {}
-
-    def problem_at(dt: float) -> EstimationProblem:
-        prepared[dt] = prepare(config, recordings, start_s=start_s, end_s=end_s, dt=dt)
-        return estimation_problem(config, prepared[dt], estimate_parameters=estimate_parameters)
-
-    note = None
-    declared = config.method.simulation_refinement is None
-    if mode == "on" and declared:
-        segment_s = simulation.settings.segment_s + simulation.settings.lead_s
-        shortest = min(float(np.ptp(r.time_s)) for r in recordings)
-        if shortest < segment_s:  # not asked for: say so and keep the joint fit
-            mode, note = "off", (
-                f"the recordings ({shortest:.3g} s) are shorter than one segment of the "
-                f"simulation-error fit ({segment_s:g} s): the joint fit is kept"
-                + (", and its values may be shadows of the declared compliant hinges"
-                   if config.hinges == "compliant" else ""))
-    result = estimate_consistently(problem_at, steps, solver_settings(config), progress=progress,
-                                   level_started=level_started)
-    grids = prepared[steps[-1]]
-    if mode == "off":
-        return Calibration(result, grids, note=note)
-    if mode == "auto":
-        return _refined_if_mispredicted(config, grids, result, simulation, len(steps),
-                                        level_started, simulation_progress)
-    problem = estimation_problem(config, grids)
-    if level_started is not None:
-        level_started(len(steps), simulation.simulation_dt, problem)
-    refined = refined_through_simulator(result, problem, simulation, simulation_progress)
-    if declared and config.hinges == "rigid":
-        return _kept_if_it_follows(config, grids, result, refined)
-    return Calibration(refined, grids)
-
-
-def _kept_if_it_follows(config: Config, grids: tuple[GridData, ...], result: EstimationResult,
-                        refined: EstimationResult) -> Calibration:
-    """The rigid simulation-error fit ``refined`` where the rigid model follows the recordings.
-
-    It follows them where the stage's simulations miss the angles by at most
-    :data:`FOLLOWS_NOISE_RATIO` times the joint fit's angle noise (RMS). Where they miss by
-    more, it is kept only if it predicts 0.5 s ahead from the joint fit's states no worse than
-    the joint fit (:func:`prediction_mismatch`): where the rigid model does not follow the rig,
-    the joint fit's force noise is what keeps it robust, and a simulation-error fit through
-    that model can go further astray. (The predictions alone cannot decide: on a fast, chaotic
-    motion both miss by many times the noise from the joint fit's states alone.)
-    """
-    following = stage_following(grids, refined)
-    if following.follows:
-        return Calibration(refined, grids)
-    before = prediction_mismatch(grids, result, prediction_checks(config, grids, result))
-    after_checks = prediction_checks(config, grids, refined)
-    after = prediction_mismatch(grids, refined, after_checks)
-    if before is None or after is None or after.ratio <= before.ratio:
-        return Calibration(refined, grids, after_checks)
-    return Calibration(
-        dataclasses.replace(result, compile_time_s=refined.compile_time_s,
-                            solve_time_s=refined.solve_time_s),
-        grids, None,
-        f"the simulation-error fit through the rigid model misses the angles by "
-        f"{following.rms_rad:.2g} rad RMS ({following.ratio:.1f}× the joint fit's noise) and "
-        "predicts them worse "
-        f"({after.ratio:.1f}× the noise at {after.horizon_s:g} s, against {before.ratio:.1f}× "
-        "for the joint fit), so the joint fit is kept")
-
-
-#: The rigid model follows recordings its simulation-error fit misses by at most this many
-#: times the joint fit's angle noise (RMS; on the independent rigid reference: 1.0×).
-FOLLOWS_NOISE_RATIO = 1.5
-
 #: The least angle noise [rad] a validation is scored against: below it a run is as close as
 #: the simulator that scores it (the rigid validation step's own error over 8 s of the 0.92 m
 #: release is 9e-6 rad RMS), so noise-free data do not turn round-off into findings.
 NOISE_FLOOR_RAD = 1e-5
-
-
-@dataclass(frozen=True)
-class StageFollowing:
-    """How closely the simulation-error stage's simulations follow the recordings.
-
-    ``rms_rad``: their angle error over the scored samples (RMS) [rad], each simulated from its
-    fitted start over ``segment_s`` [s]; ``ratio``: that over the joint fit's angle noise (RMS
-    over recordings and joints, at least :data:`NOISE_FLOOR_RAD`).
-    """
-
-    rms_rad: float
-    ratio: float
-    segment_s: float
-
-    @property
-    def follows(self) -> bool:
-        return self.ratio <= FOLLOWS_NOISE_RATIO
-
-
-def stage_following(grids: Sequence[GridData], result: EstimationResult
-                    ) -> StageFollowing | None:
-    """The last level's :class:`StageFollowing`; None unless it is a simulation-error fit.
-
-    The result's states are the joint fit's (the stage fits segment starts of its own), so
-    :func:`fit_noise_rad` of ``result`` is the joint fit's noise.
-    """
-    if not result.refinement or result.refinement[-1].formulation != "simulation":
-        return None
-    stage = result.refinement[-1]
-    noise = float(np.sqrt(np.mean(np.square(fit_noise_rad(grids, result)))))
-    rms = float(np.sqrt(stage.cost))
-    return StageFollowing(rms, rms / max(noise, NOISE_FLOOR_RAD), float(stage.segment_s))
 
 
 def fit_noise_rad(grids: Sequence[GridData], result: EstimationResult) -> np.ndarray:
@@ -393,44 +203,6 @@ def fit_noise_rad(grids: Sequence[GridData], result: EstimationResult) -> np.nda
     return np.array(rows)
 
 
-def _refined_if_mispredicted(config: Config, grids: tuple[GridData, ...],
-                             result: EstimationResult, simulation: SimulationRefinement,
-                             level: int, level_started, simulation_progress) -> Calibration:
-    """``method.simulation_refinement: auto`` after the joint fit ``result``.
-
-    Refit through the simulator when the joint fit mispredicts (:func:`prediction_mismatch`),
-    keep the refit when it predicts better; the calibration's note says which, and why.
-    ``level``: the refit's index for ``level_started``.
-    """
-    predictions = prediction_checks(config, grids, result)
-    mismatch = prediction_mismatch(grids, result, predictions)
-    if mismatch is None or mismatch.ratio <= PREDICTION_NOISE_RATIO:
-        return Calibration(result, grids, predictions)
-    segment_s = simulation.settings.segment_s + simulation.settings.lead_s
-    if min((grid.num_steps - 1) * grid.dt for grid in grids) < segment_s:
-        return Calibration(result, grids, predictions, (
-            f"{mismatch}; the recordings are shorter than one segment of the simulation "
-            f"refinement ({segment_s:g} s), so it was not tried"))
-    problem = estimation_problem(config, grids)
-    if level_started is not None:
-        level_started(level, simulation.simulation_dt, problem)
-    refined = refined_through_simulator(result, problem, simulation, simulation_progress)
-    refined_predictions = prediction_checks(config, grids, refined)
-    after = prediction_mismatch(grids, refined, refined_predictions)
-    if after is not None and after.ratio < mismatch.ratio:
-        return Calibration(refined, grids, refined_predictions, (
-            f"{mismatch}: refitted through the config's simulator "
-            f"(method.simulation_refinement: auto), which misses by {after.ratio:.1f}×"))
-    shown = "no prediction" if after is None else f"{after.ratio:.1f}×"
-    return Calibration(
-        dataclasses.replace(result, compile_time_s=refined.compile_time_s,
-                            solve_time_s=refined.solve_time_s),
-        grids, predictions,
-        f"{mismatch}; refitting through the config's simulator predicted no better ({shown}), "
-        "so the rigid-hinge fit is kept: look for what neither model has (friction, the input "
-        "model) — or a motion too sensitive to predict that far")
-
-
 def solver_settings(config: Config) -> SolverSettings:
     """The LM settings of the config's method section."""
     method = config.method
@@ -438,17 +210,6 @@ def solver_settings(config: Config) -> SolverSettings:
                           gradient_tolerance=method.gradient_tolerance,
                           step_tolerance=method.step_tolerance,
                           time_limit_s=method.time_limit_s)
-
-
-def calibrate(config: Config, grids: Sequence[GridData], *, estimate_parameters: bool = True,
-              progress: Callable[[IterationRecord], None] | None = None) -> EstimationResult:
-    """The paper's single fit (§3, maximal coordinates) on recordings already on the grid.
-
-    With ``estimate_parameters=False`` only the states (cross-validation, §4.5).
-    :func:`calibrate_recordings` chooses by ``method.estimator`` (the node goes through it too).
-    """
-    problem = estimation_problem(config, grids, estimate_parameters=estimate_parameters)
-    return estimate(problem, solver_settings(config), progress=progress)
 
 
 def open_loop_checks(config: Config, grids: Sequence[GridData], result: EstimationResult,

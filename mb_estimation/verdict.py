@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mb_estimation.calibration import StageFollowing
 from mb_estimation.config import Config
 from mb_estimation.cramer_rao import CramerRao
 from mb_estimation.estimation import EstimationResult
@@ -25,7 +26,7 @@ from mb_estimation.estimation.identifiability import (
     Identifiability,
 )
 from mb_estimation.estimation.input_delay import InputDelay
-from mb_estimation.pipeline import PREDICTION_NOISE_RATIO, PredictionMismatch, StageFollowing
+from mb_estimation.pipeline import PREDICTION_NOISE_RATIO, PredictionMismatch
 
 #: Inertias about axes a Furuta arm never turns about: no recording shows them.
 _NEVER_EXCITED = ("J_Axx", "J_Ayy")

@@ -1,8 +1,8 @@
 """The commands' work as library functions: configs and recordings in, files out.
 
 The command line (:mod:`mb_estimation.cli`) parses its arguments, calls one of these and prints
-what it reports through its callbacks: reading the recordings, estimating
-(:mod:`mb_estimation.pipeline`), validating, writing the result files and the report
+the progress events it passes on and what it returns: reading the recordings, calibrating
+(:mod:`mb_estimation.calibration`), validating, writing the result files and the report
 (:func:`calibrate_and_write`, :func:`cross_validate`, :func:`sweep` and
 :func:`sweep_and_write`), and simulating
 a scenario into a bag with its ground truth (:func:`write_simulated_bag`).
@@ -21,10 +21,11 @@ import numpy as np
 import yaml
 
 from mb_estimation import pipeline
+from mb_estimation.calibration import Progress, calibrate_recordings, stage_following
 from mb_estimation.config import Config, apply_overrides
 from mb_estimation.cramer_rao import CramerRao
 from mb_estimation.errors import SimulationError
-from mb_estimation.estimation import EstimationProblem, EstimationResult, IterationRecord
+from mb_estimation.estimation import EstimationResult
 from mb_estimation.estimation.consistent import step_dependence
 from mb_estimation.estimation.identifiability import Identifiability
 from mb_estimation.io.bags import BagError, write_rig_bag
@@ -34,7 +35,7 @@ from mb_estimation.signals import GridData, Recording, recorded_joint_states
 from mb_estimation.simulation import OpenLoopCheck, PredictionCheck, simulate_recording
 from mb_estimation.verdict import Verdict, verdict
 
-__all__ = ["SIMULATED_START_TIME_S", "CalibrationProgress", "CalibrationRun", "SimulatedBag",
+__all__ = ["SIMULATED_START_TIME_S", "CalibrationRun", "SimulatedBag",
            "SweepPoint", "SweepRun", "calibrate_and_write", "cross_validate", "sweep",
            "sweep_and_write", "write_simulated_bag"]
 
@@ -72,31 +73,6 @@ class CalibrationRun:
     bound: CramerRao | None = None
 
 
-@dataclass(frozen=True)
-class CalibrationProgress:
-    """How :func:`calibrate_and_write` reports as it goes; each callback optional.
-
-    ``read(notes)``: the recordings are read (the notes of :class:`CalibrationRun`), before
-    the fit; ``level_started``, ``iteration`` and ``shooting_iteration``: during the fit, as
-    :func:`pipeline.calibrate_recordings`'s ``level_started``, ``progress`` and
-    ``simulation_progress``; ``estimated(result)``: the fit is done; ``predicted(predictions,
-    advice)``: the fit is validated by its predictions, before any file is written;
-    ``replayed(open_loop)``: the open-loop replays are done, before the report is written;
-    ``judged(result, bound, identified, verdict)``: last, the precision against the
-    Cramér–Rao bound, what the data determine and the verdict.
-    """
-
-    read: Callable[[tuple[str, ...]], None] | None = None
-    level_started: Callable[[int, float, EstimationProblem], None] | None = None
-    iteration: Callable[[IterationRecord], None] | None = None
-    shooting_iteration: Callable[[int, float, dict], None] | None = None
-    estimated: Callable[[EstimationResult], None] | None = None
-    predicted: Callable[[tuple[PredictionCheck, ...], str | None], None] | None = None
-    replayed: Callable[[tuple[OpenLoopCheck, ...]], None] | None = None
-    judged: Callable[[EstimationResult, CramerRao | None, Identifiability, Verdict], None] \
-        | None = None
-
-
 def _report(callback, *args) -> None:
     if callback is not None:
         callback(*args)
@@ -118,13 +94,13 @@ def _read(config: Config, sources: Sequence[str | Path], start_s: float | None,
 
 def calibrate_and_write(config: Config, sources: Sequence[str | Path], output: str | Path, *,
                         start_s: float | None = None, end_s: float | None = None,
-                        progress: CalibrationProgress = CalibrationProgress()
-                        ) -> CalibrationRun:
+                        progress: Callable[[Progress], None] | None = None) -> CalibrationRun:
     """Estimate from recordings, validate, write the result files and the report (calibrate).
 
     Reads each of ``sources`` (a bag folder, a .db3/.mcap file or a PlotJuggler CSV export,
     trimmed to ``start_s``..``end_s`` s from its start); estimates the config's free parameters
-    and the states with the config's estimator (:func:`pipeline.calibrate_recordings`);
+    and the states by the config's plan of stages
+    (:func:`~mb_estimation.calibration.calibrate_recordings`, ``progress`` its events);
     predicts 0.5 s ahead from the estimated states and replays each recording open loop; writes
     parameters.yaml, ros_parameters.yaml, states.csv and report.html (figures in figures/) into
     ``output``. Bad input raises a :class:`~mb_estimation.errors.UserError`.
@@ -133,19 +109,13 @@ def calibrate_and_write(config: Config, sources: Sequence[str | Path], output: s
 
     output = Path(output)
     recordings, notes, fit_grids = _read(config, sources, start_s, end_s)
-    _report(progress.read, notes)
     # the checks' simulators compile on the other core while the fit runs
     with pipeline.compiling_meanwhile(pipeline.compile_checks, config, fit_grids):
-        calibration = pipeline.calibrate_recordings(
-            config, recordings, start_s=start_s, end_s=end_s, progress=progress.iteration,
-            level_started=progress.level_started,
-            simulation_progress=progress.shooting_iteration)
+        calibration = calibrate_recordings(config, recordings, start_s=start_s, end_s=end_s,
+                                           progress=progress)
         result, grids = calibration.result, calibration.grids
-        _report(progress.estimated, result)
         predictions = (calibration.predictions if calibration.predictions is not None
                        else pipeline.prediction_checks(config, grids, result))
-        advice = calibration.note
-        _report(progress.predicted, predictions, advice)
         bound = pipeline.cramer_rao_of(config, grids, result)
         identified = pipeline.identifiability_of(config, result, bound)
         judged = judge(config, result, identified, recordings, grids, predictions, bound)
@@ -153,12 +123,10 @@ def calibrate_and_write(config: Config, sources: Sequence[str | Path], output: s
         write_outputs(output, result, config.rig_spec, method, predictions=predictions,
                       identified=identified, verdict=judged, bound=bound)
         open_loop = pipeline.open_loop_checks(config, grids, result)
-    _report(progress.replayed, open_loop)
     write_report(output, result, grids, open_loop, method=method, notes=list(notes),
                  units=_units(config, result.free), predictions=predictions, verdict=judged)
-    _report(progress.judged, result, bound, identified, judged)
-    return CalibrationRun(result, grids, notes, method, tuple(predictions), advice, open_loop,
-                          identified, judged, bound)
+    return CalibrationRun(result, grids, notes, method, tuple(predictions), calibration.note,
+                          open_loop, identified, judged, bound)
 
 
 def judge(config: Config, result: EstimationResult, identified: Identifiability,
@@ -170,13 +138,13 @@ def judge(config: Config, result: EstimationResult, identified: Identifiability,
                    pipeline.prediction_mismatch(grids, result, predictions),
                    pipeline.validation_model(config), refined,
                    pipeline.input_delay(config, recordings, result), bound,
-                   pipeline.stage_following(grids, result))
+                   stage_following(grids, result))
 
 
 def cross_validate(config: Config, sources: Sequence[str | Path],
                    output: str | Path | None = None, *, start_s: float | None = None,
                    end_s: float | None = None,
-                   progress: Callable[[IterationRecord], None] | None = None,
+                   progress: Callable[[Progress], None] | None = None,
                    scored: Callable[[str | Path, EstimationResult], None] | None = None
                    ) -> list[dict]:
     """Score the config's parameters on each recording: its states-only fit's MSE (crossval).
@@ -184,11 +152,12 @@ def cross_validate(config: Config, sources: Sequence[str | Path],
     Paper §4.5: with the parameters fixed, only the states of each of ``sources`` are
     estimated. Returns one row per recording (``path``, ``mse``, ``observation_mse``,
     ``impulse_mse``), written with their mean into ``output``/crossval.yaml when ``output`` is
-    given. ``scored(source, result)`` after each fit; ``progress`` per iteration.
+    given. ``scored(source, result)`` after each fit; ``progress`` sees its
+    :class:`~mb_estimation.calibration.Progress` events.
     """
     rows = []
     for path in sources:
-        result = pipeline.calibrate_recordings(
+        result = calibrate_recordings(
             config, [read_recording(path, config)], start_s=start_s, end_s=end_s,
             estimate_parameters=False, progress=progress).result
         rows.append({"path": str(path), "mse": result.cost,
@@ -230,8 +199,8 @@ def sweep(config: Config, recordings: Sequence[Recording], *, dts: Sequence[floa
         on_grid = apply_overrides(config, dt=dt)
         for compliance, kappa in itertools.product(compliances, kappas):
             point_config = apply_overrides(on_grid, kappa=kappa, compliance=compliance)
-            result = pipeline.calibrate_recordings(point_config, recordings, start_s=start_s,
-                                                   end_s=end_s).result
+            result = calibrate_recordings(point_config, recordings, start_s=start_s,
+                                          end_s=end_s).result
             point = SweepPoint(dt, kappa, compliance, result)
             points.append(point)
             _report(progress, point)

@@ -111,13 +111,13 @@ def test_calibrate_exit_status_says_how_the_fit_stopped(tmp_path, monkeypatch, c
     """
     import dataclasses
 
-    from mb_estimation import pipeline
+    from mb_estimation import workflows
     from mb_estimation.estimation import FitStatus
 
     bag = tmp_path / "bag"
     assert main(["simulate", "swingup", "--config", "furuta_synthetic", "--output", str(bag),
                  "--duration", "0.6", "--dt", "1e-3"]) == 0
-    real = pipeline.calibrate_recordings
+    real = workflows.calibrate_recordings
     for status, expected in ((FitStatus.GRADIENT, 0), (FitStatus.MAX_ITERATIONS, 0),
                              (FitStatus.NO_PROGRESS, 1)):
         def stopped(*args, status=status, **kwargs):
@@ -125,7 +125,7 @@ def test_calibrate_exit_status_says_how_the_fit_stopped(tmp_path, monkeypatch, c
             return dataclasses.replace(calibration, result=dataclasses.replace(
                 calibration.result, status=status))
 
-        monkeypatch.setattr(pipeline, "calibrate_recordings", stopped)
+        monkeypatch.setattr(workflows, "calibrate_recordings", stopped)
         out = tmp_path / status
         assert main(["calibrate", str(bag), "--config", "furuta_synthetic", "--free", "J_Azz",
                      "--set", "J_Azz=0.005", "--compliance", "1e-4", "--max-iterations", "3",

@@ -17,6 +17,7 @@ import pytest
 from jax.experimental.compilation_cache import compilation_cache
 
 from mb_estimation import pipeline
+from mb_estimation.calibration import calibrate_recordings
 from mb_estimation.config import apply_overrides, load_config
 from mb_estimation.estimation import compiled
 from mb_estimation.estimation.compiled import Compiler
@@ -118,7 +119,7 @@ def test_compiling_ahead_compiles_the_fits_model_programs():
     sim = simulate_recording(get_rig("furuta"), config.parameters, "swingup", duration_s=1.0,
                              dt=1e-3, rate_hz=500.0, noise_rad=1e-3, seed=1)
     recording = Recording("swingup", sim.time_s, sim.measured_angles, sim.time_s, sim.inputs)
-    calibration = pipeline.calibrate_recordings(config, [recording])
+    calibration = calibrate_recordings(config, [recording])
     assert len(calibration.result.refinement) == 2  # two steps, one program
     assert _model_programs() - before == compiled_ahead
     assert np.isfinite(calibration.result.cost)

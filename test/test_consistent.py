@@ -19,8 +19,9 @@ import pytest
 from finite_differences import assert_parameter_columns
 from reference_furuta import mass_matrix, simulate_reference
 
+from mb_estimation.calibration import Progress, calibrate_recordings
 from mb_estimation.config import apply_overrides, load_config
-from mb_estimation.estimation import estimate_consistently, kappa_per_step, refinement_steps
+from mb_estimation.estimation import fit_joint_level, kappa_per_step, refinement_steps
 from mb_estimation.estimation.consistent import step_dependence
 from mb_estimation.estimation.formulations import JointCoordinates, joint_motion_on
 from mb_estimation.estimation.parameters import FreeParameters
@@ -52,7 +53,6 @@ from mb_estimation.numerics import jax
 from mb_estimation.pipeline import (
     NOISE_FLOOR_RAD,
     PREDICTION_NOISE_RATIO,
-    calibrate_recordings,
     config_rig,
     prediction_checks,
     prediction_mismatch,
@@ -590,20 +590,16 @@ def test_rigid_reference_recovered_full_size(scenario, l2):
     _assert_recovered(result, truth, friction_tolerance=0.3)
 
 
-def test_consistent_path_on_a_problem_factory(truth):
-    """The core entry point: coarse then fine, warm-started, κ per step, history of both."""
+def test_joint_levels_warm_start_and_extend_each_other(truth):
+    """Two joint levels, coarse then fine, warm-started: κ per step, the history of both."""
     recording = _rigid_recording(truth, "multisine", 0.5)
     config = apply_overrides(truth, compliance=1e-8, free=list(FREE), set_values=START)
     from mb_estimation.pipeline import estimation_problem, prepare, solver_settings
 
-    problems = {}
-
-    def problem_at(dt):
-        problems[dt] = estimation_problem(config, prepare(config, [recording], dt=dt))
-        return problems[dt]
-
-    result = estimate_consistently(problem_at, (0.002, 0.001), solver_settings(config))
-    assert sorted(problems) == [0.001, 0.002]
+    result = None
+    for dt in (0.002, 0.001):
+        problem = estimation_problem(config, prepare(config, [recording], dt=dt))
+        result = fit_joint_level(problem, solver_settings(config), result)
     p = config.parameters  # κ per step: per unit time and relative to the motor axis' inertia
     inertia = p["J_shaft"] + p["J_Azz"] + p["m_A"] * p["l1"] ** 2 + p["m_B"] * p["lA"] ** 2 \
         + p["J_Bxx"]
@@ -620,15 +616,27 @@ def test_automatic_simulation_refinement_decides_by_the_prediction(truth):
 
     On a fast rigid release the config's simulator (hinges with τ = 0.02 s) mispredicts the
     rigid motion (measured: 25× the noise), so auto refits; with segments longer than the
-    recording it cannot, and says that instead.
+    recording it cannot, and says that instead. Its progress is one event type: each stage
+    that runs starts, in order, then iterates (joint levels with their records, numbered on
+    across levels; the shooting fit with its values).
     """
     recording = _rigid_recording(truth, "release", 1.5)
     config = apply_overrides(truth, compliance=1e-8, free=list(FREE), set_values=START,
                              simulation_refinement="auto")
     config = dataclasses.replace(config, method=dataclasses.replace(
         config.method, simulation_segment_s=0.5))
-    calibration = calibrate_recordings(config, [recording])
+    events = []
+    calibration = calibrate_recordings(config, [recording], progress=events.append)
     result, note = calibration.result, calibration.note
+    assert all(isinstance(event, Progress) for event in events)
+    assert [e.index for e in events if e.iteration is None] == [0, 1, 2]
+    assert [e.stage.fit for e in events if e.iteration is None] == ["joint", "joint",
+                                                                    "simulation"]
+    joint = [e for e in events if e.iteration is not None and e.stage.fit == "joint"]
+    assert [e.iteration for e in joint] == [entry.iteration for entry in result.history]
+    assert all(e.record is not None for e in joint)
+    shots = [e for e in events if e.iteration is not None and e.stage.fit == "simulation"]
+    assert shots and all(set(e.values) <= set(FREE) and e.record is None for e in shots)
     before = re.search(r"misses the angles of .* by (\d+)× the fit's noise", note)
     assert before is not None and float(before.group(1)) > PREDICTION_NOISE_RATIO, note
     after = prediction_mismatch(calibration.grids, result, calibration.predictions)
@@ -639,6 +647,8 @@ def test_automatic_simulation_refinement_decides_by_the_prediction(truth):
         assert "predicted no better" in note
     too_short = dataclasses.replace(config, method=dataclasses.replace(
         config.method, simulation_segment_s=2.0))
-    calibration = calibrate_recordings(too_short, [recording])
+    events = []
+    calibration = calibrate_recordings(too_short, [recording], progress=events.append)
+    assert [e.index for e in events if e.iteration is None] == [0, 1]  # nothing refitted
     assert [level.formulation for level in calibration.result.refinement] == ["joint", "joint"]
     assert "shorter than one segment of the simulation refinement" in calibration.note

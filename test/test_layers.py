@@ -22,7 +22,7 @@ LAYERS = (
     ("rigs",),
     ("estimation", "scenarios"),
     ("simulation", "config", "cramer_rao"),
-    ("pipeline", "io", "report", "verdict"),
+    ("pipeline", "calibration", "io", "report", "verdict"),
     ("online", "workflows"),
     ("transport",),
     ("cli",),

@@ -12,6 +12,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from mb_estimation.calibration import calibrate_recordings
 from mb_estimation.config import apply_overrides, load_config
 from mb_estimation.estimation.levenberg_marquardt import (
     INITIAL_DAMPING,
@@ -27,7 +28,7 @@ from mb_estimation.estimation.shooting import (
     segments_of,
 )
 from mb_estimation.io.results import parameters_document
-from mb_estimation.pipeline import calibrate_recordings, config_rig
+from mb_estimation.pipeline import config_rig
 from mb_estimation.signals import Recording, prepare_recording
 from mb_estimation.simulation import simulate_recording
 
@@ -215,7 +216,8 @@ def test_a_rigid_rig_refined_by_simulation_error_reaches_the_cramer_rao_bound():
     """
     from reference_furuta import simulate_reference
 
-    from mb_estimation.pipeline import _kept_if_it_follows, cramer_rao_of
+    from mb_estimation.calibration import kept_if_it_follows
+    from mb_estimation.pipeline import cramer_rao_of
     from mb_estimation.scenarios import multisine_torque
 
     truth = apply_overrides(load_config("furuta_synthetic"), hinges="rigid")
@@ -249,7 +251,7 @@ def test_a_rigid_rig_refined_by_simulation_error_reaches_the_cramer_rao_bound():
     stage = dataclasses.replace(result.refinement[-1], cost=100 * result.refinement[-1].cost)
     worse = dataclasses.replace(result, refinement=(*result.refinement[:-1], stage), parameters={
         **result.parameters, "J_Byy": 2.0 * np.asarray(result.parameters["J_Byy"])})
-    kept = _kept_if_it_follows(config, joint.grids, joint.result, worse)
+    kept = kept_if_it_follows(config, joint.grids, joint.result, worse)
     assert kept.result.parameters is joint.result.parameters
     assert "predicts them worse" in kept.note
 

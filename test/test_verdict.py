@@ -17,6 +17,7 @@ import yaml
 from reference_furuta import simulate_reference
 
 from mb_estimation import pipeline
+from mb_estimation.calibration import calibrate_recordings
 from mb_estimation.config import apply_overrides, load_config
 from mb_estimation.estimation.identifiability import AT_LOWER_BOUND, DETERMINED, NOT_DETERMINED
 from mb_estimation.io.bags import write_rig_bag
@@ -199,7 +200,7 @@ def test_an_input_acting_late_is_named(rigid_rig, tmp_path):
     config = apply_overrides(start, free=["J_Azz", "J_Byy", "b1", "b2"])
     # the delay is read from the joint fit's states: measured without the stage after it
     joint = apply_overrides(config, simulation_refinement="off")
-    calibration = pipeline.calibrate_recordings(joint, [recording])
+    calibration = calibrate_recordings(joint, [recording])
     delay = pipeline.input_delay(joint, [recording], calibration.result)
     assert delay is not None and abs(delay.delay_s - 0.01) < 2e-3, delay
     run = calibrate_and_write(config, [_write(tmp_path, recording)], tmp_path / "out")
@@ -207,7 +208,7 @@ def test_an_input_acting_late_is_named(rigid_rig, tmp_path):
                for f in run.verdict.findings), run.verdict.lines()
     stated = dataclasses.replace(joint, recording=dataclasses.replace(
         joint.recording, input_delay_s=float(delay.delay_s)))  # as the verdict says
-    calibration = pipeline.calibrate_recordings(stated, [recording])
+    calibration = calibrate_recordings(stated, [recording])
     again = pipeline.input_delay(stated, [recording], calibration.result)
     # the fit's states take up a tenth of a delay (force noise), so what is left is small
     assert abs(again.delay_s) < 0.2 * delay.delay_s, again

@@ -40,9 +40,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "test"))
 
 from reference_furuta import simulate_reference  # noqa: E402
 
+from mb_estimation.calibration import calibrate_recordings  # noqa: E402
 from mb_estimation.config import apply_overrides, load_config  # noqa: E402
 from mb_estimation.pipeline import (  # noqa: E402
-    calibrate_recordings,
     config_rig,
     prediction_checks,
     prediction_mismatch,

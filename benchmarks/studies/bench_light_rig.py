@@ -36,9 +36,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "test"))
 from reference_furuta import simulate_reference  # noqa: E402
 from test_consistent import FREE, LIGHT_RIG  # noqa: E402
 
+from mb_estimation.calibration import calibrate_recordings  # noqa: E402
 from mb_estimation.config import apply_overrides, load_config  # noqa: E402
 from mb_estimation.estimation import KAPPA_REFERENCE_INERTIA  # noqa: E402
-from mb_estimation.pipeline import calibrate_recordings, config_rig  # noqa: E402
+from mb_estimation.pipeline import config_rig  # noqa: E402
 from mb_estimation.signals import Recording  # noqa: E402
 
 GRAVITY = 9.80665

@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "test"))
 from test_verdict import _reference  # noqa: E402
 
 from mb_estimation import pipeline  # noqa: E402
+from mb_estimation.calibration import calibrate_recordings  # noqa: E402
 from mb_estimation.config import apply_overrides, load_config  # noqa: E402
 
 START = {"J_Azz": 0.01, "J_Byy": 0.01, "b1": 1e-4, "b2": 1e-4}
@@ -46,7 +47,7 @@ def fitted(truth, recording, refinement: str | None):
     config = apply_overrides(truth, free=list(START), set_values=START,
                              simulation_refinement=refinement)
     started = time.perf_counter()
-    calibration = pipeline.calibrate_recordings(config, [recording])
+    calibration = calibrate_recordings(config, [recording])
     seconds = time.perf_counter() - started
     return calibration, seconds, pipeline.cramer_rao_of(config, calibration.grids,
                                                         calibration.result)

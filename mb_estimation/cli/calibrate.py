@@ -36,7 +36,7 @@ def add_calibrate(commands) -> None:
 
 def calibrate_command(args) -> int:
     """0 when the fit converged or reached its iteration or time limit; 1 without progress."""
-    from mb_estimation.cli.printing import calibration_progress, print_written
+    from mb_estimation.cli.printing import fit_progress, print_calibration, print_written
     from mb_estimation.estimation.result import FitStatus
     from mb_estimation.workflows import calibrate_and_write
 
@@ -44,8 +44,10 @@ def calibrate_command(args) -> int:
     check_output_folder(args.output)
     config = load_config(args)
     output = Path(args.output)
-    result = calibrate_and_write(config, args.bags, output, start_s=args.start, end_s=args.end,
-                                 progress=calibration_progress(args.quiet, config)).result
+    run = calibrate_and_write(config, args.bags, output, start_s=args.start, end_s=args.end,
+                              progress=fit_progress(args.quiet, config))
+    print_calibration(run)
+    result = run.result
     print_written(output, result)
     return 0 if result.converged or result.status in (FitStatus.MAX_ITERATIONS,
                                                        FitStatus.TIME_LIMIT) else 1

@@ -31,7 +31,7 @@ def add_crossval(commands) -> None:
 
 def crossval_command(args) -> int:
     """A line per recording and the mean score; crossval.yaml with --output."""
-    from mb_estimation.cli.printing import iteration_progress
+    from mb_estimation.cli.printing import fit_progress
     from mb_estimation.workflows import cross_validate, mean_score
 
     def scored(path, result):
@@ -43,6 +43,7 @@ def crossval_command(args) -> int:
         check_output_folder(args.output)
     config = load_config(args)
     rows = cross_validate(config, args.bags, args.output, start_s=args.start, end_s=args.end,
-                          progress=iteration_progress(args.quiet), scored=scored)
+                          progress=fit_progress(args.quiet, config, states_only=True),
+                          scored=scored)
     print(f"mean CV score {mean_score(rows):.4e}")
     return 0

@@ -3,53 +3,47 @@
 from __future__ import annotations
 
 
-def iteration_progress(quiet: bool):
-    """A line per Levenberg–Marquardt iteration (None with --quiet)."""
+def fit_progress(quiet: bool, config, states_only: bool = False):
+    """What a calibration's :class:`~mb_estimation.calibration.Progress` events print.
+
+    A line as each stage starts and a line per iteration; None (nothing) with ``quiet``.
+    ``states_only``: the fit estimates the states alone (crossval).
+    """
     if quiet:
         return None
+    free = ("the states" if states_only else
+            f"{len(config.free)} parameters ({', '.join(config.free)}) and the states")
 
-    def show(entry):
-        print(f"  iteration {entry.iteration:3d}: cost {entry.cost:.4e} (observation "
-              f"{entry.observation_mse:.3e}, impulse {entry.impulse_mse:.3e}), "
-              f"|g| {entry.gradient_norm:.3g}, {entry.elapsed_s:.1f} s", flush=True)
+    def show(event) -> None:
+        if event.iteration is None:
+            print(_stage_line(event, free), flush=True)
+        elif event.record is not None:
+            entry = event.record
+            print(f"  iteration {entry.iteration:3d}: cost {entry.cost:.4e} (observation "
+                  f"{entry.observation_mse:.3e}, impulse {entry.impulse_mse:.3e}), "
+                  f"|g| {entry.gradient_norm:.3g}, {entry.elapsed_s:.1f} s", flush=True)
+        else:
+            shown = ", ".join(f"{name} {value:.6g}" for name, value in event.values.items())
+            print(f"  shooting iteration {event.iteration:3d}  angle MSE {event.cost:.6g} rad²"
+                  f"  {shown}", flush=True)
     return show
 
 
-def level_progress(quiet: bool, config):
-    """A line at the start of each fit (each refinement level of the consistent path)."""
-    if quiet:
-        return None
-    free = f"{len(config.free)} parameters ({', '.join(config.free)}) and the states"
-    if config.method.estimator == "paper":
-        def show(index, dt, problem):
-            steps = sum(g.num_steps for g in problem.recordings)
-            print(f"calibrating {free} of {len(problem.recordings)} recording(s), the paper's "
-                  f"single fit: {steps} steps of {dt:g} s")
-        return show
-    levels = config.method.refinement_levels
-
-    def show_level(index, dt, problem):
-        if index == levels:
-            print(f"refining the parameters through the simulator (step {dt:g} s, multiple "
-                  f"shooting over segments of {config.method.simulation_segment_s:g} s, "
-                  "lengthened while the simulator follows the data)", flush=True)
-            return
-        steps = sum(g.num_steps for g in problem.recordings)
-        print(f"calibrating {free} of {len(problem.recordings)} recording(s), consistent "
-              f"path level {index + 1} of {levels}: {steps} steps of {dt:g} s", flush=True)
-    return show_level
-
-
-def shooting_progress(quiet: bool):
-    """A line per iteration of the simulation refinement (None with --quiet)."""
-    if quiet:
-        return None
-
-    def show(iteration, cost, values):
-        shown = ", ".join(f"{name} {value:.6g}" for name, value in values.items())
-        print(f"  shooting iteration {iteration:3d}  angle MSE {cost:.6g} rad²  {shown}",
-              flush=True)
-    return show
+def _stage_line(event, free: str) -> str:
+    """The line a stage starts with."""
+    stage = event.stage
+    if stage.fit == "simulation":
+        return (f"refining the parameters through the simulator (step {stage.dt:g} s, multiple "
+                f"shooting over segments of {stage.shooting.segment_s:g} s, lengthened while "
+                "the simulator follows the data)")
+    grid = f"{event.steps} steps of {stage.dt:g} s"
+    if stage.fit == "paper":
+        return f"calibrating {free} of {event.recordings} recording(s), the paper's single " \
+            f"fit: {grid}"
+    level = sum(s.fit == "joint" for s in event.stages[:event.index + 1])
+    levels = sum(s.fit == "joint" for s in event.stages)
+    return (f"calibrating {free} of {event.recordings} recording(s), consistent path level "
+            f"{level} of {levels}: {grid}")
 
 
 def print_notes(notes) -> None:
@@ -168,19 +162,18 @@ def print_verdict(result, bound, identified, verdict) -> None:
         print(line)
 
 
-def calibration_progress(quiet: bool, config, truth=None):
-    """What calibrate and demo print while calibrating.
+def print_calibration(run, truth=None) -> None:
+    """What a calibration found (:class:`~mb_estimation.workflows.CalibrationRun`).
 
-    The callbacks of :func:`~mb_estimation.workflows.calibrate_and_write`; ``truth``: the
-    values printed beside the estimates (the demo's).
+    What reading did to the recordings, the fit (beside ``truth``, the demo's values), its
+    predictions and open-loop replays, the precision against the Cramér–Rao bound, what the
+    data determine, and the verdict.
     """
-    from mb_estimation.workflows import CalibrationProgress
-
-    return CalibrationProgress(
-        read=print_notes, level_started=level_progress(quiet, config),
-        iteration=iteration_progress(quiet), shooting_iteration=shooting_progress(quiet),
-        estimated=lambda result: print_fit(result, truth), predicted=print_predictions,
-        replayed=print_open_loop, judged=print_verdict)
+    print_notes(run.notes)
+    print_fit(run.result, truth)
+    print_predictions(run.predictions, run.advice)
+    print_open_loop(run.open_loop)
+    print_verdict(run.result, run.bound, run.identified, run.verdict)
 
 
 def print_written(output, result) -> None:

@@ -103,7 +103,7 @@ def simulate_command(args) -> int:
 def demo_command(args) -> int:
     """Simulate furuta_synthetic's swing-up, then calibrate furuta's parameters from it."""
     from mb_estimation import pipeline
-    from mb_estimation.cli.printing import calibration_progress, print_written
+    from mb_estimation.cli.printing import fit_progress, print_calibration, print_written
     from mb_estimation.config import apply_overrides
     from mb_estimation.config import load_config as load_named_config
     from mb_estimation.workflows import calibrate_and_write, write_simulated_bag
@@ -132,8 +132,7 @@ def demo_command(args) -> int:
         print("2/2 calibrating from Table 1's initial values (config furuta), in the hinges' "
               "rigid limit (calibrate would go on through the compliant hinges furuta_synthetic "
               "declares: --simulation-refinement on)")
-        result = calibrate_and_write(
-            config, [bag], output,
-            progress=calibration_progress(args.quiet, config, truth.parameters)).result
-    print_written(output, result)
+        run = calibrate_and_write(config, [bag], output, progress=fit_progress(args.quiet, config))
+    print_calibration(run, truth.parameters)
+    print_written(output, run.result)
     return 0

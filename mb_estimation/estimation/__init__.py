@@ -10,7 +10,7 @@ from mb_estimation.estimation.consistent import (
     KAPPA_REFERENCE_INERTIA,
     KAPPA_REFERENCE_STEP,
     RefinementLevel,
-    estimate_consistently,
+    fit_joint_level,
     kappa_per_step,
     refinement_steps,
 )
@@ -30,4 +30,4 @@ from mb_estimation.estimation.solver import (
 __all__ = ["KAPPA_REFERENCE_INERTIA", "KAPPA_REFERENCE_STEP", "EstimationProblem",
            "EstimationResult", "FitStatus", "IterationRecord",
            "RecordingEstimate", "RefinementLevel", "SolverSettings", "compile_model", "estimate",
-           "estimate_consistently", "kappa_per_step", "refinement_steps"]
+           "fit_joint_level", "kappa_per_step", "refinement_steps"]

@@ -28,7 +28,7 @@ The result is the finest fit; every level is kept in ``EstimationResult.refineme
 output can show how far the estimate still moved with the step — a value that moves by more
 than its standard deviation is still a shadow of the method.
 
-Optionally (:class:`SimulationRefinement`) a last level fits the parameters through the
+Optionally (:func:`refined_through_simulator`) a last level fits the parameters through the
 config's own simulator by multiple shooting (:mod:`~mb_estimation.estimation.shooting`),
 started from the finest fit: for rigs whose hinges are themselves compliant and damped, which
 no rigid model follows.
@@ -37,7 +37,7 @@ no rigid model follows.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -84,14 +84,6 @@ class RefinementLevel:
     segments_tried: tuple[float, ...] = ()
 
 
-@dataclass(frozen=True)
-class SimulationRefinement:
-    """The optional last level: the simulator's step [s] and the shooting settings."""
-
-    simulation_dt: float
-    settings: ShootingSettings = ShootingSettings()
-
-
 def kappa_per_step(kappa: float, dt: float,
                    rest_inertia: float = KAPPA_REFERENCE_INERTIA) -> float:
     """κ per step of ``dt`` [s] on a rig of ``rest_inertia`` [kg m²] (module docstring, 3.).
@@ -111,69 +103,61 @@ def refinement_steps(finest_dt: float, levels: int) -> tuple[float, ...]:
     return tuple(float(f"{finest_dt * 2.0 ** (levels - 1 - i):.12g}") for i in range(levels))
 
 
-def estimate_consistently(
-    problem_at: Callable[[float], EstimationProblem],
-    steps: Sequence[float],
-    settings: SolverSettings,
-    *,
-    progress: Callable[[IterationRecord], None] | None = None,
-    level_started: Callable[[int, float, EstimationProblem], None] | None = None,
-) -> EstimationResult:
-    """Fit in joint coordinates at each of ``steps`` [s] (coarse to fine), warm-started.
+def fit_joint_level(problem: EstimationProblem, settings: SolverSettings,
+                    previous: EstimationResult | None = None, *,
+                    progress: Callable[[IterationRecord], None] | None = None
+                    ) -> EstimationResult:
+    """One level of the consistent path: the joint-coordinate fit on ``problem``'s grid.
 
-    ``problem_at(dt)`` gives the problem on the grid of step ``dt``; its formulation is set to
-    ``joint`` here. ``settings.kappa`` is read at :data:`KAPPA_REFERENCE_STEP` on a rig of
-    :data:`KAPPA_REFERENCE_INERTIA` (:func:`kappa_per_step`, with the rest inertia of the first
-    problem's values, the same for every level).
-    ``level_started(index, dt, problem)`` is called before each fit. Returns the last fit with
-    every level in ``refinement`` and the iteration history of all levels
-    (:func:`refined_through_simulator` may add a simulation-error level after it).
+    ``settings.kappa`` is read at :data:`KAPPA_REFERENCE_STEP` on a rig of
+    :data:`KAPPA_REFERENCE_INERTIA` (:func:`kappa_per_step`, with the rest inertia of the values
+    the first level starts from). ``previous``: the level before (coarser), whose parameters
+    and states (carried by cubic Hermite interpolation) this one starts from and whose levels,
+    history, iterations and times it extends; None for the first level. ``progress`` sees each
+    iteration, numbered on from the levels before. Returns the fit with every level so far in
+    ``refinement`` (:func:`refined_through_simulator` may add a simulation-error level after it).
     """
-    levels: list[RefinementLevel] = []
-    history: list[IterationRecord] = []
-    previous: EstimationResult | None = None
-    result = None
-    rest_inertia = None
-    for index, dt in enumerate(steps):
-        problem = dataclasses.replace(problem_at(dt), formulation="joint")
-        if rest_inertia is None:  # from the values the fit starts from, not a level's estimate
-            rest_inertia = problem.rig.rest_inertia(problem.parameters)
-        if previous is not None:  # warm start: the last level's parameters, states carried over
-            grids = []
-            for estimate_, grid in zip(previous.recordings, problem.recordings, strict=True):
-                angles, rates = joint_motion_on(estimate_.time_s, estimate_.joint_angles,
-                                                estimate_.joint_rates, grid.time_s)
-                grids.append(dataclasses.replace(grid, filtered_angles=angles,
-                                                 initial_rates=rates))
-            problem = dataclasses.replace(
-                problem, recordings=tuple(grids),
-                parameters={**problem.parameters,
-                            **{name: previous.parameters[name] for name in problem.free}})
-        if level_started is not None:
-            level_started(index, dt, problem)
-        offset = len(history)
+    problem = dataclasses.replace(problem, formulation="joint")
+    dt = float(problem.recordings[0].dt)
+    if previous is None:  # from the values the fit starts from, not a level's estimate
+        rest_inertia = problem.rig.rest_inertia(problem.parameters)
+        levels, history = (), ()
+    else:
+        rest_inertia = previous.settings["rest_inertia"]
+        levels, history = previous.refinement, previous.history
+        grids = []
+        for estimate_, grid in zip(previous.recordings, problem.recordings, strict=True):
+            angles, rates = joint_motion_on(estimate_.time_s, estimate_.joint_angles,
+                                            estimate_.joint_rates, grid.time_s)
+            grids.append(dataclasses.replace(grid, filtered_angles=angles, initial_rates=rates))
+        problem = dataclasses.replace(
+            problem, recordings=tuple(grids),
+            parameters={**problem.parameters,
+                        **{name: previous.parameters[name] for name in problem.free}})
+    relayed: list[IterationRecord] = []
 
-        def relay(entry: IterationRecord, offset=offset):
-            entry = dataclasses.replace(entry, iteration=entry.iteration + offset)
-            history.append(entry)
-            if progress is not None:
-                progress(entry)
+    def relay(entry: IterationRecord) -> None:
+        entry = dataclasses.replace(entry, iteration=entry.iteration + len(history))
+        relayed.append(entry)
+        if progress is not None:
+            progress(entry)
 
-        kappa = kappa_per_step(settings.kappa, dt, rest_inertia)
-        result = estimate(problem, dataclasses.replace(settings, kappa=kappa), progress=relay)
-        levels.append(RefinementLevel(
-            dt=dt, kappa=kappa,
-            parameters={name: np.asarray(result.parameters[name]) for name in result.free},
-            std=dict(result.std), cost=result.cost, iterations=result.iterations,
-            status=result.status, solve_time_s=result.solve_time_s,
-            compile_time_s=result.compile_time_s))
-        previous = result
+    kappa = kappa_per_step(settings.kappa, dt, rest_inertia)
+    result = estimate(problem, dataclasses.replace(settings, kappa=kappa), progress=relay)
+    levels = (*levels, RefinementLevel(
+        dt=dt, kappa=kappa,
+        parameters={name: np.asarray(result.parameters[name]) for name in result.free},
+        std=dict(result.std), cost=result.cost, iterations=result.iterations,
+        status=result.status, solve_time_s=result.solve_time_s,
+        compile_time_s=result.compile_time_s))
+    steps = [level.dt for level in levels]
     iterations = sum(level.iterations for level in levels)
     summary = (f"{result.message.split(';')[0]} at the finest step; {iterations} iterations "
-               f"over steps {', '.join(f'{dt:g}' for dt in steps)} s, cost {result.cost:.4g} "
-               f"(observation {result.observation_mse:.4g}, impulse {result.impulse_mse:.4g})")
-    result = dataclasses.replace(
-        result, refinement=tuple(levels), history=tuple(history), iterations=iterations,
+               f"over steps {', '.join(f'{step:g}' for step in steps)} s, cost "
+               f"{result.cost:.4g} (observation {result.observation_mse:.4g}, impulse "
+               f"{result.impulse_mse:.4g})")
+    return dataclasses.replace(
+        result, refinement=levels, history=(*history, *relayed), iterations=iterations,
         message=summary,
         compile_time_s=sum(level.compile_time_s for level in levels),
         solve_time_s=sum(level.solve_time_s for level in levels),
@@ -181,31 +165,30 @@ def estimate_consistently(
                   "kappa_reference": settings.kappa,
                   "kappa_reference_step": KAPPA_REFERENCE_STEP,
                   "kappa_reference_inertia": KAPPA_REFERENCE_INERTIA,
-                  "rest_inertia": rest_inertia,
-                  "steps": [float(dt) for dt in steps]})
-    return result
+                  "rest_inertia": rest_inertia, "steps": steps})
 
 
 def refined_through_simulator(result: EstimationResult, problem: EstimationProblem,
-                              simulation: SimulationRefinement,
+                              simulation_dt: float, settings: ShootingSettings,
                               progress: Callable[[int, float, dict], None] | None = None
                               ) -> EstimationResult:
     """A consistent ``result`` refit through the simulator, its last refinement level added.
 
-    ``problem``: the finest level's (its rig, bounds, grids and initial values). The scalar
+    ``problem``: the finest level's (its rig, bounds, grids and initial values); the simulator
+    steps at ``simulation_dt`` [s], the shooting as ``settings`` say. The scalar
     parameters are refit (through the config's hinges: only those the joint fit determined,
     since an undetermined one wanders off in their stiff dynamics): their values, std,
     covariance and excitation flags are the refit's; the others (a quaternion such as
     ``tilt``) keep the joint fit's value and std, without correlation with the refit ones; the
     states stay the joint fit's; iterations and times add up.
     """
-    rigid = simulation.settings.rigid  # the rigid model follows what the joint fit fitted
+    rigid = settings.rigid  # the rigid model follows what the joint fit fitted
     scalars = tuple(name for name in result.free
                     if np.size(result.parameters[name]) == 1 and (rigid or result.excited[name]))
     refined = refine_by_simulation(
         problem.rig, result.parameters, scalars, problem.lower, problem.upper,
         problem.recordings, [(r.joint_angles, r.joint_rates) for r in result.recordings],
-        simulation.simulation_dt, simulation.settings, progress)
+        simulation_dt, settings, progress)
     parameters = {**result.parameters,
                   **{name: np.asarray(value) for name, value in refined.values.items()}}
     std = {**result.std, **{name: np.atleast_1d(refined.std[name]) for name in refined.names}}

@@ -97,10 +97,10 @@ def estimate_window(config: Config, recording: Recording) -> EstimationResult:
     ``[0, window_s]`` of the recording's time at :func:`window_step`, so every window has the
     same number of steps and the compiled solver is reused.
     """
-    from mb_estimation import pipeline
+    from mb_estimation.calibration import calibrate_recordings
 
     first = float(recording.time_s[0])
-    return pipeline.calibrate_recordings(
+    return calibrate_recordings(
         window_config(config), [recording], start_s=-first,
         end_s=config.node.window_s - first).result
 
