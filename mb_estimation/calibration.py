@@ -1,6 +1,6 @@
 """A calibration as a plan of stages: built from the config, run in order, each warm-started.
 
-:func:`plan_of` reads the config (``method.estimator``, ``method.refinement_levels``,
+:func:`plan_of` reads the config (``advanced.estimator``, ``advanced.refinement_levels``,
 ``method.simulation_refinement``, ``hinges``) and the recordings' length into a
 :class:`Plan`: the paper's single fit, or the consistent path's joint-coordinate fits coarse to
 fine followed by a simulation-error fit through the model the hinges declare. :func:`run`
@@ -28,6 +28,7 @@ from mb_estimation.pipeline import (
     PREDICTION_NOISE_RATIO,
     consistent_steps,
     estimation_problem,
+    finest_step,
     fit_noise_rad,
     prediction_checks,
     prediction_mismatch,
@@ -144,12 +145,12 @@ def simulation_stage(config: Config) -> Stage:
     mode = config.method.simulation_refinement
     if config.hinges == "rigid":
         return Stage("simulation", RIGID_SHOOTING_DT, ShootingSettings(
-            segment_s=config.method.simulation_segment_s, lead_s=0.0, rigid=True,
+            segment_s=config.advanced.simulation_segment_s, lead_s=0.0, rigid=True,
             longest_segment_s=RIGID_LONGEST_SEGMENT_S, kept_step_divisor=2),
             keep={None: "if_it_follows", "auto": "if_it_predicts_better"}.get(mode, "always"))
     taus = [float(value) for name, value in config.parameters.items() if name.startswith("tau")]
     return Stage("simulation", config.simulation.dt, ShootingSettings(
-        segment_s=config.method.simulation_segment_s, lead_s=3.0 * max(taus, default=0.0)),
+        segment_s=config.advanced.simulation_segment_s, lead_s=3.0 * max(taus, default=0.0)),
         keep="if_it_predicts_better" if mode == "auto" else "always")
 
 
@@ -165,15 +166,16 @@ def plan_of(config: Config, recordings: Sequence[Recording], *, start_s: float |
             end_s: float | None = None, estimate_parameters: bool = True) -> Plan:
     """The stages the config asks for on these recordings.
 
-    ``paper``: the single fit at ``method.dt``. ``consistent``: joint-coordinate fits over
+    ``paper``: the single fit at :func:`~mb_estimation.pipeline.finest_step`. ``consistent``:
+    joint-coordinate fits over
     :func:`~mb_estimation.pipeline.consistent_steps` (states only: the finest alone), then,
     unless ``method.simulation_refinement`` is ``off`` or only the states are fitted, the
     :func:`simulation_stage`. Recordings shorter than one of its segments leave it out, with
     a note, when the config did not ask for it by name (``auto`` says so only when the joint
     fit mispredicts).
     """
-    if config.method.estimator == "paper":
-        return Plan((Stage("paper", config.method.dt),), estimate_parameters)
+    if config.advanced.estimator == "paper":
+        return Plan((Stage("paper", finest_step(config, recordings)),), estimate_parameters)
     steps = consistent_steps(config, recordings)
     joint = tuple(Stage("joint", dt) for dt in (steps if estimate_parameters else steps[-1:]))
     mode = refinement_mode(config)

@@ -54,21 +54,23 @@ def config_rig(config: Config) -> Rig:
     flags = tuple(any(name in config.free or np.any(np.asarray(config.parameters[name]) != 0)
                       for name in names if name in config.parameters)
                   for names in DRY_FRICTION_PARAMETERS[config.rig])
-    return get_rig(config.rig, config.friction, config.drift_correction, flags)
+    return get_rig(config.rig, config.friction, config.advanced.drift_correction, flags)
 
 
 # Bounds of the consistent path's automatic finest step (the recordings' sample period) [s].
 SMALLEST_AUTOMATIC_STEP = 1e-4
 LARGEST_AUTOMATIC_STEP = 0.01
+#: The paper's fit's step when ``method.step_s`` is not set [s] (its §4.6 setting).
+PAPER_STEP_S = 0.01
 
 
 def prepare(config: Config, recordings: Sequence[Recording], *, start_s: float | None = None,
             end_s: float | None = None, dt: float | None = None) -> tuple[GridData, ...]:
-    """Every recording on the estimation grid of step ``dt`` (default: the config's ``dt``)."""
-    method = config.method
-    step = method.dt if dt is None else dt
-    return tuple(prepare_recording(delayed_input(config, r), step, method.filter_cutoff_hz,
-                                   start_s=start_s, end_s=end_s) for r in recordings)
+    """Every recording on the estimation grid of step ``dt`` [s] (default :func:`finest_step`)."""
+    step = finest_step(config, recordings) if dt is None else dt
+    return tuple(prepare_recording(delayed_input(config, r), step,
+                                   config.advanced.filter_cutoff_hz, start_s=start_s,
+                                   end_s=end_s) for r in recordings)
 
 
 def delayed_input(config: Config, recording: Recording) -> Recording:
@@ -89,26 +91,26 @@ def sample_period(recordings: Sequence[Recording]) -> float:
 def consistent_steps(config: Config, recordings: Sequence[Recording]) -> tuple[float, ...]:
     """The consistent path's steps [s], coarse to fine.
 
-    The finest is ``method.refinement_dt``, or the recordings' sample period (within
+    The finest is ``method.step_s``, or the recordings' sample period (within
     [:data:`SMALLEST_AUTOMATIC_STEP`, :data:`LARGEST_AUTOMATIC_STEP`]): every sample then has
     its own grid point, and a finer step adds no information, only cost.
     """
     method = config.method
-    finest = method.refinement_dt
+    finest = method.step_s
     if finest is None:
         finest = min(max(sample_period(recordings), SMALLEST_AUTOMATIC_STEP),
                      LARGEST_AUTOMATIC_STEP)
-    return refinement_steps(finest, method.refinement_levels)
+    return refinement_steps(finest, config.advanced.refinement_levels)
 
 
 def finest_step(config: Config, recordings: Sequence[Recording]) -> float:
     """The step [s] of the config's (final) fit.
 
-    ``method.dt`` for the paper's single fit, the finest of :func:`consistent_steps` for the
-    consistent path.
+    ``method.step_s`` (else :data:`PAPER_STEP_S`) for the paper's single fit, the finest of
+    :func:`consistent_steps` for the consistent path.
     """
-    if config.method.estimator == "paper":
-        return config.method.dt
+    if config.advanced.estimator == "paper":
+        return PAPER_STEP_S if config.method.step_s is None else config.method.step_s
     return consistent_steps(config, recordings)[-1]
 
 
@@ -135,7 +137,7 @@ def compile_ahead(config: Config) -> float:
     recording = warm_up_recording(config, 0.2, 1000.0)
     problem = estimation_problem(config, prepare(config, [recording],
                                                  dt=finest_step(config, [recording])))
-    if config.method.estimator != "paper":
+    if config.advanced.estimator != "paper":
         problem = dataclasses.replace(problem, formulation="joint")
     return compile_model(problem, solver_settings(config))
 
@@ -204,11 +206,11 @@ def fit_noise_rad(grids: Sequence[GridData], result: EstimationResult) -> np.nda
 
 
 def solver_settings(config: Config) -> SolverSettings:
-    """The LM settings of the config's method section."""
-    method = config.method
+    """The LM settings of the config's method and advanced sections."""
+    method, advanced = config.method, config.advanced
     return SolverSettings(kappa=method.kappa, max_iterations=method.max_iterations,
-                          gradient_tolerance=method.gradient_tolerance,
-                          step_tolerance=method.step_tolerance,
+                          gradient_tolerance=advanced.gradient_tolerance,
+                          step_tolerance=advanced.step_tolerance,
                           time_limit_s=method.time_limit_s)
 
 
@@ -414,8 +416,12 @@ def _rest_inertia_offsets(config: Config, result: EstimationResult) -> dict[str,
 
 
 def method_summary(config: Config, result: EstimationResult | None = None) -> dict:
-    """The method settings as written into parameters.yaml (with the steps the fit used)."""
-    summary = asdict(config.method)
+    """The method settings as written into parameters.yaml (with the steps the fit used).
+
+    The ``method`` section's keys, the ``advanced`` section under ``advanced``, then what the
+    fit used: its joint levels' steps and κ per step, the rest inertia κ was scaled by.
+    """
+    summary = {**asdict(config.method), "advanced": asdict(config.advanced)}
     if result is not None and result.refinement:
         joint = [level for level in result.refinement if level.formulation == "joint"]
         summary["steps"] = [float(level.dt) for level in joint]

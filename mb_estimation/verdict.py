@@ -165,7 +165,7 @@ def verdict(config: Config, result: EstimationResult, identified: Identifiabilit
         if config.hinges == "rigid":
             action = ("the rigid model misses something this rig does at the step's time scale "
                       "(the input's delay or gain, friction): see the other findings; or "
-                      "refine the step (--dt)")
+                      "refine the step (--step)")
         else:
             action = ("the compliant hinges are declared but the fit stopped at their rigid "
                       "limit: fit through them (--simulation-refinement on)")

@@ -196,7 +196,7 @@ def sweep(config: Config, recordings: Sequence[Recording], *, dts: Sequence[floa
     """
     points = []
     for dt in dts:
-        on_grid = apply_overrides(config, dt=dt)
+        on_grid = apply_overrides(config, step_s=dt)
         for compliance, kappa in itertools.product(compliances, kappas):
             point_config = apply_overrides(on_grid, kappa=kappa, compliance=compliance)
             result = calibrate_recordings(point_config, recordings, start_s=start_s,

@@ -58,13 +58,13 @@ def test_compliant_hinges_are_fitted_through_the_configs_simulator():
     assert last.keep == "always" and not last.shooting.rigid
     taus = [float(v) for name, v in config.parameters.items() if name.startswith("tau")]
     assert last.shooting.lead_s == pytest.approx(3.0 * max(taus))
-    assert last.shooting.segment_s == config.method.simulation_segment_s
+    assert last.shooting.segment_s == config.advanced.simulation_segment_s
 
 
 def test_the_papers_estimator_is_one_fit_at_its_step():
     config = apply_overrides(load_config("furuta"), estimator="paper")
     plan = plan_of(config, [_recording(config)])
-    assert plan.stages == (Stage("paper", config.method.dt),)
+    assert plan.stages == (Stage("paper", 0.01),)  # the paper's step unless method.step_s
 
 
 @pytest.mark.parametrize(("mode", "fits", "keep"), [
@@ -80,10 +80,10 @@ def test_the_simulation_refinement_setting_shapes_the_last_stage(mode, fits, kee
         assert plan.stages[-1].keep == keep
 
 
-def test_levels_and_the_finest_step_come_from_the_method_section():
-    config = load_config("furuta")
-    config = dataclasses.replace(config, method=dataclasses.replace(
-        config.method, refinement_levels=3, refinement_dt=5e-4))
+def test_levels_and_the_finest_step_come_from_the_config():
+    config = apply_overrides(load_config("furuta"), step_s=5e-4)
+    config = dataclasses.replace(config, advanced=dataclasses.replace(
+        config.advanced, refinement_levels=3))
     plan = plan_of(config, [_recording(config)])
     assert _fits(plan)[:3] == [("joint", 0.002), ("joint", 0.001), ("joint", 0.0005)]
 
@@ -96,7 +96,7 @@ def test_a_states_only_fit_is_the_finest_joint_level_alone():
 
 def test_recordings_shorter_than_a_segment_keep_the_joint_fit_with_a_note():
     config = load_config("furuta")
-    segment_s = config.method.simulation_segment_s
+    segment_s = config.advanced.simulation_segment_s
     short = plan_of(config, [_recording(config, duration_s=0.5 * segment_s)])
     assert [stage.fit for stage in short.stages] == ["joint", "joint"]
     assert "shorter than one segment" in short.note

@@ -29,7 +29,8 @@ def test_calibrate_and_crossval_write_their_files(tmp_path, capsys):
     assert refinement["dt"] == [0.002, 0.001]
     assert len(refinement["parameters"]["J_Azz"]["values"]) == 2
     assert refinement["parameters"]["J_Azz"]["values"][-1] == entry["value"]
-    assert document["fit"]["steps"] == 601 and document["method"]["estimator"] == "consistent"
+    assert document["fit"]["steps"] == 601
+    assert document["method"]["advanced"]["estimator"] == "consistent"
     (prediction,) = document["validation"]["prediction"]
     assert prediction["lead_time_s"][-1] == 0.5 and len(prediction["rms_rad"][-1]) == 2
     report = (consistent / "report.html").read_text()
@@ -142,7 +143,7 @@ def test_simulate_overwrite_replaces_its_own_output(tmp_path):
     assert main(arguments) == 0 and (bag / "ground_truth.yaml").exists()
     truth = yaml.safe_load((bag / "ground_truth.yaml").read_text())
     # --dt is the simulation's step; the estimation step stays the config's
-    assert truth["simulation"]["dt"] == 1e-3 and truth["method"]["dt"] == 0.01
+    assert truth["simulation"]["dt"] == 1e-3 and truth["method"]["step_s"] is None
     assert main(arguments) == 2  # exists, no --overwrite
     assert main([*arguments, "--overwrite"]) == 0
 
@@ -201,7 +202,7 @@ def test_drift_correction_in_the_config_reaches_simulate_and_the_estimator(tmp_p
     from mb_estimation.rigs import parameter_arrays
 
     data = yaml.safe_load((repo_root / "config/furuta_synthetic.yaml").read_text())
-    data["drift_correction"] = True
+    data["advanced"] = {"drift_correction": True}
     config_path = tmp_path / "corrected.yaml"
     config_path.write_text(yaml.safe_dump(data))
     positions = {}
@@ -210,7 +211,7 @@ def test_drift_correction_in_the_config_reaches_simulate_and_the_estimator(tmp_p
         assert main(["simulate", "swingup", "--config", config, "--output", str(bag),
                      "--duration", "0.5", "--dt", "1e-3", "--noise", "0"]) == 0
         truth = yaml.safe_load((bag / "ground_truth.yaml").read_text())
-        assert truth.get("drift_correction", False) is (name == "corrected")
+        assert truth["advanced"]["drift_correction"] is (name == "corrected")
         positions[name] = read_joint_states(bag, "/joint_states").positions
     difference = abs(positions["plain"] - positions["corrected"]).max()
     assert 0.0 < difference < 1e-2  # the same motion, through other rows

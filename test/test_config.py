@@ -113,9 +113,9 @@ def test_furuta_is_table_1():
     assert set(config.free) == set(FURUTA_PAPER_FREE)
     assert config.free["J_Azz"] == Bounds(FURUTA.parameter("J_Azz").lower, math.inf)
     assert config.free["tilt"] == Bounds(-math.inf, math.inf)
-    method = config.method
-    assert (method.dt, method.kappa, method.max_iterations) == (0.01, 100.0, 60)
-    assert (method.gradient_tolerance, method.step_tolerance) == (1e-2, 1e-6)
+    method, advanced = config.method, config.advanced
+    assert (method.step_s, method.kappa, method.max_iterations) == (None, 100.0, 60)
+    assert (advanced.gradient_tolerance, advanced.step_tolerance) == (1e-2, 1e-6)
     assert config.recording.joints == {"arm": JointMapping("arm"),
                                        "pendulum": JointMapping("pendulum")}
     assert "J_Azz" not in config.fixed_parameters and config.fixed_parameters["l1"] == 0.128
@@ -199,7 +199,7 @@ def test_config_is_frozen():
     with pytest.raises(dataclasses.FrozenInstanceError):
         config.rig = "pendulum"
     with pytest.raises(dataclasses.FrozenInstanceError):
-        config.method.dt = 1.0
+        config.method.step_s = 1.0
 
 
 def test_error_is_value_error():
@@ -273,12 +273,28 @@ def test_friction_on_furuta(tmp_path):
 
 
 def test_drift_correction_is_a_boolean_off_by_default(tmp_path):
-    assert parse_config(furuta()).drift_correction is False
-    config = parse_config(furuta(drift_correction=True))
-    assert config.drift_correction is True
+    assert parse_config(furuta()).advanced.drift_correction is False
+    config = parse_config(furuta(advanced={"drift_correction": True}))
+    assert config.advanced.drift_correction is True
     assert parse_config(config.to_dict()) == config
-    message = load_error(tmp_path, furuta(drift_correction="yes"))
-    assert message.startswith("drift_correction: expected true or false, got 'yes'")
+    message = load_error(tmp_path, furuta(advanced={"drift_correction": "yes"}))
+    assert message.startswith("advanced.drift_correction: expected true or false, got 'yes'")
+
+
+@pytest.mark.parametrize(("section", "key", "now"), [
+    ("method", "dt", "method.step_s"),
+    ("method", "refinement_dt", "method.step_s"),
+    ("method", "estimator", "advanced.estimator"),
+    ("method", "filter_cutoff_hz", "advanced.filter_cutoff_hz"),
+    ("method", "gradient_tolerance", "advanced.gradient_tolerance"),
+    (None, "drift_correction", "advanced.drift_correction"),
+])
+def test_a_key_that_moved_fails_with_one_line_saying_where(tmp_path, section, key, now):
+    data = furuta()
+    (data if section is None else data.setdefault(section, {}))[key] = 0.01
+    message = load_error(tmp_path, data)
+    old = key if section is None else f"{section}.{key}"
+    assert message.startswith(f"{old}: moved to {now}") and "\n" not in message
 
 
 def test_pendulum_friction_defaults_to_dry():
@@ -551,12 +567,13 @@ def test_stribeck_free_set():
 # Validation messages: method, simulation, recording
 
 
-@pytest.mark.parametrize("key", ["dt", "kappa", "filter_cutoff_hz"])
+@pytest.mark.parametrize("key", ["method.step_s", "method.kappa", "advanced.filter_cutoff_hz"])
 @pytest.mark.parametrize("value", [0, -0.01])
 def test_non_positive_method_settings(tmp_path, key, value):
     data = furuta()
-    data["method"][key] = value
-    assert load_error(tmp_path, data) == f"method.{key}: must be positive, got {float(value)!r}"
+    section, name = key.split(".")
+    data.setdefault(section, {})[name] = value
+    assert load_error(tmp_path, data) == f"{key}: must be positive, got {float(value)!r}"
 
 
 def test_method_wrong_type(tmp_path):
@@ -577,8 +594,8 @@ def test_method_defaults():
     data = furuta()
     del data["method"], data["simulation"], data["recording"]
     config = parse_config(data)
-    assert config.method.dt == 0.01 and config.method.kappa == 100.0
-    assert config.method.filter_cutoff_hz == 10.0
+    assert config.method.step_s is None and config.method.kappa == 100.0
+    assert config.advanced.filter_cutoff_hz == 10.0 and config.advanced.estimator == "consistent"
     assert config.simulation.dt == 2.5e-4 and config.simulation.encoder_counts is None
     assert config.recording.joint_states_topic == "/joint_states"
     assert config.recording.voltage_topic == "/control_voltage"
@@ -693,7 +710,8 @@ def test_parse_config_source_default():
 
 
 @pytest.mark.parametrize(("section", "key", "value", "expected"), [
-    (None, "drift_correction", "yes", "drift_correction: expected true or false, got 'yes'"),
+    ("advanced", "drift_correction", "yes",
+     "advanced.drift_correction: expected true or false, got 'yes'"),
     ("node", "warm_up", "yes", "node.warm_up: expected true or false, got 'yes'"),
     ("node", "warm_up", [1], "node.warm_up: expected true or false, got a list of 1 item"),
     ("recording", "use_driver_velocities", 1,
@@ -827,17 +845,19 @@ def test_override_compliance_non_positive(furuta_config, value):
 
 
 def test_override_method(furuta_config):
-    config = apply_overrides(furuta_config, dt=0.005, kappa=10.0, max_iterations=5)
-    assert (config.method.dt, config.method.kappa, config.method.max_iterations) == (
+    config = apply_overrides(furuta_config, step_s=0.005, kappa=10.0, max_iterations=5,
+                             estimator="paper")
+    assert (config.method.step_s, config.method.kappa, config.method.max_iterations) == (
         0.005, 10.0, 5)
-    assert config.method.filter_cutoff_hz == furuta_config.method.filter_cutoff_hz
+    assert config.advanced.estimator == "paper"
+    assert config.advanced.filter_cutoff_hz == furuta_config.advanced.filter_cutoff_hz
 
 
 @pytest.mark.parametrize(("kwargs", "pattern"), [
-    ({"dt": 0.0}, r"^override: method\.dt: must be positive, got 0.0"),
+    ({"step_s": 0.0}, r"^override: method\.step_s: must be positive, got 0.0"),
     ({"kappa": -1.0}, r"^override: method\.kappa: must be positive, got -1.0"),
     ({"max_iterations": -1}, r"^override: method\.max_iterations: must be an integer >= 0"),
-    ({"estimator": "pape"}, r"^override: method\.estimator: unknown estimator 'pape'; "
+    ({"estimator": "pape"}, r"^override: advanced\.estimator: unknown estimator 'pape'; "
                             r"did you mean 'paper'\?"),
 ])
 def test_override_method_invalid(furuta_config, kwargs, pattern):
@@ -865,11 +885,11 @@ def test_overrides_without_arguments_return_equal_config(furuta_config):
      "is outside the bounds [0.001, 0.5]"),
     ({"free": ["J_Q"]}, "--free: free.J_Q: not a parameter of rig furuta"),
     ({"compliance": 0.0}, "--compliance: parameters.eps_lin1: must be positive, got 0.0"),
-    ({"dt": 0.0}, "--dt: method.dt: must be positive, got 0.0"),
+    ({"step_s": 0.0}, "--step: method.step_s: must be positive, got 0.0"),
     ({"kappa": -1.0}, "--kappa: method.kappa: must be positive, got -1.0"),
     ({"max_iterations": -1},
      "--max-iterations: method.max_iterations: must be an integer >= 0, got -1"),
-    ({"estimator": "pape"}, "--estimator: method.estimator: unknown estimator 'pape'"),
+    ({"estimator": "pape"}, "--estimator: advanced.estimator: unknown estimator 'pape'"),
     ({"simulation_refinement": "always"},
      "--simulation-refinement: method.simulation_refinement: unknown refinement mode 'always'"),
 ])
@@ -1028,3 +1048,20 @@ def test_the_user_guides_config_for_a_new_rig_loads():
     config = parse_config(yaml.safe_load(block.split("```", 1)[0]), "user-guide.md")
     assert config.free_names == ("J_Azz", "J_Byy", "K", "b1", "b2")
     assert config.recording.joints["pendulum"].name == "joint1"
+
+
+@pytest.mark.parametrize(("command", "now"), [
+    ("calibrate", "--step (the estimation step, method.step_s)"),
+    ("crossval", "--step (the estimation step, method.step_s)"),
+    ("sweep", "--step (the estimation steps)"),
+])
+def test_the_estimation_step_is_step_everywhere_and_dt_only_the_simulators(
+        tmp_path, capsys, command, now):
+    """``--step`` sets ``method.step_s``; ``--dt`` on a fitting command fails with one line."""
+    from mb_estimation.cli import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main([command, str(tmp_path), "--config", "furuta", "--dt", "0.01",
+              "--output", str(tmp_path / "out")])
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err.strip().endswith(f"error: --dt is now {now}")

@@ -623,8 +623,8 @@ def test_automatic_simulation_refinement_decides_by_the_prediction(truth):
     recording = _rigid_recording(truth, "release", 1.5)
     config = apply_overrides(truth, compliance=1e-8, free=list(FREE), set_values=START,
                              simulation_refinement="auto")
-    config = dataclasses.replace(config, method=dataclasses.replace(
-        config.method, simulation_segment_s=0.5))
+    config = dataclasses.replace(config, advanced=dataclasses.replace(
+        config.advanced, simulation_segment_s=0.5))
     events = []
     calibration = calibrate_recordings(config, [recording], progress=events.append)
     result, note = calibration.result, calibration.note
@@ -645,8 +645,8 @@ def test_automatic_simulation_refinement_decides_by_the_prediction(truth):
         assert after.ratio < float(before.group(1))
     else:
         assert "predicted no better" in note
-    too_short = dataclasses.replace(config, method=dataclasses.replace(
-        config.method, simulation_segment_s=2.0))
+    too_short = dataclasses.replace(config, advanced=dataclasses.replace(
+        config.advanced, simulation_segment_s=2.0))
     events = []
     calibration = calibrate_recordings(too_short, [recording], progress=events.append)
     assert [e.index for e in events if e.iteration is None] == [0, 1]  # nothing refitted

@@ -143,8 +143,8 @@ def test_calibrate_counts_gap_steps_on_the_grid_it_fits_on(tmp_path):
                       [T0], [0.0])
     config = _config(voltage_topic="effort_control",
                      voltage_type="std_msgs/msg/Float64MultiArray")
-    paper = dataclasses.replace(config, method=dataclasses.replace(config.method,
-                                                                   estimator="paper"))
+    paper = dataclasses.replace(config, advanced=dataclasses.replace(config.advanced,
+                                                                     estimator="paper"))
     for setting, steps in ((config, 75), (paper, 15)):  # at 2 ms and at 10 ms (as above)
         _, notes, grids = workflows._read(setting, [path], None, None)
         assert grids[0].dt == pytest.approx(0.002 if setting is config else 0.01, rel=1e-3)
@@ -203,7 +203,7 @@ def test_real_plotjuggler_export():
     np.testing.assert_allclose(recording.inputs[:, 0], 2.0)
     assert recording.input_time_s[0] == pytest.approx(2.741, abs=2e-3)
     assert any("voltage unknown before" in n for n in recording.notes)
-    grid = prepare_recording(recording, config.method.dt, config.method.filter_cutoff_hz)
+    grid = prepare_recording(recording, 0.01, config.advanced.filter_cutoff_hz)
     assert grid.observed.all() and grid.time_s[-1] - grid.time_s[0] > 4.0
 
 

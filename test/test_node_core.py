@@ -441,8 +441,8 @@ def test_callbacks_from_several_threads():
                          [("consistent", 0.002, 1e-3), ("paper", 0.02, 0.01)])
 def test_window_must_hold_three_steps(estimator, window_s, step_s):
     config = _config(window_s=window_s)
-    config = dataclasses.replace(config, method=dataclasses.replace(config.method,
-                                                                    estimator=estimator))
+    config = dataclasses.replace(config, advanced=dataclasses.replace(config.advanced,
+                                                                      estimator=estimator))
     assert window_step(config) == step_s
     with pytest.raises(ValueError, match=f"shorter than three estimation steps of {step_s} s"):
         EstimatorCore(config, estimator=_fake_estimator)

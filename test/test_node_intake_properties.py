@@ -83,7 +83,7 @@ def _core(voltage_type: str) -> tuple[EstimatorCore, Published]:
                        stride_s=WINDOW_S, buffer_s=0.2, max_rate_hz=1000.0, pending_windows=3)
     config = dataclasses.replace(config, recording=dataclasses.replace(
         config.recording, voltage_type=voltage_type, voltage_index=1, voltage_joint="arm"),
-        method=dataclasses.replace(config.method, refinement_dt=1e-3))
+        method=dataclasses.replace(config.method, step_s=1e-3))
     published = Published()
     return EstimatorCore(config, published.outputs), published
 

@@ -35,7 +35,7 @@ def test_node_windows_estimate_the_rig_s_own_inertias_with_the_program_of_its_wa
                              dt=truth.simulation.dt, rate_hz=RATE_HZ,
                              noise_rad=truth.simulation.noise_rad)
     config = apply_overrides(truth, free=list(TABLE_1), set_values=TABLE_1)
-    assert config.method.estimator == "consistent" and window_step(config) == 1e-3
+    assert config.advanced.estimator == "consistent" and window_step(config) == 1e-3
     core = EstimatorCore(config)
     assert core.warm_up() > 0 and "warm_up_error" not in core.diagnostics()
 

@@ -180,8 +180,8 @@ def test_simulation_refinement_recovers_the_simulators_parameters():
     config = apply_overrides(truth, free=["J_Azz", "J_Byy"],
                              set_values={"J_Azz": 0.0039, "J_Byy": 0.0052},
                              simulation_refinement=True)
-    config = dataclasses.replace(config, method=dataclasses.replace(
-        config.method, simulation_segment_s=0.5))
+    config = dataclasses.replace(config, advanced=dataclasses.replace(
+        config.advanced, simulation_segment_s=0.5))
     result = calibrate_recordings(config, [recording]).result
     assert [level.formulation for level in result.refinement] == ["joint", "joint",
                                                                   "simulation"]

@@ -100,7 +100,7 @@ def swingup_problem(duration_s: float, data: str = "model") -> EstimationProblem
                                    rate_hz=RATE_HZ, noise_rad=NOISE_RAD, seed=SEED)
     recording = Recording(f"swingup {duration_s:g} s", simulated.time_s,
                           simulated.measured_angles, simulated.time_s, simulated.inputs)
-    grid = prepare_recording(recording, GRID_STEP, fit.method.filter_cutoff_hz)
+    grid = prepare_recording(recording, GRID_STEP, fit.advanced.filter_cutoff_hz)
     return estimation_problem(fit, (grid,))
 
 
@@ -311,7 +311,7 @@ def release_problem(duration_s: float = 10.0) -> EstimationProblem:
     recording = Recording(f"release {duration_s:g} s", simulated.time_s,
                           simulated.measured_angles, simulated.time_s, simulated.inputs)
     fit = apply_overrides(truth, free=tuple(RELEASE_FREE), set_values=RELEASE_FREE)
-    grid = prepare_recording(recording, GRID_STEP, fit.method.filter_cutoff_hz)
+    grid = prepare_recording(recording, GRID_STEP, fit.advanced.filter_cutoff_hz)
     return estimation_problem(fit, (grid,))
 
 

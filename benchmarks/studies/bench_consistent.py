@@ -103,7 +103,7 @@ def fit_config(data: str, l2: float, *, estimator: str = "consistent", dt: float
     refinement = {"simulation": "on", "consistent": "off"}.get(estimator)
     return apply_overrides(truth_config(l2), set_values=TABLE_1,
                            estimator="paper" if estimator == "paper" else "consistent",
-                           simulation_refinement=refinement, dt=dt, compliance=compliance,
+                           simulation_refinement=refinement, step_s=dt, compliance=compliance,
                            hinges="rigid" if data == "rigid" else None)
 
 

@@ -7,7 +7,7 @@ furuta_synthetic run as a rig runs (SPOOK at 1e-4 s, its own stiff 1e-6 hinges, 
 noise), the swing-up sampled at 100 Hz and 1 kHz; one 5 s window from its start, J_Azz, J_Byy,
 b1, b2 fitted from Table 1's start values through
 :func:`mb_estimation.online.windows.estimate_window` (what the node runs), with
-``method.estimator`` and ``method.refinement_dt`` as in each row. Prints a Markdown table: the
+``advanced.estimator`` and ``method.step_s`` as in each row. Prints a Markdown table: the
 relative errors of the inertias, the judge's verdict, iterations and the solve's time.
 
 ``--peer``: the node core itself (real estimator, judge, fusion) fed the peer rig's hardware
@@ -20,7 +20,6 @@ Prints each recording's windows and the fused estimate.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import time
 from pathlib import Path
 
@@ -67,8 +66,7 @@ def simulated_windows() -> None:
         windows[rate_hz] = Recording("window", sim.time_s[inside], sim.measured_angles[inside],
                                      sim.time_s[inside], sim.inputs[inside])
     for estimator, rate_hz, step in rows:
-        config = dataclasses.replace(start, method=dataclasses.replace(
-            start.method, estimator=estimator, refinement_dt=step))
+        config = apply_overrides(start, estimator=estimator, step_s=step)
         if estimator == "paper":  # the node's old set-up: the paper's compliance
             config = apply_overrides(config, compliance=1e-4)
         started = time.perf_counter()

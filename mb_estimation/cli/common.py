@@ -13,9 +13,8 @@ from mb_estimation.errors import UserError
 __all__ = ["ESTIMATOR_HELP", "OVERRIDE_FLAGS", "REFINEMENT_MODES", "SCENARIOS",
            "SIMULATED_HINGES", "UserError",
            "add_config_options", "add_free_option", "add_hinges_option", "add_method_options",
-           "add_recordings_argument", "add_step_and_weight_options", "check_bags",
-           "check_output_folder", "load_config",
-           "number_list"]
+           "add_recordings_argument", "add_renamed_option", "add_step_and_weight_options",
+           "check_bags", "check_output_folder", "load_config", "number_list"]
 
 COMPLIANCE_HELP = "set every hinge compliance (linear and rotational) to EPS"
 
@@ -34,7 +33,7 @@ ESTIMATOR_HELP = (
 
 #: The option behind each of apply_overrides' arguments: messages name it before the config key.
 OVERRIDE_FLAGS = {"free": "--free", "set_values": "--set", "compliance": "--compliance",
-                  "dt": "--dt", "kappa": "--kappa", "max_iterations": "--max-iterations",
+                  "step_s": "--step", "kappa": "--kappa", "max_iterations": "--max-iterations",
                   "estimator": "--estimator", "simulation_refinement": "--simulation-refinement",
                   "hinges": "--hinges"}
 
@@ -72,11 +71,22 @@ SIMULATED_HINGES = ("rigid (bearings: the rigid tree, stepped in joint coordinat
                     "compliant (SPOOK through the config's hinge compliance and damping)")
 
 
+def add_renamed_option(parser: argparse.ArgumentParser, old: str, new: str) -> None:
+    """``old``, hidden: using it fails with one line naming ``new``."""
+    class Renamed(argparse.Action):
+        def __call__(self, parser, namespace, values, option_string=None):
+            parser.error(f"{old} is now {new}")
+
+    parser.add_argument(old, action=Renamed, help=argparse.SUPPRESS)
+
+
 def add_step_and_weight_options(parser: argparse.ArgumentParser) -> None:
-    """--dt and --kappa, the estimation step and the state error weight."""
-    parser.add_argument("--dt", type=float, metavar="H",
-                        help="estimation step h [s] (consistent: the finest step; default the "
-                        "recording's sample period; paper: default the config's method.dt)")
+    """--step and --kappa, the estimation step and the state error weight."""
+    parser.add_argument("--step", dest="step_s", type=float, metavar="H",
+                        help="estimation step h [s]: the consistent path's finest step, or the "
+                        "paper's fit's (default: the config's method.step_s, else the "
+                        "recordings' sample period; the paper's fit: 0.01 s)")
+    add_renamed_option(parser, "--dt", "--step (the estimation step, method.step_s)")
     parser.add_argument("--kappa", type=float, metavar="K",
                         help="state error weight κ (consistent: read at h = 0.01 s on a rig "
                         "of 0.04 kg m² about its first joint, and scaled as κ·(0.01 s/h)·"
@@ -84,9 +94,9 @@ def add_step_and_weight_options(parser: argparse.ArgumentParser) -> None:
 
 
 def add_method_options(parser: argparse.ArgumentParser, *, single_values: bool = True) -> None:
-    """--estimator, --free, --max-iterations, --start, --end, --quiet (and --dt, --kappa)."""
+    """--estimator, --free, --max-iterations, --start, --end, --quiet (and --step, --kappa)."""
     parser.add_argument("--estimator", choices=("consistent", "paper"),
-                        help=f"{ESTIMATOR_HELP} (default: the config's method.estimator)")
+                        help=f"{ESTIMATOR_HELP} (default: the config's advanced.estimator)")
     add_hinges_option(parser, "rigid (bearings; the fit and its validation run the rigid "
                       "model) or compliant (the config's hinge compliance and damping are the "
                       "rig's physics; the fit goes on through them)")
@@ -126,9 +136,9 @@ def number_list(text: str) -> tuple[float, ...]:
 def load_config(args: argparse.Namespace, *, ignore: tuple[str, ...] = ()):
     """The config of --config with the command line's overrides.
 
-    ``ignore``: options that are not overrides of the config's values (simulate's and
-    rig-sim's ``dt``, the simulation step; sweep's ``dt``, ``kappa`` and ``compliance``, the
-    values to sweep over). ``--parameters`` (a calibrate result) sets values before ``--set``.
+    ``ignore``: options that are not overrides of the config's values (sweep's ``step_s``,
+    ``kappa`` and ``compliance``, the values to sweep over). ``--parameters`` (a calibrate
+    result) sets values before ``--set``.
     """
     from mb_estimation.config import (
         apply_overrides,
@@ -148,7 +158,7 @@ def load_config(args: argparse.Namespace, *, ignore: tuple[str, ...] = ()):
         set_values.update(parse_assignments(args.set_values))
     free = parse_free_list(args.free) if option("free") else None
     return apply_overrides(config, set_values=set_values or None,
-                           compliance=option("compliance"), dt=option("dt"),
+                           compliance=option("compliance"), step_s=option("step_s"),
                            kappa=option("kappa"), free=free,
                            max_iterations=option("max_iterations"),
                            estimator=option("estimator"),

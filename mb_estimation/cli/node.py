@@ -20,8 +20,8 @@ def add_node(commands) -> None:
         "/NAME/filtered_joint_states and /diagnostics (NAME: node.name, default mb_estimator). "
         "Runs estimator_node on rclpy (a sourced ROS 2 install, or pip install "
         "'mb_estimation[ros]') with the command line as its ROS parameters; each window is "
-        "fitted as calibrate's joint fit, at method.refinement_dt (else 1 ms; the paper "
-        "estimator: method.dt), with no simulation-error stage. Runs until Ctrl-C.")
+        "fitted as calibrate's joint fit, at method.step_s (else 1 ms; the paper's fit: "
+        "0.01 s), with no simulation-error stage. Runs until Ctrl-C.")
     add_config_options(node)
     add_free_option(node)
     add_domain_option(node)

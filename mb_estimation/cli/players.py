@@ -74,7 +74,7 @@ def rig_sim_command(args) -> int:
     """Simulate and publish until --duration or Ctrl-C."""
     from mb_estimation.transport.players import rig_sim_messages, rig_sim_topics
 
-    config = load_config(args, ignore=("dt",))  # --dt: the simulation's step, not method.dt
+    config = load_config(args)
     if args.dt is not None:
         config = dataclasses.replace(
             config, simulation=dataclasses.replace(config.simulation, dt=args.dt))

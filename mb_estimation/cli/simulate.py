@@ -87,7 +87,7 @@ def simulate_command(args) -> int:
     """Simulate the scenario into the bag of --output (and its ground_truth.yaml)."""
     from mb_estimation.workflows import write_simulated_bag
 
-    config = load_config(args, ignore=("dt",))  # --dt: the simulation's step, not method.dt
+    config = load_config(args)
     if args.noise is not None and args.noise < 0:
         raise UserError(f"--noise must be non-negative, got {args.noise}")
     output = Path(args.output)

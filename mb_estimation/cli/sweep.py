@@ -6,6 +6,7 @@ from mb_estimation.cli.common import (
     add_config_options,
     add_method_options,
     add_recordings_argument,
+    add_renamed_option,
     check_bags,
     check_output_folder,
     load_config,
@@ -27,8 +28,10 @@ def add_sweep(commands) -> None:
     add_method_options(sweep, single_values=False)
     sweep.add_argument("--kappa", type=number_list, metavar="K,K,...",
                        help="state error weights κ (default: the config's)")
-    sweep.add_argument("--dt", type=number_list, metavar="H,H,...",
-                       help="estimation steps h [s] (default: the config's)")
+    sweep.add_argument("--step", dest="step_s", type=number_list, metavar="H,H,...",
+                       help="estimation steps h [s] (default: the config's method.step_s, "
+                       "else the recordings' sample period)")
+    add_renamed_option(sweep, "--dt", "--step (the estimation steps)")
     sweep.add_argument("--compliance", type=number_list, metavar="EPS,EPS,...",
                        help="hinge compliances, each set on every hinge (default: the config's)")
     sweep.add_argument("--output", required=True, metavar="DIR", help="output folder")
@@ -44,7 +47,7 @@ def sweep_command(args) -> int:
     check_bags(args.bags)
     check_output_folder(args.output)
     # the values to sweep over are not overrides: each fit sets its own
-    config = load_config(args, ignore=("dt", "kappa", "compliance"))
+    config = load_config(args, ignore=("step_s", "kappa", "compliance"))
     total = done = 0
 
     def planned(run):
@@ -66,7 +69,7 @@ def sweep_command(args) -> int:
                   f"{result.status} after {result.iterations} iterations, cost "
                   f"{result.cost:.3e} ({result.wall_time_s:.1f} s)", flush=True)
 
-    run = sweep_and_write(config, args.bags, args.output, dts=args.dt, kappas=args.kappa,
+    run = sweep_and_write(config, args.bags, args.output, dts=args.step_s, kappas=args.kappa,
                           compliances=args.compliance, start_s=args.start, end_s=args.end,
                           read=print_notes, planned=planned, progress=show)
     rows = sweep_rows(run.points)

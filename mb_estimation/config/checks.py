@@ -1,7 +1,7 @@
 """The validation kit: one check per kind of value, one message per kind of mistake.
 
 Every check takes the value, ``source`` (where it came from: a path, ``--set``, ``ROS
-parameter``) and ``key`` (the config key, ``method.dt``), and returns the checked value or raises
+parameter``) and ``key`` (the config key, ``method.kappa``), and returns the checked value or raises
 :class:`~mb_estimation.config.schema.ConfigError` as ``"<source>: <key>: <message>"``. Checks
 that need more (a minimum, a list of choices) are made by :func:`at_least` and :func:`one_of`,
 so that every check of a field table (:func:`read_section`) has the same signature.

@@ -17,14 +17,21 @@ from typing import Any
 import yaml
 
 from mb_estimation.config.builtin import resolve_config
-from mb_estimation.config.checks import boolean, check_keys, choice, describe, fail
+from mb_estimation.config.checks import check_keys, choice, describe, fail
 from mb_estimation.config.parameters import (
     DEFAULT_PENDULUM_FRICTION,
     parse_free,
     parse_parameters,
 )
-from mb_estimation.config.schema import HINGE_DECLARATIONS, TOP_LEVEL_KEYS, Config, ConfigError
+from mb_estimation.config.schema import (
+    HINGE_DECLARATIONS,
+    MOVED_KEYS,
+    TOP_LEVEL_KEYS,
+    Config,
+    ConfigError,
+)
 from mb_estimation.config.sections import (
+    parse_advanced,
     parse_method,
     parse_node,
     parse_recording,
@@ -89,6 +96,7 @@ def parse_config(data: Any, source: str = "<config>") -> Config:
     if not isinstance(data, Mapping):
         fail(source, None, f"expected a mapping with keys {', '.join(TOP_LEVEL_KEYS)} at the "
                            f"top level, got {describe(data)}")
+    _check_moved(data, source)
     check_keys(data, TOP_LEVEL_KEYS, source, None)
 
     if data.get("rig") is None:
@@ -105,7 +113,6 @@ def parse_config(data: Any, source: str = "<config>") -> Config:
         fail(source, "friction", f"only the pendulum rig has a choice of friction model; remove "
                                  f"this key for rig {rig.name}")
 
-    drift_correction = boolean(data.get("drift_correction", False), source, "drift_correction")
     hinges = choice(data.get("hinges") or "rigid", HINGE_DECLARATIONS, source, "hinges",
                     "hinge declaration")
     parameters = parse_parameters(data.get("parameters"), rig, source)
@@ -119,10 +126,19 @@ def parse_config(data: Any, source: str = "<config>") -> Config:
         simulation=parse_simulation(data.get("simulation"), source),
         recording=parse_recording(data.get("recording"), rig, source),
         node=parse_node(data.get("node"), source),
-        drift_correction=drift_correction,
+        advanced=parse_advanced(data.get("advanced"), source),
         hinges=hinges,
         source=source,
     )
+
+
+def _check_moved(data: Mapping, source: str) -> None:
+    """Fail with one line on a key an earlier version read where it no longer is."""
+    for old, new in MOVED_KEYS.items():
+        section, _, key = old.rpartition(".")
+        holder = data.get(section) if section else data
+        if isinstance(holder, Mapping) and key in holder:
+            fail(source, old, f"moved to {new}")
 
 
 def load_config(path: str | Path) -> Config:

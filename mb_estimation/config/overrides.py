@@ -1,10 +1,10 @@
 """Overrides of a loaded configuration, and the text grammar they are written in.
 
-The command line (``--free``, ``--set``, ``--dt``, ``--kappa``, ``--compliance``, ...), the node's
+The command line (``--free``, ``--set``, ``--step``, ``--kappa``, ``--compliance``, ...), the node's
 ``free``/``set``/``compliance`` and settings ROS parameters, the sweep and
 the node core all change a :class:`~mb_estimation.config.schema.Config` through
 :func:`apply_overrides` and :func:`with_section_values`, which validate exactly like the file
-and name the config key in their messages (``parameters.J_Azz``, ``method.dt``). The caller
+and name the config key in their messages (``parameters.J_Azz``, ``method.step_s``). The caller
 names where the values came from (``sources``, ``source``): ``override`` unless told, the
 command line its flags, the node ``ROS parameter ...``. The text forms ``J_Azz,J_Byy`` and
 ``J_Azz=0.01,tilt=[1,0,0,0]`` are parsed by :func:`parse_free_list` and
@@ -30,7 +30,12 @@ from mb_estimation.config.parameters import (
     resolve_parameter,
 )
 from mb_estimation.config.schema import HINGE_DECLARATIONS, Config
-from mb_estimation.config.sections import METHOD_FIELDS, parse_node, recording_fields
+from mb_estimation.config.sections import (
+    ADVANCED_FIELDS,
+    METHOD_FIELDS,
+    parse_node,
+    recording_fields,
+)
 from mb_estimation.rigs.parameters import COMPLIANCE_PARAMETERS
 
 __all__ = ["apply_overrides", "parse_assignments", "parse_free_list", "with_section_values"]
@@ -135,7 +140,7 @@ def apply_overrides(
     *,
     free: Iterable[str] | None = None,
     set_values: Mapping[str, Any] | None = None,
-    dt: float | None = None,
+    step_s: float | None = None,
     kappa: float | None = None,
     compliance: float | None = None,
     max_iterations: int | None = None,
@@ -149,12 +154,11 @@ def apply_overrides(
     ``free`` replaces the set of free parameters; a name that was already free keeps the bounds
     the config gave it, a new one gets its default range. ``compliance`` sets every compliance
     parameter of the rig (``COMPLIANCE_PARAMETERS``); ``set_values`` then overrides single values
-    (for free parameters: initial values). ``dt``, ``kappa``, ``max_iterations``,
-    ``estimator`` and ``simulation_refinement`` override the method settings; ``dt`` is the
-    estimation step of either estimator (the paper's step and the consistent path's finest
-    step). ``hinges`` replaces the config's hinge declaration. Messages name the config key
-    (``parameters.m_A``, ``free.J_Q``, ``method.dt``) and, before it, where the value came
-    from: ``sources[argument]`` (e.g. the CLI's ``{"dt": "--dt"}``), else ``"override"``.
+    (for free parameters: initial values). ``step_s``, ``kappa``, ``max_iterations`` and
+    ``simulation_refinement`` override the method settings, ``estimator`` the advanced one.
+    ``hinges`` replaces the config's hinge declaration. Messages name the config key
+    (``parameters.m_A``, ``free.J_Q``, ``method.step_s``) and, before it, where the value came
+    from: ``sources[argument]`` (e.g. the CLI's ``{"step_s": "--step"}``), else ``"override"``.
     Returns a new :class:`Config`; raises :class:`ConfigError`.
     """
     def origin_of(argument: str) -> str:
@@ -199,14 +203,15 @@ def apply_overrides(
         check_initial_value(rig.parameter(name), parameters[name], bounds, origin,
                             f"parameters.{name}", f"{where}; bounds of free parameter {name}")
 
-    changes = {"dt": dt, "estimator": estimator, "simulation_refinement": simulation_refinement,
+    changes = {"step_s": step_s, "simulation_refinement": simulation_refinement,
                "kappa": kappa, "max_iterations": max_iterations}
     method = {key: METHOD_FIELDS[key](value, origin_of(key), f"method.{key}")  # as in the file
               for key, value in changes.items() if value is not None}
-    if "dt" in method:
-        method["refinement_dt"] = method["dt"]
+    advanced = {} if estimator is None else {"estimator": ADVANCED_FIELDS["estimator"](
+        estimator, origin_of("estimator"), "advanced.estimator")}
     declared = config.hinges if hinges is None else choice(
         hinges, HINGE_DECLARATIONS, origin_of("hinges"), "hinges", "hinge declaration")
     return dataclasses.replace(config, parameters=parameters, free=free_bounds, hinges=declared,
-                               method=dataclasses.replace(config.method, **method))
+                               method=dataclasses.replace(config.method, **method),
+                               advanced=dataclasses.replace(config.advanced, **advanced))
 

@@ -13,14 +13,21 @@ import dataclasses
 from mb_estimation.config import schema
 from mb_estimation.rigs.parameters import RIGS
 
-#: The settings sections in file order: (key, dataclass, what the section is for).
-SECTIONS = (
-    ("method", schema.MethodSettings, "how the estimator fits (all optional)"),
-    ("simulation", schema.SimulationSettings,
-     "`simulate` and `rig-sim`: the simulator's step, rate and noise (all optional)"),
+#: What the user states about the rig besides its parameters: (key, dataclass, purpose).
+RIG_SECTIONS = (
     ("recording", schema.RecordingSettings,
      "how recordings map onto the rig: topics, joints, the input (all optional)"),
+)
+
+#: The settings sections with defaults that serve, in file order.
+SECTIONS = (
+    ("method", schema.MethodSettings, "what a user may tune of the fit (all optional)"),
+    ("simulation", schema.SimulationSettings,
+     "`simulate` and `rig-sim`: the simulator's step, rate and noise (all optional)"),
     ("node", schema.NodeSettings, "the online node (all optional)"),
+    ("advanced", schema.AdvancedSettings,
+     "the method's internals: defaults that serve; change them to study the method (all "
+     "optional)"),
 )
 
 TOP_LEVEL = (
@@ -28,8 +35,6 @@ TOP_LEVEL = (
     ("hinges", "`rigid`", "`rigid`: ball bearings, stiff shafts (the rigid-limit model); "
      "`compliant`: the hinge compliance and damping parameters are the rig's physics"),
     ("friction", "`dry`", "pendulum only: `viscous`, `dry` or `stribeck`"),
-    ("drift_correction", "`false`", "SPOOK rows with the constraints' curvature (damped stiff "
-     "hinges without drift); false: the paper's rows"),
     ("parameters", "required", "the rig's model parameters (below); those with a default may "
      "be left out"),
     ("free", "required", "the parameters to estimate: `NAME: {lower: L, upper: U}` (bounds "
@@ -96,6 +101,10 @@ def config_reference() -> str:
         "[user-guide.md](user-guide.md#writing-the-config). Every value is in SI units; a key "
         "set to `null` takes its default; unknown keys are errors.",
         "",
+        "A config has two parts: what you state about the rig (the top-level keys, the "
+        "parameters, the recording mapping), then settings whose defaults serve (`method`, "
+        "`simulation`, `node`, `advanced`).",
+        "",
         "## Top level",
         "",
         "| key | default | meaning |",
@@ -103,13 +112,19 @@ def config_reference() -> str:
         *(f"| `{key}` | {default} | {_cell(meaning)} |" for key, default, meaning in TOP_LEVEL),
         "",
     ]
-    for key, settings, purpose in SECTIONS:
+    for key, settings, purpose in RIG_SECTIONS:
         lines += _section(key, settings, purpose)
     lines += ["## Parameters", "",
               "Every rig's model parameters: `parameters` gives their values (a `free` "
               "parameter's value is its start), `range` is the default box of a free one.", ""]
     for rig in RIGS.values():
         lines += _parameters(rig)
+    for key, settings, purpose in SECTIONS:
+        lines += _section(key, settings, purpose)
+    lines += ["## Keys that moved", "",
+              "A config that still uses one of these fails with a line saying where it is now.",
+              "", "| was | now |", "|---|---|",
+              *(f"| `{old}` | {_cell(new)} |" for old, new in schema.MOVED_KEYS.items()), ""]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

@@ -5,17 +5,17 @@ No YAML and no checks here (reading is :mod:`mb_estimation.config.load`, the che
 module level: the launch files and :mod:`mb_estimation.transport.ros_common` read the defaults
 without importing JAX.
 
-A configuration names the rig, gives a value to every model parameter, says which parameters are
-estimated ("free") and within which bounds, and holds the estimator, simulation, recording and
-node settings. Parameter names, units and admissible ranges come from
+A configuration has two parts. What the user states about the rig: its name and hinges, a value
+for every model parameter without a default, which parameters are estimated ("free") and
+within which bounds, and how recordings map onto it. Then settings with defaults that serve:
+``method`` (what a user may tune), ``simulation``, ``node`` and ``advanced`` (the method's
+internals). Parameter names, units and admissible ranges come from
 :mod:`mb_estimation.rigs.parameters`. The file form (every value in SI units)::
 
     rig: furuta                # furuta | pendulum
     hinges: rigid              # rigid (default: ball bearings, stiff shafts) | compliant (the
                                # hinge compliance and damping parameters are the rig's physics)
     friction: dry              # pendulum only: viscous | dry | stribeck (default dry)
-    drift_correction: false    # true: SPOOK rows with the constraints' curvature (no drift with
-                               # damped stiff hinges, see multibody.constraints); false: (2.8)
     parameters:                # every parameter of the rig without a default
       l1: 0.128
       tilt: [1.0, 0.0, 0.0, 0.0]       # unit quaternion [w, x, y, z]
@@ -24,19 +24,6 @@ node settings. Parameter names, units and admissible ranges come from
       J_Azz: {lower: 1.0e-6, upper: 1.0}   # bounds optional, default: the parameter's range
       J_Byy: {}                # (a plain list of names works too: free: [J_Azz, J_Byy])
       tilt: {}                 # quaternions take no bounds (estimated in their tangent space)
-    method:                    # estimator settings (MethodSettings), all optional, e.g.
-      dt: 0.01                 # estimation time step h [s]
-      kappa: 100.0             # state error weight (Omega^-1 = kappa I)
-      filter_cutoff_hz: 10.0   # zero-phase Butterworth low-pass for initial states [Hz]
-      max_iterations: 60       # Levenberg-Marquardt iteration limit
-      gradient_tolerance: 1.0e-2 # stop when |g| <= this
-      step_tolerance: 1.0e-6   # stop when |delta| <= this
-      time_limit_s: null       # no new iteration after this much solving [s] (node: 1.5 strides)
-    simulation:                # forward simulation defaults (SimulationSettings), all optional
-      dt: 2.5e-4               # simulation time step [s]
-      rate_hz: 1000.0          # sample rate of recorded joint states [Hz]
-      noise_rad: 0.0           # standard deviation of Gaussian angle noise [rad]
-      encoder_counts: null     # counts per revolution for quantisation, or null
     recording:                 # how recordings map onto the rig (RecordingSettings), optional
       joint_states_topic: /joint_states
       joints:                  # one entry per rig joint: recorded = sign * model + offset
@@ -49,7 +36,24 @@ node settings. Parameter names, units and admissible ranges come from
       voltage_joint: null      # JointState type: the joint whose effort holds the voltage
       stamp_source: auto       # auto (header stamps when sane) | header | receive
       input_delay_s: 0.0       # the input acts this long after its stamps [s]
+    method:                    # what a user may tune (MethodSettings), all optional
+      step_s: null             # estimation step h [s]; null: the recordings' sample period
+      kappa: 100.0             # state error weight (Omega^-1 = kappa I)
+      simulation_refinement: null  # the last, simulation-error fit: on | off | auto
+      max_iterations: 60       # Levenberg-Marquardt iteration limit per fit
+      time_limit_s: null       # no new iteration after this much solving [s] (node: 1.5 strides)
+    simulation:                # forward simulation defaults (SimulationSettings), all optional
+      dt: 2.5e-4               # simulation time step [s]
+      rate_hz: 1000.0          # sample rate of recorded joint states [Hz]
+      noise_rad: 0.0           # standard deviation of Gaussian angle noise [rad]
+      encoder_counts: null     # counts per revolution for quantisation, or null
     node:                      # the online node (NodeSettings), all optional
+    advanced:                  # the method's internals (AdvancedSettings), all optional:
+      estimator: consistent    # estimator, refinement levels, shooting segment, filter,
+                               # tolerances, drift correction
+
+A key an earlier version read elsewhere (:data:`MOVED_KEYS`) fails with one line saying where
+it is now.
 
 Rules: unknown keys are errors (with the closest valid name suggested); a settings key set to
 null takes its default; numbers must be finite numbers (not strings, not booleans); values must
@@ -88,6 +92,8 @@ __all__ = [
     "Config",
     "ConfigError",
     "JointMapping",
+    "MOVED_KEYS",
+    "AdvancedSettings",
     "MethodSettings",
     "NodeSettings",
     "RecordingSettings",
@@ -96,11 +102,11 @@ __all__ = [
 
 QUATERNION_TOLERANCE = 1e-6  # allowed deviation of |tilt| from 1
 STAMP_SOURCES = ("auto", "header", "receive")  # recording.stamp_source
-ESTIMATORS = ("consistent", "paper")  # method.estimator
+ESTIMATORS = ("consistent", "paper")  # advanced.estimator
 REFINEMENT_MODES = ("auto", "on", "off")  # method.simulation_refinement
 HINGE_DECLARATIONS = ("rigid", "compliant")  # hinges
-TOP_LEVEL_KEYS = ("rig", "friction", "hinges", "drift_correction", "parameters", "free",
-                  "method", "simulation", "recording", "node")
+TOP_LEVEL_KEYS = ("rig", "friction", "hinges", "parameters", "free", "recording", "method",
+                  "simulation", "node", "advanced")
 
 
 def setting(default=dataclasses.MISSING, doc: str = "", *, factory=dataclasses.MISSING):
@@ -131,44 +137,70 @@ class Bounds:
 
 @dataclass(frozen=True)
 class MethodSettings:
-    """Estimator settings (paper §3, §4.4, §4.6; the consistent path, estimation/consistent.py).
+    """What a user may tune of the fit (paper §3, §4.4, §4.6; the consistent path).
 
     Each field's ``doc`` says what it does (the config reference is generated from it). The
-    node fits one level at ``refinement_dt``, else 1 ms (online/windows.py: its step is fixed
-    before data). The simulation-error stage (estimation/shooting.py) fits through the model the
-    config's ``hinges`` declare: the config's own simulator for compliant hinges (their
-    compliance and damping, ``simulation.dt``), the converged rigid model for rigid ones (its
-    std then near the Cramér–Rao bound, at several times the joint fit's cost). YAML true/false
-    for ``simulation_refinement`` mean on/off.
+    method's internals are :class:`AdvancedSettings`. YAML true/false for
+    ``simulation_refinement`` mean on/off.
     """
 
-    estimator: str = setting("consistent", "`consistent`: joint coordinates in the rigid limit, "
-                             "fitted at `refinement_levels` steps down to `refinement_dt`; "
-                             "`paper`: the paper's single fit in maximal coordinates at `dt`")
-    dt: float = setting(0.01, "the paper's fit: its time step h [s]")
-    refinement_dt: float | None = setting(None, "consistent: the finest step [s]; null: the "
-                                          "sample period (the node: 1 ms)")
-    refinement_levels: int = setting(2, "consistent: fits at steps refinement_dt·2^(levels−1) "
-                                     "… refinement_dt, each started from the last")
+    step_s: float | None = setting(
+        None, "the estimation step h [s]: the consistent path's finest, or the paper's fit's; "
+        "null: the recordings' sample period within 1e-4–0.01 s (the node: 1 ms; the paper's "
+        "fit: 0.01 s)")
+    kappa: float = setting(100.0, "state error weight κ (Ω⁻¹ = κI): how little force noise the "
+                           "fit allows; read at h = 0.01 s on a rig of 0.04 kg m² and scaled "
+                           "per step and for the rig's inertia")
     simulation_refinement: str | None = setting(
         None, "a last simulation-error fit (multiple shooting through the model `hinges` "
         "declares): `on`, `off`, or `auto` (only when the joint fit does not predict the "
         "recordings 0.5 s ahead within 5× its angle noise, kept when it predicts better); "
         "null: on, and for rigid hinges kept where its simulations follow the recordings "
         "(within 1.5× the joint fit's angle noise) or predict them no worse")
-    simulation_segment_s: float = setting(1.0, "its first shooting segments [s], lengthened "
-                                          "while the simulation follows the data")
-    kappa: float = setting(100.0, "state error weight κ (Ω⁻¹ = κI); the consistent path reads "
-                           "it at h = 0.01 s on a rig of 0.04 kg m² and scales it per step")
-    filter_cutoff_hz: float = setting(10.0, "zero-phase Butterworth low-pass for the initial "
-                                      "states [Hz]")
-    max_iterations: int = setting(60, "Levenberg–Marquardt iteration limit")
-    gradient_tolerance: float = setting(1e-2, "stop when the projected gradient ‖Jᵀr‖ ≤ this "
-                                        "(the paper: 10)")
-    step_tolerance: float = setting(1e-6, "stop when the step ‖δ‖ ≤ this")
+    max_iterations: int = setting(60, "Levenberg–Marquardt iteration limit per fit")
     time_limit_s: float | None = setting(None, "no new iteration after this much solving per "
                                          "fit [s], compiling not counted; null: none (the "
                                          "node: 1.5 strides)")
+
+
+@dataclass(frozen=True)
+class AdvancedSettings:
+    """The method's internals: defaults that serve; change them to study the method.
+
+    The node fits one level at ``method.step_s``, else 1 ms (its step is fixed before data).
+    """
+
+    estimator: str = setting("consistent", "`consistent`: joint coordinates in the rigid limit, "
+                             "fitted at `refinement_levels` steps down to `method.step_s`; "
+                             "`paper`: the paper's single fit in maximal coordinates")
+    refinement_levels: int = setting(2, "consistent: fits at steps step_s·2^(levels−1) … "
+                                     "step_s, each started from the last")
+    simulation_segment_s: float = setting(1.0, "the simulation-error fit's first shooting "
+                                          "segments [s], lengthened while the simulation "
+                                          "follows the data")
+    filter_cutoff_hz: float = setting(10.0, "zero-phase Butterworth low-pass for the initial "
+                                      "states [Hz]")
+    gradient_tolerance: float = setting(1e-2, "stop when the projected gradient ‖Jᵀr‖ ≤ this "
+                                        "(the paper: 10)")
+    step_tolerance: float = setting(1e-6, "stop when the step ‖δ‖ ≤ this")
+    drift_correction: bool = setting(False, "SPOOK rows with the constraints' curvature "
+                                     "(damped stiff hinges without drift); false: the paper's "
+                                     "rows (2.8)")
+
+
+#: Keys of earlier configs and where they are now: reading one fails with this one line.
+MOVED_KEYS = {
+    "method.dt": "method.step_s (the estimation step of either estimator; null: the sample "
+                 "period, the paper's fit 0.01 s)",
+    "method.refinement_dt": "method.step_s",
+    "method.estimator": "advanced.estimator",
+    "method.refinement_levels": "advanced.refinement_levels",
+    "method.simulation_segment_s": "advanced.simulation_segment_s",
+    "method.filter_cutoff_hz": "advanced.filter_cutoff_hz",
+    "method.gradient_tolerance": "advanced.gradient_tolerance",
+    "method.step_tolerance": "advanced.step_tolerance",
+    "drift_correction": "advanced.drift_correction",
+}
 
 
 @dataclass(frozen=True)
@@ -273,10 +305,8 @@ class Config:
     ``parameters`` holds every parameter of the rig in the rig's order (floats; ``tilt`` as a
     unit quaternion tuple ``(w, x, y, z)``); ``free`` maps the estimated parameters (in the rig's
     order) to their bounds; their values in ``parameters`` are the initial values. ``friction`` is
-    the pendulum's friction model and ``None`` for other rigs. ``drift_correction`` selects the
-    drift-corrected holonomic rows (:attr:`mb_estimation.multibody.Multibody.drift_correction`)
-    for simulation and estimation alike. ``source`` names where the configuration came from (a
-    path), for messages.
+    the pendulum's friction model and ``None`` for other rigs. ``source`` names where the
+    configuration came from (a path), for messages.
     """
 
     rig: str
@@ -287,7 +317,7 @@ class Config:
     simulation: SimulationSettings = field(default_factory=SimulationSettings)
     recording: RecordingSettings = field(default_factory=RecordingSettings)
     node: NodeSettings = field(default_factory=NodeSettings)
-    drift_correction: bool = False
+    advanced: AdvancedSettings = field(default_factory=AdvancedSettings)
     hinges: str = "rigid"  # rigid | compliant
     source: str = "<config>"
 
@@ -325,8 +355,6 @@ class Config:
         if self.friction is not None:
             data["friction"] = self.friction
         data["hinges"] = self.hinges
-        if self.drift_correction:
-            data["drift_correction"] = True
         data["parameters"] = {
             name: list(value) if isinstance(value, tuple) else value
             for name, value in self.parameters.items()
@@ -342,4 +370,5 @@ class Config:
             recording["voltage_script"] = [list(pair) for pair in self.recording.voltage_script]
         data["recording"] = recording
         data["node"] = dataclasses.asdict(self.node)
+        data["advanced"] = dataclasses.asdict(self.advanced)
         return data

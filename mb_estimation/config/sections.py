@@ -1,4 +1,6 @@
-"""The settings sections ``method``, ``simulation``, ``node`` and ``recording``: a field table each.
+"""The settings sections ``method``, ``simulation``, ``node``, ``advanced`` and ``recording``.
+
+Each has a field table.
 
 A field table maps every key of a section (in the dataclass's order) to its check
 (:mod:`mb_estimation.config.checks`); the entries of ``recording.joints`` have one too
@@ -35,6 +37,7 @@ from mb_estimation.config.schema import (
     ESTIMATORS,
     STAMP_SOURCES,
     VOLTAGE_TYPES,
+    AdvancedSettings,
     JointMapping,
     MethodSettings,
     NodeSettings,
@@ -45,18 +48,21 @@ from mb_estimation.message_types import JOINT_STATE, normalise_message_type
 from mb_estimation.rigs.parameters import RigSpec
 
 METHOD_FIELDS: dict[str, Check] = {
-    "estimator": one_of(ESTIMATORS, "estimator"),
-    "dt": positive,
-    "refinement_dt": positive,
-    "refinement_levels": at_least(1),
-    "simulation_refinement": refinement_mode,
-    "simulation_segment_s": positive,
+    "step_s": positive,
     "kappa": positive,
-    "filter_cutoff_hz": positive,
+    "simulation_refinement": refinement_mode,
     "max_iterations": at_least(0),
+    "time_limit_s": positive,
+}
+
+ADVANCED_FIELDS: dict[str, Check] = {
+    "estimator": one_of(ESTIMATORS, "estimator"),
+    "refinement_levels": at_least(1),
+    "simulation_segment_s": positive,
+    "filter_cutoff_hz": positive,
     "gradient_tolerance": non_negative,
     "step_tolerance": non_negative,
-    "time_limit_s": positive,
+    "drift_correction": boolean,
 }
 
 SIMULATION_FIELDS: dict[str, Check] = {
@@ -87,6 +93,12 @@ NODE_FIELDS: dict[str, Check] = {
 def parse_method(raw: Any, source: str) -> MethodSettings:
     """The ``method`` section."""
     return MethodSettings(**read_section(raw, source, "method", METHOD_FIELDS, MethodSettings()))
+
+
+def parse_advanced(raw: Any, source: str) -> AdvancedSettings:
+    """The ``advanced`` section."""
+    return AdvancedSettings(**read_section(raw, source, "advanced", ADVANCED_FIELDS,
+                                           AdvancedSettings()))
 
 
 def parse_simulation(raw: Any, source: str) -> SimulationSettings:

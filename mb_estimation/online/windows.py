@@ -44,7 +44,7 @@ class WindowOutcome:
     result: EstimationResult | None = field(default=None, repr=False)
 
 
-#: The consistent path's step in the node when ``method.refinement_dt`` is not set [s]: the
+#: The consistent path's step in the node when ``method.step_s`` is not set [s]: the
 #: paper's rig rate (§4.1). Fine enough that a swing-up's estimate no longer moves with it
 #: (measured), and a 5 s window still solves in a fraction of a second.
 NODE_STEP_S = 1e-3
@@ -53,15 +53,16 @@ NODE_STEP_S = 1e-3
 def window_step(config: Config) -> float:
     """The node's estimation step [s], fixed before any data arrive (one compiled program).
 
-    The paper's single fit (``method.estimator: paper``): ``method.dt``. The consistent path:
-    ``method.refinement_dt``, else :data:`NODE_STEP_S` — not the samples' period, as offline:
-    the node would learn it only from the data, after its start-up compile, and a jittering
-    stamp could move it from window to window.
+    ``method.step_s``; unset, the paper's single fit (``advanced.estimator: paper``) takes
+    :data:`~mb_estimation.pipeline.PAPER_STEP_S`, the consistent path :data:`NODE_STEP_S` —
+    not the samples' period, as offline: the node would learn it only from the data, after its
+    start-up compile, and a jittering stamp could move it from window to window.
     """
-    method = config.method
-    if method.estimator == "paper":
-        return method.dt
-    return NODE_STEP_S if method.refinement_dt is None else method.refinement_dt
+    from mb_estimation.pipeline import PAPER_STEP_S
+
+    if config.method.step_s is not None:
+        return config.method.step_s
+    return PAPER_STEP_S if config.advanced.estimator == "paper" else NODE_STEP_S
 
 
 #: A window's fit stops (rejected, ``time_limit``) after this many strides of solving unless
@@ -80,14 +81,15 @@ def window_config(config: Config) -> Config:
     is the offline calibration's to show. Either estimator's fit has a time limit,
     ``method.time_limit_s`` or :data:`WINDOW_TIME_LIMIT_STRIDES` strides.
     """
-    method = config.method
+    method, advanced = config.method, config.advanced
     if method.time_limit_s is None:
         method = dataclasses.replace(
             method, time_limit_s=WINDOW_TIME_LIMIT_STRIDES * config.node.stride_s)
-    if method.estimator != "paper":
-        method = dataclasses.replace(method, refinement_dt=window_step(config),
-                                     refinement_levels=1, simulation_refinement="off")
-    return dataclasses.replace(config, method=method)
+    method = dataclasses.replace(method, step_s=window_step(config))
+    if advanced.estimator != "paper":
+        method = dataclasses.replace(method, simulation_refinement="off")
+        advanced = dataclasses.replace(advanced, refinement_levels=1)
+    return dataclasses.replace(config, method=method, advanced=advanced)
 
 
 def estimate_window(config: Config, recording: Recording) -> EstimationResult:

@@ -232,7 +232,8 @@ def write_fused(directory: str | Path, estimate: ParameterEstimate, config: Conf
         "window_s": node.window_s, "stride_s": node.stride_s, "forgetting": node.forgetting,
     }
     document = {"rig": spec.name, "parameters": estimated, "fixed": fixed, "fit": fit,
-                "method": dataclasses.asdict(config.method)}
+                "method": {**dataclasses.asdict(config.method),
+                           "advanced": dataclasses.asdict(config.advanced)}}
     values = dict(config.parameters)
     values.update({name: entry["value"] for name, entry in estimated.items()})
     return write_parameter_files(directory, document, values, node_name)

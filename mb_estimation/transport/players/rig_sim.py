@@ -156,7 +156,7 @@ def _rig_sim_stream(config, scenario, *, rate, dt, chunk, total, start_ns, seed,
 
     settings = config.recording
     chunks = _one_ahead(scenario_in_chunks(
-        get_rig(config.rig, config.friction, config.drift_correction), config.parameters,
+        get_rig(config.rig, config.friction, config.advanced.drift_correction), config.parameters,
         scenario, chunk_samples=chunk, dt=dt, rate_hz=rate, rigid=config.hinges == "rigid"))
     noise = float(config.simulation.noise_rad)
     counts = config.simulation.encoder_counts
