@@ -36,7 +36,7 @@ from mb_estimation.pipeline import (
     solver_settings,
 )
 from mb_estimation.signals import GridData, Recording
-from mb_estimation.simulation import PredictionCheck
+from mb_estimation.validation import PredictionCheck
 
 #: The rigid simulation-error stage's step [s] (halved for the kept fit) and longest segment
 #: [s]: its second-order error over 8 s of the 0.92 m release is 1.4e-4 rad at 1 ms, a

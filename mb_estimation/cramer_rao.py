@@ -17,7 +17,7 @@ bounds the covariance of any unbiased estimate from these data. Two uses:
   and that weight alone can pin a scale the data leave open (K, J_Azz and b1 together on a
   rig whose only torque scale is its input gain).
 
-The sensitivities are forward differences of :func:`~mb_estimation.simulation.rigid_replay`
+The sensitivities are forward differences of :func:`~mb_estimation.validation.rigid_replay`
 (its compiled chunks: no program of its own), from the fit's initial state. Scalar parameters
 only; a quaternion (``tilt``) is left out (its bound is not computed).
 """
@@ -31,7 +31,8 @@ import numpy as np
 
 from mb_estimation.pseudo_inverse import informed, mark_undetermined, scaled_pseudo_inverse
 from mb_estimation.rigs import Rig, parameter_arrays
-from mb_estimation.simulation import built_system, rigid_replay
+from mb_estimation.simulation import built_system
+from mb_estimation.validation import rigid_replay
 
 #: The sensitivities' longest simulation step [s]: derivatives need less accuracy than a replay.
 SENSITIVITY_DT = 2e-3

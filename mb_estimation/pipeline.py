@@ -32,11 +32,11 @@ from mb_estimation.multibody import BodyStates
 from mb_estimation.rigs import Rig, get_rig, parameter_arrays
 from mb_estimation.rigs.parameters import DRY_FRICTION_PARAMETERS
 from mb_estimation.signals import GridData, Recording, prepare_recording
-from mb_estimation.simulation import (
+from mb_estimation.simulation import built_system
+from mb_estimation.validation import (
     RIGID_VALIDATION_DT,
     OpenLoopCheck,
     PredictionCheck,
-    built_system,
     compile_validation,
     open_loop_check,
     prediction_check,
@@ -245,7 +245,7 @@ def compile_checks(config: Config, grids: Sequence[GridData]) -> None:
     """Compile :func:`prediction_checks` and :func:`open_loop_checks` on ``grids``, run nothing.
 
     They depend on the config's rig and simulator and the grid, not on the estimate: a thread
-    compiles them while the fit runs (:func:`~mb_estimation.simulation.compile_validation`).
+    compiles them while the fit runs (:func:`~mb_estimation.validation.compile_validation`).
     """
     compile_validation(config_rig(config), config.parameters, grids[0],
                        simulation_dt=config.simulation.dt, rigid=config.hinges == "rigid")

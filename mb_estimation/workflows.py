@@ -32,7 +32,8 @@ from mb_estimation.io.bags import BagError, write_rig_bag
 from mb_estimation.io.recordings import read_recording
 from mb_estimation.io.results import write_crossval, write_outputs
 from mb_estimation.signals import GridData, Recording, recorded_joint_states
-from mb_estimation.simulation import OpenLoopCheck, PredictionCheck, simulate_recording
+from mb_estimation.simulation import simulate_recording
+from mb_estimation.validation import OpenLoopCheck, PredictionCheck
 from mb_estimation.verdict import Verdict, verdict
 
 __all__ = ["SIMULATED_START_TIME_S", "CalibrationRun", "SimulatedBag",

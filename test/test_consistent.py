@@ -46,9 +46,8 @@ from mb_estimation.multibody.joint_space import (
     subtrees,
     tree_motion,
     tree_pose,
-    variational_residuals,
-    variational_step,
 )
+from mb_estimation.multibody.variational import variational_residuals, variational_step
 from mb_estimation.numerics import jax
 from mb_estimation.pipeline import (
     NOISE_FLOOR_RAD,
@@ -60,7 +59,7 @@ from mb_estimation.pipeline import (
 from mb_estimation.rigs import get_rig, parameter_arrays
 from mb_estimation.scenarios import multisine_torque
 from mb_estimation.signals import Recording, prepare_recording
-from mb_estimation.simulation import rigid_prediction_check
+from mb_estimation.validation import rigid_prediction_check
 
 jnp = jax.numpy
 

@@ -440,7 +440,7 @@ def test_one_compilation_serves_other_lengths_and_recording_counts(furuta_case):
 
 def test_predictions_in_batches_reproduce_the_model_from_its_own_states(furuta_case):
     """Predictions from a simulation's own states, run in batches (one partial), are exact."""
-    from mb_estimation.simulation import PREDICTION_BATCH, prediction_check
+    from mb_estimation.validation import PREDICTION_BATCH, prediction_check
 
     truth, rig, _ = furuta_case
     sim = simulate_recording(rig, truth.parameters, "multisine", duration_s=1.5, dt=STEP,
@@ -463,7 +463,7 @@ def test_open_loop_replay_in_chunks_is_the_whole_rollout_and_compiles_once(furut
 
     The state is carried from chunk to chunk; a second length compiles nothing new.
     """
-    from mb_estimation.simulation import (
+    from mb_estimation.validation import (
         REPLAY_CHUNK,
         _angles_on_the_way,
         _driven_chunk,
@@ -513,7 +513,7 @@ def test_open_loop_replay_reproduces_its_own_simulation(furuta_case):
 
     A wrong inertia shows up in the RMS error.
     """
-    from mb_estimation.simulation import open_loop_check
+    from mb_estimation.validation import open_loop_check
 
     truth, rig, _ = furuta_case
     sim = simulate_recording(rig, truth.parameters, "multisine", duration_s=1.5, dt=STEP,

@@ -15,18 +15,15 @@ import pytest
 from scipy.integrate import quad
 from scipy.linalg import expm
 
-from mb_estimation.online.kalman import (
-    FilterCounters,
+from mb_estimation.online.jerk_model import (
     JerkFilterSettings,
-    JointFilter,
-    JointStateFilter,
-    SampleStatus,
     innovation,
     predict,
     process_noise,
     transition,
     update,
 )
+from mb_estimation.online.kalman import FilterCounters, JointFilter, JointStateFilter, SampleStatus
 
 A = np.array([[0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [0.0, 0.0, 0.0]])  # report eq. (40)
 L = np.array([[0.0], [0.0], [1.0]])

@@ -1,8 +1,9 @@
-"""The house's layers (docs/development.md, "Layout"): no module imports from a room above its own.
+"""The house's rules (docs/development.md, "Layout"): layers, and modules of a readable length.
 
-Every ``import mb_estimation…`` / ``from mb_estimation… import`` in the package, at module level
-or inside a function, is checked against the table below. A new top-level room must be placed
-in it.
+No module imports from a room above its own, and none is longer than
+:data:`LONGEST_MODULE_LINES`. Every ``import mb_estimation…`` / ``from mb_estimation… import``
+in the package, at module level or inside a function, is checked against the table below. A
+new top-level room must be placed in it.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ LAYERS = (
     ("multibody",),
     ("rigs",),
     ("estimation", "scenarios"),
-    ("simulation", "config", "cramer_rao"),
+    ("simulation", "validation", "config", "cramer_rao"),
     ("pipeline", "calibration", "io", "report", "verdict"),
     ("online", "workflows"),
     ("transport",),
@@ -71,3 +72,13 @@ def test_the_table_has_every_room():
              if p.suffix == ".py" and p.name != "__init__.py"
              or p.is_dir() and (p / "__init__.py").exists()}
     assert rooms == set(LEVEL), f"unplaced: {rooms - set(LEVEL)}; gone: {set(LEVEL) - rooms}"
+
+
+#: A module longer than this is doing more than one thing: split it where its parts meet.
+LONGEST_MODULE_LINES = 500
+
+
+def test_no_module_is_longer_than_the_house_allows():
+    long = {str(p.relative_to(PACKAGE)): n for p in PACKAGE.rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > LONGEST_MODULE_LINES}
+    assert not long, long

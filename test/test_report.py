@@ -12,7 +12,7 @@ import pytest
 from mb_estimation.estimation.result import EstimationResult, IterationRecord, RecordingEstimate
 from mb_estimation.report import correlation_matrix, figures, write_report
 from mb_estimation.signals.preprocess import GridData
-from mb_estimation.simulation import OpenLoopCheck
+from mb_estimation.validation import OpenLoopCheck
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 N_STEPS = 50

@@ -50,7 +50,8 @@ from mb_estimation.pipeline import (  # noqa: E402
 from mb_estimation.rigs import get_rig  # noqa: E402
 from mb_estimation.scenarios import multisine_torque  # noqa: E402
 from mb_estimation.signals import Recording  # noqa: E402
-from mb_estimation.simulation import rigid_prediction_check, simulate_recording  # noqa: E402
+from mb_estimation.simulation import simulate_recording  # noqa: E402
+from mb_estimation.validation import rigid_prediction_check  # noqa: E402
 
 FREE = ("J_Azz", "J_Byy", "b1", "b2")
 TABLE_1 = {"J_Azz": 0.01, "J_Byy": 0.01, "b1": 1e-4, "b2": 1e-4}  # the §4.7 initial values

@@ -124,7 +124,7 @@ def print_predictions(checks, advice=None) -> None:
 
 def print_open_loop(checks) -> None:
     """The fitted model replayed open loop on each recording's input (validation)."""
-    from mb_estimation.simulation import FOLLOWED_RAD
+    from mb_estimation.validation import FOLLOWED_RAD
 
     print("open-loop replay from the estimated initial state, RMS angle error [rad] "
           "(arm, pendulum):")

@@ -32,13 +32,9 @@ from mb_estimation.multibody import (
     state_boxplus,
     states_from_joints,
 )
-from mb_estimation.multibody.joint_space import (
-    JointStates,
-    body_impulse_norm_weights,
-    joint_states,
-    variational_residuals,
-)
+from mb_estimation.multibody.joint_space import JointStates, body_impulse_norm_weights, joint_states
 from mb_estimation.multibody.state import state_boxplus_linearized, with_velocity
+from mb_estimation.multibody.variational import variational_residuals
 from mb_estimation.numerics import jax
 
 jnp = jax.numpy

@@ -4,7 +4,7 @@ A driver that applies its command ``d`` seconds after the recorded stamp (a USB 
 loop's period) gives a rigid-model residual, on states that follow the data, of
 ``G (u(t - d) - u(t))``, with ``G`` the input's generalised gain. Over one step of the
 estimation grid the rigid limit's momentum balance (the first of the two residuals of
-:func:`~mb_estimation.multibody.joint_space.variational_residuals` less the second) is
+:func:`~mb_estimation.multibody.variational.variational_residuals` less the second) is
 
     e_k = h ∂L/∂θ|mid + Q_k(u_k) - (p_{k+1} - p_k)
 
@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mb_estimation.multibody.joint_space import joint_states, variational_residuals
+from mb_estimation.multibody.joint_space import joint_states
+from mb_estimation.multibody.variational import variational_residuals
 from mb_estimation.numerics import jax, jit
 from mb_estimation.signals.preprocess import held_input_means
 

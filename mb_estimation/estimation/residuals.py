@@ -9,7 +9,7 @@ paper's maximal coordinates, or joint coordinates in the rigid limit. Residual b
 * ``√κ Δp_k``: for ``k = 0`` the initial-state residual ((3.16)-(3.17) in maximal coordinates),
   for ``k ≥ 1`` the dynamics residuals of the transition ``x_{k-1} → x_k`` ((3.7)-(3.8), exact
   ⊟, see :func:`~mb_estimation.multibody.impulse_residuals`; or the joint-space momentum
-  residuals of :func:`~mb_estimation.multibody.joint_space.variational_residuals`);
+  residuals of :func:`~mb_estimation.multibody.variational.variational_residuals`);
 * ``Δy_k``: the observation residual (3.6), ``wrap(h(x_k) - y_k)`` (weight ``R⁻¹ = I``), zero
   where ``y_k`` is missing.
 

@@ -25,8 +25,9 @@ from mb_estimation.multibody import (
     states_from_joints,
     without_dry_friction,
 )
-from mb_estimation.multibody.joint_space import held_steps, joint_states
 from mb_estimation.multibody.joint_space import joint_rates as tree_joint_rates
+from mb_estimation.multibody.joint_space import joint_states
+from mb_estimation.multibody.variational import held_steps
 from mb_estimation.numerics import jax
 from mb_estimation.rigs import Rig, parameter_arrays
 
@@ -83,7 +84,7 @@ def segment_residuals(rig: Rig, names: tuple[str, ...], frictionless: tuple[bool
     without the dry friction rows of the ``frictionless``
     hinges: the SPOOK stepper with the config's hinges, or (``rigid``) the rigid tree's
     second-order variational step in joint coordinates
-    (:func:`~mb_estimation.multibody.joint_space.variational_step`). The end state
+    (:func:`~mb_estimation.multibody.variational.variational_step`). The end state
     ``[2 n_joints]`` is the last sample's joint angles and rates: for the rigid tree the whole
     state, so a lane that starts there goes on exactly.
     """

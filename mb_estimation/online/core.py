@@ -49,7 +49,8 @@ from mb_estimation.io.results import plain_value
 from mb_estimation.online.buffers import PublicationOrder, SampleRing
 from mb_estimation.online.fusion import ParameterEstimate, load_estimate
 from mb_estimation.online.intake import FAR_VOLTAGES, SampleIntake
-from mb_estimation.online.kalman import JerkFilterSettings, JointStateFilter
+from mb_estimation.online.jerk_model import JerkFilterSettings
+from mb_estimation.online.kalman import JointStateFilter
 from mb_estimation.online.windows import Window, estimate_window, window_step
 from mb_estimation.online.worker import WindowWorker
 from mb_estimation.pipeline import warm_up_recording

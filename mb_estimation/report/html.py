@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # annotations only: the report itself needs neither JAX nor S
 
     from mb_estimation.estimation.result import EstimationResult
     from mb_estimation.signals.preprocess import GridData
-    from mb_estimation.simulation import OpenLoopCheck, PredictionCheck
+    from mb_estimation.validation import OpenLoopCheck, PredictionCheck
 
 STYLE = """
 body { font-family: sans-serif; max-width: 960px; margin: 1em auto; color: #222; }

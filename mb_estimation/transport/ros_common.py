@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import signal
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -276,3 +277,25 @@ def config_topics(config: str | Path) -> tuple[str, str | None]:
     if normalise_message_type(voltage_type) == JOINT_STATE:
         return joint_topic, None
     return joint_topic, voltage_topic
+
+
+class StopSignals:
+    """SIGINT and SIGTERM noted instead of raised: the main loop ends, the node closes cleanly.
+
+    ``first`` is the first signal's number (None until one arrives); ``count`` how many came.
+    Installed before anything slow, so a signal during start-up ends the node as well.
+    """
+
+    def __init__(self) -> None:
+        self.first: int | None = None
+        self.count = 0
+        for number in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(number, self._note)
+
+    def _note(self, number, _frame) -> None:
+        self.count += 1
+        if self.first is None:
+            self.first = number
+
+    def __bool__(self) -> bool:
+        return self.count > 0

@@ -1,13 +1,9 @@
 """``estimator_node`` (``ros2 run mb_estimation estimator_node``): the online node on rclpy.
 
 :class:`EstimatorNode` wraps the transport-neutral core
-(:class:`~mb_estimation.online.core.EstimatorCore`); the input handlers and the shadow fan-out
-are in :mod:`mb_estimation.online.adapter`, and what the launch files and the command line need
-without ROS 2 is in :mod:`mb_estimation.transport.ros_common`. Its parameters are declared in
-:mod:`~mb_estimation.transport.ros_parameters`, its subscriptions made in
-:mod:`~mb_estimation.transport.ros_inputs`, its messages built in
-:mod:`~mb_estimation.transport.ros_messages`; the rclpy players and ``call_trigger`` are in
-:mod:`~mb_estimation.transport.ros_player` (the players' entry points imported here too).
+(:class:`~mb_estimation.online.core.EstimatorCore`); its parameters, subscriptions and messages
+are made by the ``ros_parameters``, ``ros_inputs`` and ``ros_messages`` modules beside it,
+what needs no ROS 2 is in ``ros_common``.
 
 **A managed (lifecycle) node.** It starts unconfigured; ``configure`` loads the configuration,
 declares the other parameters, makes the publishers, services and ``estimate.*`` parameters and
@@ -19,44 +15,11 @@ launch files drive these transitions; ``mb-estimation node`` sets ``autostart``.
     ros2 run mb_estimation estimator_node --ros-args -p config:=/path/to/furuta.yaml \
         -p autostart:=true -r joint_states:=/joint_states -r control_voltage:=/control_voltage
 
-**Parameters** (read-only: give them with ``-p`` or a parameter file such as
-``config/ros/estimator_node.yaml``):
-
-* ``config`` (string, required): the mb_estimation YAML configuration (a path, or a built-in
-  name such as ``furuta``), read on ``configure``. A single non-ROS command-line argument is
-  taken as the path too. The node is named ``mb_estimator`` unless remapped
-  (``--ros-args -r __node:=other``; ``mb-estimation node`` uses the config's ``node.name``);
-* ``autostart`` (bool, false): configure and activate at start-up, without a lifecycle manager;
-* ``free`` (string ``NAME,NAME``), ``set`` (string ``NAME=VALUE,...``), ``compliance`` (double,
-  0 = the config's): the command line's ``--free``/``--set``/``--compliance`` overrides;
-* ``output_dir`` (string, empty = off): after each accepted window the fused estimate is written
-  there (:func:`write_fused`: ``parameters.yaml`` and ``ros_parameters.yaml``, as ``calibrate``
-  writes them), and once more when the node stops (it then first lets the worker finish the
-  windows already cut, at most :data:`DRAIN_TIMEOUT_S`);
-* ``push.target_node`` (string, empty = off) and ``push.mapping`` (string
-  ``estimate_name:controller_param,...``; both default to the config's ``node.push_target_node``
-  and ``node.push_mapping``): after each accepted window the mapped values of the
-  fused estimate are sent to ``/<target_node>/set_parameters`` (rcl_interfaces/srv/SetParameters,
-  asynchronously; a quaternion as a double array ``[w, x, y, z]``). A missing service, a failed
-  call or a rejected parameter is counted (``push_failed``) and reported through the core's
-  ``last_error`` (:meth:`EstimatorCore.on_message_error`);
-* the node's settings, each defaulting to the config's value (``ros_common.NODE_SETTINGS``):
-  ``window_s``, ``stride_s``, ``buffer_s``, ``max_rate_hz``, ``pending_windows``,
-  ``forgetting``, ``max_cost``, ``min_motion_rad``, ``max_joint_speed_rad_s``, ``state_file``,
-  ``warm_up`` (the config's ``node.*``); checked as the config file is;
-* ``use_sim_time`` as for every node (bag replay: ``ros2 bag play --clock``).
-
-**Estimate parameters** ``estimate.<name>`` (every parameter of the rig: the fused estimate for
-the free ones, the config's value for the fixed ones, so that ``ros2 param dump`` gives the
-same ``estimate.*`` keys as the ``ros_parameters.yaml`` of ``calibrate``) and
-``estimate_std.<name>`` (free parameters; ``-1`` = not determined). They change after each
-accepted window (and on a reloaded ``node.state_file``), so every update is on
-``/parameter_events``; after ``~/reset`` they keep their last values until the next accepted
-window. They are declared with ``ignore_override`` (they are outputs).
-
-The estimate parameters are read-only for everybody but the node, which is not what
-``ParameterDescriptor.read_only`` gives (:mod:`mb_estimation.transport.ros_parameters` says why
-and how).
+Its parameters (``config``, ``autostart``, the overrides, ``output_dir``, ``push.*``, the
+node settings), the ``estimate.*``/``estimate_std.*`` outputs, its topics and its services are
+described in ``docs/node.md``. The estimate parameters are read-only for everybody but the
+node, which is not what ``ParameterDescriptor.read_only`` gives
+(:mod:`mb_estimation.transport.ros_parameters` says why and how).
 
 *Threads.* The core's worker thread calls the outputs. Publishing from it is allowed in rclpy
 (the diagnostics publisher, shared with the 1 Hz timer, is guarded by a lock). Parameter updates,
@@ -67,24 +30,6 @@ never interleaves with a get/set/list/describe request, and the worker never wai
 :func:`main` spins the node on a ``SingleThreadedExecutor`` (at 1 kHz rclpy's
 ``MultiThreadedExecutor`` starved the inputs in measurements); the callback
 groups keep it correct where a user adds it to a multi-threaded one.
-
-**Topics**: in, joint states
-(sensor_msgs/JointState, sensor-data QoS) on the relative name ``joint_states`` (their header
-stamps cut the windows; remap it to the rig's topic: ``-r joint_states:=/rig/joint_states``;
-the launch files and ``mb-estimation node`` remap it to the config's
-``recording.joint_states_topic``) and the voltage on ``control_voltage`` (likewise;
-std_msgs/Float64, or Float64MultiArray at ``voltage_index``, stamped with the joint state
-published last before it, by the messages' source timestamps, as they carry no header; or the
-joint states' effort); out, ``~/parameters`` and
-``~/fused_parameters`` (std_msgs/Float64MultiArray, :mod:`mb_estimation.online.messages`),
-``~/shadow_joint_states`` (one sensor_msgs/JointState per estimation step of an accepted
-window, reliable, depth 2000), ``~/filtered_joint_states`` (sensor-data QoS) and
-``/diagnostics`` (diagnostic_msgs/DiagnosticArray, 1 Hz and after each window). A publisher of
-another type on an input topic is reported in the diagnostics (checked once a second).
-The shadow states of a window are published from a thread of their own
-(:class:`~mb_estimation.online.adapter.ShadowFanout`): a slow reader never stalls the estimator.
-
-**Services**: ``~/reset`` and ``~/calibrate_now`` (std_srvs/Trigger).
 """
 
 from __future__ import annotations
@@ -134,6 +79,7 @@ from mb_estimation.transport.ros_common import (
     DEFAULT_NODE_NAME,
     DRAIN_TIMEOUT_S,
     READY_MARKER,
+    StopSignals,
     write_fused,
 )
 from mb_estimation.transport.ros_inputs import RosInputs
@@ -172,16 +118,12 @@ def _logged(transition: Callable) -> Callable:
 
 
 class EstimatorNode(LifecycleNode):
-    """The estimator as a managed (lifecycle) node on rclpy (module docstring).
+    """The estimator as a managed (lifecycle) node on rclpy: its transitions as the module says.
 
-    Made unconfigured, with the ``config`` and ``autostart`` parameters declared. ``configure``
-    loads the configuration (``config``, or the ``config`` given here: tests), declares the
-    other parameters, makes the core, publishers, services and the ``estimate.*`` parameters and
-    compiles the solver (``node.warm_up``; abandoned when ``stop_requested()`` turns true);
-    ``activate`` subscribes to the inputs and enables the publishers; ``deactivate`` undoes
-    that; ``cleanup`` stops the worker and removes what configure made; ``shutdown`` stops as
-    :meth:`close` does. ``estimator`` replaces the window estimator (tests); other keyword
-    arguments go to ``rclpy.lifecycle.LifecycleNode`` (``context``, ``parameter_overrides``...).
+    Made unconfigured, with the ``config`` and ``autostart`` parameters declared; ``config``
+    given here (tests) replaces the parameter; the warm-up compile is abandoned when
+    ``stop_requested()`` turns true. ``estimator`` replaces the window estimator (tests); other
+    keyword arguments go to ``rclpy.lifecycle.LifecycleNode`` (``context``, ...).
     """
 
     def __init__(self, config: Config | None = None, *, estimator=estimate_window,
@@ -468,28 +410,6 @@ class EstimatorNode(LifecycleNode):
     def destroy_node(self):
         self.close(drain=False)
         return super().destroy_node()
-
-
-class StopSignals:
-    """SIGINT and SIGTERM noted instead of raised: the main loop ends, the node closes cleanly.
-
-    ``first`` is the first signal's number (None until one arrives); ``count`` how many came.
-    Installed before anything slow, so a signal during start-up ends the node as well.
-    """
-
-    def __init__(self) -> None:
-        self.first: int | None = None
-        self.count = 0
-        for number in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(number, self._note)
-
-    def _note(self, number, _frame) -> None:
-        self.count += 1
-        if self.first is None:
-            self.first = number
-
-    def __bool__(self) -> bool:
-        return self.count > 0
 
 
 def main(argv: list[str] | None = None) -> int:
