@@ -74,11 +74,6 @@ class CalibrationRun:
     bound: CramerRao | None = None
 
 
-def _report(callback, *args) -> None:
-    if callback is not None:
-        callback(*args)
-
-
 def _read(config: Config, sources: Sequence[str | Path], start_s: float | None,
           end_s: float | None
           ) -> tuple[list[Recording], tuple[str, ...], tuple[GridData, ...]]:
@@ -145,16 +140,13 @@ def judge(config: Config, result: EstimationResult, identified: Identifiability,
 def cross_validate(config: Config, sources: Sequence[str | Path],
                    output: str | Path | None = None, *, start_s: float | None = None,
                    end_s: float | None = None,
-                   progress: Callable[[Progress], None] | None = None,
-                   scored: Callable[[str | Path, EstimationResult], None] | None = None
-                   ) -> list[dict]:
+                   progress: Callable[[Progress], None] | None = None) -> list[dict]:
     """Score the config's parameters on each recording: its states-only fit's MSE (crossval).
 
     Paper §4.5: with the parameters fixed, only the states of each of ``sources`` are
     estimated. Returns one row per recording (``path``, ``mse``, ``observation_mse``,
     ``impulse_mse``), written with their mean into ``output``/crossval.yaml when ``output`` is
-    given. ``scored(source, result)`` after each fit; ``progress`` sees its
-    :class:`~mb_estimation.calibration.Progress` events.
+    given. ``progress`` sees the fits' :class:`~mb_estimation.calibration.Progress` events.
     """
     rows = []
     for path in sources:
@@ -164,7 +156,6 @@ def cross_validate(config: Config, sources: Sequence[str | Path],
         rows.append({"path": str(path), "mse": result.cost,
                      "observation_mse": result.observation_mse,
                      "impulse_mse": result.impulse_mse})
-        _report(scored, path, result)
     if output is not None:
         write_crossval(output, rows, mean_score(rows))
     return rows
@@ -188,12 +179,12 @@ class SweepPoint:
 def sweep(config: Config, recordings: Sequence[Recording], *, dts: Sequence[float],
           kappas: Sequence[float], compliances: Sequence[float | None],
           start_s: float | None = None, end_s: float | None = None,
-          progress: Callable[[SweepPoint], None] | None = None) -> tuple[SweepPoint, ...]:
+          progress: Callable[[Progress], None] | None = None) -> tuple[SweepPoint, ...]:
     """Fit the config's free parameters at every (h, κ, compliance) of the grid (paper §4.7).
 
     Every fit starts from the config's values, so the points differ only in the method
     parameter; h is the step of the paper's fit or the finest step of the consistent path.
-    A new h compiles anew, κ and the compliance do not.
+    A new h compiles anew, κ and the compliance do not. ``progress`` sees the fits' events.
     """
     points = []
     for dt in dts:
@@ -201,10 +192,8 @@ def sweep(config: Config, recordings: Sequence[Recording], *, dts: Sequence[floa
         for compliance, kappa in itertools.product(compliances, kappas):
             point_config = apply_overrides(on_grid, kappa=kappa, compliance=compliance)
             result = calibrate_recordings(point_config, recordings, start_s=start_s,
-                                          end_s=end_s).result
-            point = SweepPoint(dt, kappa, compliance, result)
-            points.append(point)
-            _report(progress, point)
+                                          end_s=end_s, progress=progress).result
+            points.append(SweepPoint(dt, kappa, compliance, result))
     return tuple(points)
 
 
@@ -213,7 +202,8 @@ class SweepRun:
     """The grid of :func:`sweep_and_write` (with the defaults filled in) and what it gave.
 
     ``compliances``: None for the config's own hinge compliances; ``points``: one fit per
-    combination, in the order fitted (empty until they ran); ``written``: the files written.
+    combination, in the order fitted; ``written``: the files written; ``notes``: what reading
+    did to the recordings.
     """
 
     free: tuple[str, ...]
@@ -222,6 +212,7 @@ class SweepRun:
     compliances: tuple[float | None, ...]
     points: tuple[SweepPoint, ...] = ()
     written: tuple[Path, ...] = ()
+    notes: tuple[str, ...] = ()
 
     @property
     def total(self) -> int:
@@ -233,24 +224,20 @@ def sweep_and_write(config: Config, sources: Sequence[str | Path], output: str |
                     dts: Sequence[float] | None = None, kappas: Sequence[float] | None = None,
                     compliances: Sequence[float] | None = None, start_s: float | None = None,
                     end_s: float | None = None,
-                    read: Callable[[tuple[str, ...]], None] | None = None,
-                    planned: Callable[[SweepRun], None] | None = None,
-                    progress: Callable[[SweepPoint], None] | None = None) -> SweepRun:
+                    progress: Callable[[Progress], None] | None = None) -> SweepRun:
     """Fit at every combination of steps, κ and compliances; write sweep.csv and figures (sweep).
 
     ``dts``/``kappas``: default the config's step (:func:`pipeline.finest_step`) and κ;
     ``compliances``: default the config's own. Each fit starts from the config's values
-    (:func:`sweep`). ``read(notes)`` after reading the recordings, ``planned(run)``
-    before the first fit, ``progress(point)`` after each; sweep.csv and sweep_<setting>.png go
+    (:func:`sweep`; ``progress`` sees the fits' events); sweep.csv and sweep_<setting>.png go
     into ``output``.
     """
     from mb_estimation.report.sweep import write_sweep  # matplotlib: only where it is needed
 
     recordings, notes, _ = _read(config, sources, start_s, end_s)
-    _report(read, notes)
     run = SweepRun(tuple(config.free), tuple(dts or (pipeline.finest_step(config, recordings),)),
-                   tuple(kappas or (config.method.kappa,)), tuple(compliances or (None,)))
-    _report(planned, run)
+                   tuple(kappas or (config.method.kappa,)), tuple(compliances or (None,)),
+                   notes=notes)
     points = sweep(config, recordings, dts=run.dts, kappas=run.kappas,
                    compliances=run.compliances, start_s=start_s, end_s=end_s,
                    progress=progress)

@@ -77,6 +77,8 @@ def test_calibrate_and_crossval_write_their_files(tmp_path, capsys):
     assert [row.split(",")[1] for row in rows[1:]] == ["10.0", "1000.0"]
     assert (tmp_path / "sweep" / "sweep_kappa.png").read_bytes().startswith(b"\x89PNG")
     assert not (tmp_path / "sweep" / "sweep_compliance.png").exists()  # one value: no figure
+    printed = capsys.readouterr().out  # --quiet: the plan and the table, no progress
+    assert "sweep: 2 fits of J_Azz" in printed and "iteration   0" not in printed
 
     assert main(["crossval", str(bag), "--config", "furuta_synthetic", "--compliance", "1e-4",
                  "--parameters", str(out / "parameters.yaml"), "--max-iterations", "3",
@@ -84,6 +86,7 @@ def test_calibrate_and_crossval_write_their_files(tmp_path, capsys):
     scores = yaml.safe_load((out / "crossval.yaml").read_text())
     score = scores["recordings"][0]["mse"]
     assert score > 0 and scores["mean_mse"] == score
+    assert f"{bag}: CV {score:.4e}" in capsys.readouterr().out
 
     # the fitted model simulated: its values (free and fixed) land in ground_truth.yaml
     fitted = tmp_path / "fitted_bag"

@@ -34,16 +34,14 @@ def crossval_command(args) -> int:
     from mb_estimation.cli.printing import fit_progress
     from mb_estimation.workflows import cross_validate, mean_score
 
-    def scored(path, result):
-        print(f"{path}: CV {result.cost:.4e} (observation {result.observation_mse:.3e}, "
-              f"impulse {result.impulse_mse:.3e}), {result.message}")
-
     check_bags(args.bags)
     if args.output is not None:
         check_output_folder(args.output)
     config = load_config(args)
     rows = cross_validate(config, args.bags, args.output, start_s=args.start, end_s=args.end,
-                          progress=fit_progress(args.quiet, config, states_only=True),
-                          scored=scored)
+                          progress=fit_progress(args.quiet, config, states_only=True))
+    for row in rows:
+        print(f"{row['path']}: CV {row['mse']:.4e} (observation {row['observation_mse']:.3e}, "
+              f"impulse {row['impulse_mse']:.3e})")
     print(f"mean CV score {mean_score(rows):.4e}")
     return 0

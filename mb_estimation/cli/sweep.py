@@ -39,8 +39,8 @@ def add_sweep(commands) -> None:
 
 
 def sweep_command(args) -> int:
-    """A line per fit, the table of results; sweep.csv and figures into --output."""
-    from mb_estimation.cli.printing import print_notes
+    """The fits' progress, then the table of results; sweep.csv and figures into --output."""
+    from mb_estimation.cli.printing import fit_progress, print_notes
     from mb_estimation.report.sweep import sweep_rows
     from mb_estimation.workflows import sweep_and_write
 
@@ -48,30 +48,15 @@ def sweep_command(args) -> int:
     check_output_folder(args.output)
     # the values to sweep over are not overrides: each fit sets its own
     config = load_config(args, ignore=("step_s", "kappa", "compliance"))
-    total = done = 0
-
-    def planned(run):
-        nonlocal total
-        total = run.total
-        compliances = ("from the config" if run.compliances == (None,)
-                       else ", ".join(map(str, run.compliances)))
-        print(f"sweep: {total} fits of {', '.join(run.free)} (h "
-              f"{', '.join(map(str, run.dts))}; κ {', '.join(map(str, run.kappas))}; "
-              f"compliance {compliances})")
-
-    def show(point):
-        nonlocal done
-        done += 1
-        if not args.quiet:
-            result = point.result
-            print(f"  {done}/{total} h {point.dt:g}, κ {point.kappa:g}, compliance "
-                  f"{'config' if point.compliance is None else f'{point.compliance:g}'}: "
-                  f"{result.status} after {result.iterations} iterations, cost "
-                  f"{result.cost:.3e} ({result.wall_time_s:.1f} s)", flush=True)
-
     run = sweep_and_write(config, args.bags, args.output, dts=args.step_s, kappas=args.kappa,
                           compliances=args.compliance, start_s=args.start, end_s=args.end,
-                          read=print_notes, planned=planned, progress=show)
+                          progress=fit_progress(args.quiet, config))
+    print_notes(run.notes)
+    compliances = ("from the config" if run.compliances == (None,)
+                   else ", ".join(map(str, run.compliances)))
+    print(f"sweep: {run.total} fits of {', '.join(run.free)} (h "
+          f"{', '.join(map(str, run.dts))}; κ {', '.join(map(str, run.kappas))}; "
+          f"compliance {compliances})")
     rows = sweep_rows(run.points)
     columns = [c for c in rows[0] if c not in ("cost", "solve_time_s")]
     print("| " + " | ".join(columns) + " |")
