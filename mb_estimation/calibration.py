@@ -158,7 +158,7 @@ def _duration_s(recordings: Sequence[Recording], start_s: float | None,
                 end_s: float | None) -> float:
     """The shortest recording's length [s] once trimmed to ``start_s``..``end_s``."""
     lengths = [float(np.ptp(r.time_s)) for r in recordings]
-    return min(min(length, length if end_s is None else end_s) - (start_s or 0.0)
+    return min((length if end_s is None else min(length, end_s)) - (start_s or 0.0)
                for length in lengths)
 
 
@@ -167,12 +167,11 @@ def plan_of(config: Config, recordings: Sequence[Recording], *, start_s: float |
     """The stages the config asks for on these recordings.
 
     ``paper``: the single fit at :func:`~mb_estimation.pipeline.finest_step`. ``consistent``:
-    joint-coordinate fits over
-    :func:`~mb_estimation.pipeline.consistent_steps` (states only: the finest alone), then,
-    unless ``method.simulation_refinement`` is ``off`` or only the states are fitted, the
-    :func:`simulation_stage`. Recordings shorter than one of its segments leave it out, with
-    a note, when the config did not ask for it by name (``auto`` says so only when the joint
-    fit mispredicts).
+    joint-coordinate fits over :func:`~mb_estimation.pipeline.consistent_steps` (states only:
+    the finest alone), then, unless ``method.simulation_refinement`` is ``off`` or only the
+    states are fitted, the :func:`simulation_stage`. Recordings shorter than one of its
+    segments leave it out, with a note, when the config did not ask for it by name (``auto``
+    says so only when the joint fit mispredicts).
     """
     if config.advanced.estimator == "paper":
         return Plan((Stage("paper", finest_step(config, recordings)),), estimate_parameters)
