@@ -1064,4 +1064,5 @@ def test_the_estimation_step_is_step_everywhere_and_dt_only_the_simulators(
         main([command, str(tmp_path), "--config", "furuta", "--dt", "0.01",
               "--output", str(tmp_path / "out")])
     assert stopped.value.code == 2
-    assert capsys.readouterr().err.strip().endswith(f"error: --dt is now {now}")
+    err = capsys.readouterr().err.strip()
+    assert err.endswith(f"error: --dt is now {now}") and len(err.splitlines()) == 1

@@ -72,10 +72,13 @@ SIMULATED_HINGES = ("rigid (bearings: the rigid tree, stepped in joint coordinat
 
 
 def add_renamed_option(parser: argparse.ArgumentParser, old: str, new: str) -> None:
-    """``old``, hidden: using it fails with one line naming ``new``."""
+    """``old``, hidden: using it fails with one line naming ``new`` (exit status 2).
+
+    One line, not argparse's usage block: the option exists, it only moved.
+    """
     class Renamed(argparse.Action):
         def __call__(self, parser, namespace, values, option_string=None):
-            parser.error(f"{old} is now {new}")
+            parser.exit(2, f"{parser.prog}: error: {old} is now {new}\n")
 
     parser.add_argument(old, action=Renamed, help=argparse.SUPPRESS)
 
