@@ -105,6 +105,9 @@ def calibrate_and_write(config: Config, sources: Sequence[str | Path], output: s
 
     output = Path(output)
     recordings, notes, fit_grids = _read(config, sources, start_s, end_s)
+    if config.advanced.estimator != "paper":  # too short for the first step: said before compiling
+        pipeline.prepare(config, recordings, start_s=start_s, end_s=end_s,
+                         dt=pipeline.consistent_steps(config, recordings)[0])
     # the checks' simulators compile on the other core while the fit runs
     with pipeline.compiling_meanwhile(pipeline.compile_checks, config, fit_grids):
         calibration = calibrate_recordings(config, recordings, start_s=start_s, end_s=end_s,

@@ -123,9 +123,15 @@ def test_all_non_finite_is_an_error_part_is_dropped_and_reported(tmp_path, capsy
     assert "dropped 10 of 300 joint-state samples with non-finite values" in recording.notes
 
 
-def test_too_short_for_one_step(tmp_path, capsys):
+def test_too_short_for_one_step(tmp_path, capsys, monkeypatch):
+    from mb_estimation import pipeline
+
+    def compiling(*_):
+        raise AssertionError("compiling began before the recordings were checked")
+
+    monkeypatch.setattr(pipeline, "compiling_meanwhile", compiling)
     # 3 samples, 2 ms: three points at the finest step (1 ms, the sample period), two at the
-    # consistent path's first level (2 ms): too short for it
+    # consistent path's first level (2 ms): too short for it, said before anything compiles
     bag = _bag(tmp_path / "bag", n=3)
     status, err = _calibrate(capsys, bag, output=tmp_path / "o")
     _assert_one_line(status, err, "too short")
