@@ -38,19 +38,27 @@ def _components(array):
     return tuple(array[..., i] for i in range(array.shape[-1]))
 
 
+def _bilinear_form_of_product() -> np.ndarray:
+    """``C [16, 4]`` with ``a ⋆ b = vec(a bᵀ) C``: the Hamilton product's coefficients."""
+    signs = {  # (component of a, component of b) -> (component of a ⋆ b, sign)
+        (0, 0): (0, 1), (1, 1): (0, -1), (2, 2): (0, -1), (3, 3): (0, -1),
+        (0, 1): (1, 1), (1, 0): (1, 1), (2, 3): (1, 1), (3, 2): (1, -1),
+        (0, 2): (2, 1), (1, 3): (2, -1), (2, 0): (2, 1), (3, 1): (2, 1),
+        (0, 3): (3, 1), (1, 2): (3, 1), (2, 1): (3, -1), (3, 0): (3, 1),
+    }
+    form = np.zeros((16, 4))
+    for (i, j), (k, sign) in signs.items():
+        form[4 * i + j, k] = sign
+    return form
+
+
+_PRODUCT_FORM = _bilinear_form_of_product()
+
+
 def quat_multiply(a, b):
-    """Hamilton product ``a ⋆ b`` of quaternions ``[..., 4]``."""
-    aw, ax, ay, az = _components(a)
-    bw, bx, by, bz = _components(b)
-    return jnp.stack(
-        [
-            aw * bw - ax * bx - ay * by - az * bz,
-            aw * bx + ax * bw + ay * bz - az * by,
-            aw * by - ax * bz + ay * bw + az * bx,
-            aw * bz + ax * by - ay * bx + az * bw,
-        ],
-        axis=-1,
-    )
+    """Hamilton product ``a ⋆ b`` of quaternions ``[..., 4]``: ``vec(a bᵀ)`` times a constant."""
+    a, b = jnp.broadcast_arrays(a, b)
+    return (a[..., :, None] * b[..., None, :]).reshape(*a.shape[:-1], 16) @ _PRODUCT_FORM
 
 
 def quat_conjugate(e):
@@ -63,22 +71,38 @@ def quat_normalize(e):
     return e / jnp.linalg.norm(e, axis=-1, keepdims=True)
 
 
+def _quadratic_form_of_rotation() -> np.ndarray:
+    """``C [16, 9]`` with ``vec R(e) = vec(e eᵀ) C + vec I``, the entries of (D.3) below."""
+    w, x, y, z = range(4)
+    terms = [  # R_ij - δ_ij = Σ coefficient · e_a e_b
+        [((y, y), -2), ((z, z), -2)], [((x, y), 2), ((w, z), -2)], [((x, z), 2), ((w, y), 2)],
+        [((x, y), 2), ((w, z), 2)], [((x, x), -2), ((z, z), -2)], [((y, z), 2), ((w, x), -2)],
+        [((x, z), 2), ((w, y), -2)], [((y, z), 2), ((w, x), 2)], [((x, x), -2), ((y, y), -2)],
+    ]
+    form = np.zeros((16, 9))
+    for entry, products in enumerate(terms):
+        for (a, b), coefficient in products:
+            form[4 * a + b, entry] += coefficient
+    return form
+
+
+_ROTATION_FORM = _quadratic_form_of_rotation()
+
+
 def quat_to_matrix(e):
-    """Rotation matrix ``R(e)`` ``[..., 3, 3]`` of a unit quaternion (body → world)."""
-    w, x, y, z = _components(e)
-    return jnp.stack(
-        [
-            jnp.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
-            jnp.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
-            jnp.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
-        ],
-        axis=-2,
-    )
+    """Rotation matrix ``R(e)`` ``[..., 3, 3]`` of a unit quaternion (body → world).
+
+    ``R_ij = δ_ij + Σ_ab C_ij,ab e_a e_b``: the products ``e eᵀ`` times a constant matrix, a
+    handful of operations where the nine entries written out are sixty, and every rotation of
+    every body of the model goes through here (and through its derivatives).
+    """
+    products = (e[..., :, None] * e[..., None, :]).reshape(*e.shape[:-1], 16)
+    return (products @ _ROTATION_FORM).reshape(*e.shape[:-1], 3, 3) + np.eye(3)
 
 
 def dot(a, b):
-    """``a · b`` over the last axis of vectors ``[..., 3]``, written like :func:`matrix_times`."""
-    return a[..., 0] * b[..., 0] + a[..., 1] * b[..., 1] + a[..., 2] * b[..., 2]
+    """``a · b`` over the last axis of vectors ``[..., 3]``."""
+    return jnp.sum(a * b, axis=-1)
 
 
 def matrix_times(rotation, v):

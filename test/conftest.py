@@ -72,20 +72,30 @@ RCLPY_FILES = frozenset(path.name for path in Path(__file__).parent.glob("test_*
                         if "ros_network" in path.read_text(encoding="utf-8"))
 
 
+#: Files of long, independent fits (no costly module fixture): each test is a unit of its own.
+PER_TEST_FILES = frozenset({"test_verdict.py", "test_shooting.py", "test_cli_estimation.py",
+                            "test_reference_agreement.py"})
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """Under ``pytest -n`` (pytest-xdist): each file is a unit, and the rclpy files one unit.
 
     The rclpy tests share the loopback network (its ROS domains, node names, /diagnostics) and
     time their messages, so they run one after another on one worker; whole files keep a
-    module's fixtures (a running node) and compiled programs on one worker.
+    module's fixtures (a running node) and compiled programs on one worker. The files of
+    :data:`PER_TEST_FILES` are split into their tests: xdist hands out the units with the most
+    tests first, so these single tests come last and the two workers end close together
+    instead of one of them running a whole file of fits alone at the end.
     """
     from xdist.scheduler import LoadScopeScheduling
 
     class FilesAndRclpy(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
-            return "rclpy" if Path(module).name in RCLPY_FILES else module
+            if Path(module).name in RCLPY_FILES:
+                return "rclpy"
+            return nodeid if Path(module).name in PER_TEST_FILES else module
 
     return FilesAndRclpy(config, log)
 
