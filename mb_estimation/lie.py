@@ -72,7 +72,7 @@ def quat_normalize(e):
 
 
 def _quadratic_form_of_rotation() -> np.ndarray:
-    """``C [16, 9]`` with ``vec R(e) = vec(e eᵀ) C + vec I``, the entries of (D.3) below."""
+    """``C [16, 9]`` with ``vec R(e) = vec(e eᵀ) C + vec I`` for a unit quaternion ``e``."""
     w, x, y, z = range(4)
     terms = [  # R_ij - δ_ij = Σ coefficient · e_a e_b
         [((y, y), -2), ((z, z), -2)], [((x, y), 2), ((w, z), -2)], [((x, z), 2), ((w, y), 2)],
@@ -92,9 +92,9 @@ _ROTATION_FORM = _quadratic_form_of_rotation()
 def quat_to_matrix(e):
     """Rotation matrix ``R(e)`` ``[..., 3, 3]`` of a unit quaternion (body → world).
 
-    ``R_ij = δ_ij + Σ_ab C_ij,ab e_a e_b``: the products ``e eᵀ`` times a constant matrix, a
-    handful of operations where the nine entries written out are sixty, and every rotation of
-    every body of the model goes through here (and through its derivatives).
+    ``R_ij = δ_ij + Σ_ab C_ij,ab e_a e_b``: the products ``e eᵀ`` times a constant matrix.
+    Every rotation of the model and its derivatives goes through here; a handful of operations
+    instead of the sixty of the nine entries written out makes every compiled program smaller.
     """
     products = (e[..., :, None] * e[..., None, :]).reshape(*e.shape[:-1], 16)
     return (products @ _ROTATION_FORM).reshape(*e.shape[:-1], 3, 3) + np.eye(3)
