@@ -93,9 +93,10 @@ def pytest_xdist_make_scheduler(config, log):
     class FilesAndRclpy(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
-            if Path(module).name in RCLPY_FILES:
+            name = Path(module).name
+            if name in RCLPY_FILES:
                 return "rclpy"
-            return nodeid if Path(module).name in PER_TEST_FILES else module
+            return nodeid if name in PER_TEST_FILES else module
 
     return FilesAndRclpy(config, log)
 

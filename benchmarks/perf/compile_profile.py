@@ -46,7 +46,6 @@ def pytest_runtest_protocol(item, nextitem):  # noqa: ARG001 (pytest's hook sign
     _started[item.nodeid] = time.monotonic()
 
 
-
 def pytest_runtest_logfinish(nodeid, location):  # noqa: ARG001
     """After a test's teardown: append its line."""
     wall = time.monotonic() - _started.pop(nodeid, time.monotonic())
