@@ -110,8 +110,8 @@ def matrix_times(rotation, v):
 
     Written with broadcast products rather than ``@``: under ``vmap`` and forward-mode AD a
     product of tiny matrices becomes a batched dot that XLA's CPU backend neither fuses nor runs
-    fast, while these products fuse with their neighbours (measured; a sum over the last axis
-    compiles smaller but ran the model's Jacobian programs about 1.4× slower).
+    fast, while these products fuse with their neighbours (measured). A sum over the last axis
+    compiles smaller, but the model's Jacobian programs then run slower (measured too).
     """
     return (rotation[..., :, 0] * v[..., 0:1] + rotation[..., :, 1] * v[..., 1:2]
             + rotation[..., :, 2] * v[..., 2:3])
