@@ -13,7 +13,7 @@ leaves the fused estimate in ``output`` as ``calibrate`` would (``parameters.yam
    machines without rosbag2;
 2. after each accepted window the node rewrites the files in ``output`` (its ``output_dir``);
 3. when the bag has been played, ``~/calibrate_now`` is called (one more window over the newest
-   buffered data; :func:`~mb_estimation.transport.ros_node.call_trigger`, which needs no ``ros2``
+   buffered data; :func:`~mb_estimation.transport.ros_player.call_trigger`, which needs no ``ros2``
    command line), and after a short grace period the launch shuts down: the node first
    estimates the windows already cut (``DRAIN_TIMEOUT_S``), writes the files once more and exits.
 

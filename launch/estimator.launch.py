@@ -102,7 +102,7 @@ def generate_launch_description():
             description="node name: topics and services under /<node_name>/"),
         *(DeclareLaunchArgument(name, default_value="",
                                 description=f"{setting.description} (empty: the config's "
-                                            f"{setting.section}.{name})")
+                                            f"node.{name})")
           for name, setting in NODE_SETTINGS.items()),
         OpaqueFunction(function=_estimator),
     ])

@@ -31,6 +31,7 @@ from mb_estimation.estimation.identifiability import Identifiability
 from mb_estimation.io.bags import BagError, write_rig_bag
 from mb_estimation.io.recordings import read_recording
 from mb_estimation.io.results import write_crossval, write_outputs
+from mb_estimation.message_types import JOINT_STATE
 from mb_estimation.signals import GridData, Recording, recorded_joint_states
 from mb_estimation.simulation import simulate_recording
 from mb_estimation.validation import OpenLoopCheck, PredictionCheck
@@ -309,6 +310,8 @@ def write_simulated_bag(config: Config, scenario: str, output: str | Path, *,
                                                   recording.joint_rates)
     stamps_ns = SIMULATED_START_TIME_S * 10**9 + np.round(recording.time_s * 1e9).astype(np.int64)
     has_input = recording.inputs.shape[1] > 0
+    in_joint_states = recording_settings.voltage_type == JOINT_STATE
+    voltage_joint = recording_settings.voltage_joint if in_joint_states else None
     write_rig_bag(
         output,
         joint_time_ns=stamps_ns,
@@ -318,9 +321,11 @@ def write_simulated_bag(config: Config, scenario: str, output: str | Path, *,
         joint_states_topic=recording_settings.joint_states_topic,
         voltage_time_ns=stamps_ns if has_input else None,
         voltage=recording.inputs[:, 0] if has_input else None,
-        voltage_topic=recording_settings.voltage_topic if has_input else None,
+        voltage_topic=(recording_settings.voltage_topic
+                       if has_input and not in_joint_states else None),
         voltage_type=recording_settings.voltage_type,
         voltage_index=recording_settings.voltage_index,
+        voltage_joint=voltage_joint,
         storage=storage,
         overwrite=overwrite,
     )

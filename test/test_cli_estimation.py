@@ -274,3 +274,29 @@ def test_write_simulated_bag_checks_before_it_simulates(tmp_path):
     (tmp_path / "bag").mkdir()
     with pytest.raises(BagError, match="exists already; pass overwrite=True"):
         write_simulated_bag(config, "release", tmp_path / "bag", duration_s=0.05)
+
+
+def test_simulate_writes_the_voltage_where_the_config_reads_it(tmp_path):
+    """A config whose voltage is a joint's effort: simulate writes it there, and it reads back."""
+    import dataclasses
+
+    import numpy as np
+
+    from mb_estimation.config import load_config
+    from mb_estimation.io.bags import read_bag_summary, read_joint_states
+    from mb_estimation.io.recordings import read_recording
+    from mb_estimation.workflows import write_simulated_bag
+
+    topic = load_config("furuta_synthetic")
+    names = [topic.recording.joints[joint].name for joint in topic.rig_spec.joints]
+    effort = dataclasses.replace(topic, recording=dataclasses.replace(
+        topic.recording, voltage_type="sensor_msgs/msg/JointState", voltage_joint=names[1]))
+    inputs = []
+    for config in (topic, effort):
+        bag = tmp_path / config.recording.voltage_type.replace("/", "_")
+        write_simulated_bag(config, "multisine", bag, duration_s=0.2)
+        inputs.append(read_recording(bag, config).inputs)
+    assert set(read_bag_summary(bag).topics) == {effort.recording.joint_states_topic}
+    efforts = read_joint_states(bag, effort.recording.joint_states_topic).efforts
+    assert np.all(efforts[:, 0] == 0.0) and np.any(efforts[:, 1] != 0.0)
+    np.testing.assert_array_equal(inputs[1], inputs[0])

@@ -28,7 +28,7 @@ _EXPORTS = {
     "load": ("load_config", "parse_config"),
     "builtin": ("builtin_config_names", "builtin_config_path", "resolve_config"),
     "overrides": ("apply_overrides", "parse_assignments", "parse_free_list",
-                  "with_section_values"),
+                  "with_node_values"),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 

@@ -3,7 +3,7 @@
 The command line (``--free``, ``--set``, ``--step``, ``--kappa``, ``--compliance``, ...), the node's
 ``free``/``set``/``compliance`` and settings ROS parameters, the sweep and
 the node core all change a :class:`~mb_estimation.config.schema.Config` through
-:func:`apply_overrides` and :func:`with_section_values`, which validate exactly like the file
+:func:`apply_overrides` and :func:`with_node_values`, which validate exactly like the file
 and name the config key in their messages (``parameters.J_Azz``, ``method.step_s``). The caller
 names where the values came from (``sources``, ``source``): ``override`` unless told, the
 command line its flags, the node ``ROS parameter ...``. The text forms ``J_Azz,J_Byy`` and
@@ -34,11 +34,10 @@ from mb_estimation.config.sections import (
     ADVANCED_FIELDS,
     METHOD_FIELDS,
     parse_node,
-    recording_fields,
 )
 from mb_estimation.rigs.parameters import COMPLIANCE_PARAMETERS
 
-__all__ = ["apply_overrides", "parse_assignments", "parse_free_list", "with_section_values"]
+__all__ = ["apply_overrides", "parse_assignments", "parse_free_list", "with_node_values"]
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: What a value of :func:`apply_overrides` is called in messages unless its caller says.
@@ -116,23 +115,15 @@ def parse_assignments(text: str, source: str = "--set") -> dict[str, float | tup
 # Overrides
 
 
-def with_section_values(config: Config, section: str, changes: Mapping[str, Any],
-                        source: str = DEFAULT_SOURCE) -> Config:
-    """``config`` with ``changes`` to its ``node`` section or its ``recording`` topics.
+def with_node_values(config: Config, changes: Mapping[str, Any],
+                     source: str = DEFAULT_SOURCE) -> Config:
+    """``config`` with ``changes`` to its ``node`` section.
 
-    Checked as the YAML is (the same messages, naming ``section.key``); for the node's own
-    settings (e.g. ROS parameters that default to the config's values).
+    Checked as the YAML is (the same messages, naming ``node.key``); for the node's own
+    settings (ROS parameters that default to the config's values).
     """
-    if section == "node":
-        raw = {**dataclasses.asdict(config.node), **changes}
-        return dataclasses.replace(config, node=parse_node(raw, source))
-    if section == "recording" and set(changes) <= {"joint_states_topic", "voltage_topic"}:
-        fields = recording_fields(config.rig_spec)
-        checked = {key: fields[key](value, source, f"recording.{key}")
-                   for key, value in changes.items()}
-        return dataclasses.replace(config, recording=dataclasses.replace(config.recording,
-                                                                         **checked))
-    raise ValueError(f"no such settings: {section} {sorted(changes)}")
+    raw = {**dataclasses.asdict(config.node), **changes}
+    return dataclasses.replace(config, node=parse_node(raw, source))
 
 
 def apply_overrides(

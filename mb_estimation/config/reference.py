@@ -37,8 +37,9 @@ TOP_LEVEL = (
     ("friction", "`dry`", "pendulum only: `viscous`, `dry` or `stribeck`"),
     ("parameters", "required", "the rig's model parameters (below); those with a default may "
      "be left out"),
-    ("free", "required", "the parameters to estimate: `NAME: {lower: L, upper: U}` (bounds "
-     "optional: the parameter's range) or a list of names; start values are `parameters`"),
+    ("free", "none (the states alone)", "the parameters to estimate: `NAME: {lower: L, "
+     "upper: U}` (bounds optional: the parameter's range) or a list of names; start values "
+     "are `parameters`"),
 )
 
 

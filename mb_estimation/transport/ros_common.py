@@ -39,12 +39,8 @@ JOINT_STATES_INPUT = "joint_states"
 VOLTAGE_INPUT = "control_voltage"
 
 class NodeSetting(NamedTuple):
-    """A node setting declared as a ROS parameter: where the config holds its default.
+    """A node setting declared as a ROS parameter, by its key in the config's ``node``."""
 
-    The parameter's name is also the key in ``section`` (:data:`NODE_SETTINGS`' keys).
-    """
-
-    section: str  # the config section: node or recording
     type: type  # the ROS parameter's type
     description: str
 
@@ -52,28 +48,24 @@ class NodeSetting(NamedTuple):
 #: The node's settings declared as ROS parameters (by these names), each defaulting to the
 #: config's value.
 NODE_SETTINGS: dict[str, NodeSetting] = {
-    "window_s": NodeSetting("node", float,
-                            "window length [s] (joint-state header stamps)"),
-    "stride_s": NodeSetting("node", float,
-                            "time from one window's start to the next [s]"),
-    "buffer_s": NodeSetting("node", float, "ring buffer length [s]"),
-    "max_rate_hz": NodeSetting("node", float, "highest expected joint-state "
-                               "rate [Hz] (sizes the buffers and input queues)"),
-    "pending_windows": NodeSetting("node", int, "windows waiting for the "
-                                   "estimator; beyond, the oldest is dropped"),
-    "forgetting": NodeSetting("node", float, "fusion: weight of the old "
-                              "information per accepted window, (0, 1]"),
-    "max_cost": NodeSetting("node", float,
-                            "a window whose final cost is above this is rejected"),
-    "min_motion_rad": NodeSetting("node", float, "a window whose joints all "
-                                  "move less than this [rad] is at rest (rejected)"),
-    "max_joint_speed_rad_s": NodeSetting(
-        "node", float, "a window in which a joint moves faster than this [rad/s] between two "
-        "samples holds a jump no rig makes (rejected)"),
-    "state_file": NodeSetting("node", str, "fused estimate persisted here and "
-                              "reloaded at start (empty: none)"),
-    "warm_up": NodeSetting("node", bool,
-                           "compile on a synthetic window when configured"),
+    "window_s": NodeSetting(float, "window length [s] (joint-state header stamps)"),
+    "stride_s": NodeSetting(float, "time from one window's start to the next [s]"),
+    "buffer_s": NodeSetting(float, "ring buffer length [s]"),
+    "max_rate_hz": NodeSetting(float, "highest expected joint-state rate [Hz] (sizes the "
+                               "buffers and input queues)"),
+    "pending_windows": NodeSetting(int, "windows waiting for the estimator; beyond, the "
+                                   "oldest is dropped"),
+    "forgetting": NodeSetting(float, "fusion: weight of the old information per accepted "
+                              "window, (0, 1]"),
+    "max_cost": NodeSetting(float, "a window whose final cost is above this is rejected"),
+    "min_motion_rad": NodeSetting(float, "a window whose joints all move less than this "
+                                  "[rad] is at rest (rejected)"),
+    "max_joint_speed_rad_s": NodeSetting(float, "a window in which a joint moves faster than "
+                                         "this [rad/s] between two samples holds a jump no "
+                                         "rig makes (rejected)"),
+    "state_file": NodeSetting(str, "fused estimate persisted here and reloaded at start "
+                              "(empty: none)"),
+    "warm_up": NodeSetting(bool, "compile on a synthetic window when configured"),
 }
 
 
@@ -84,7 +76,7 @@ def node_setting_defaults(config: Config) -> dict[str, Any]:
     """
     values = {}
     for parameter, setting in NODE_SETTINGS.items():
-        value = getattr(getattr(config, setting.section), parameter)
+        value = getattr(config.node, parameter)
         values[parameter] = "" if value is None else setting.type(value)
     return values
 
@@ -94,16 +86,11 @@ def with_node_settings(config: Config, values: dict[str, Any]) -> Config:
 
     Raises :class:`~mb_estimation.config.ConfigError` naming the config key.
     """
-    from mb_estimation.config.overrides import with_section_values
+    from mb_estimation.config.overrides import with_node_values
 
-    sections: dict[str, dict[str, Any]] = {}
-    for parameter, value in values.items():
-        if parameter == "state_file" and value == "":
-            value = None
-        sections.setdefault(NODE_SETTINGS[parameter].section, {})[parameter] = value
-    for section, changes in sections.items():
-        config = with_section_values(config, section, changes, source="ROS parameter")
-    return config
+    changes = {parameter: None if parameter == "state_file" and value == "" else value
+               for parameter, value in values.items()}
+    return with_node_values(config, changes, source="ROS parameter")
 
 
 #: The ROS parameters behind :func:`apply_node_overrides`' overrides, for messages.

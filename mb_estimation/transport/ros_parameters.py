@@ -124,7 +124,7 @@ def declare_node_parameters(node: Node, config: Config) -> NodeParameters:
                            "node.push_mapping)")
     settings = {
         name: declare(name, value, f"{NODE_SETTINGS[name].description} (default: the "
-                      f"config's {NODE_SETTINGS[name].section}.{name})")
+                      f"config's node.{name})")
         for name, value in node_setting_defaults(config).items()}
     config = with_node_settings(config, settings)
     config = apply_node_overrides(config, free=free, set_text=set_text, compliance=compliance)

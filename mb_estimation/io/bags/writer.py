@@ -99,6 +99,7 @@ def write_rig_bag(
     voltage_topic: str | None = None,
     voltage_type: str = FLOAT64,
     voltage_index: int = 0,
+    voltage_joint: str | None = None,
     storage: str = "sqlite3",
     overwrite: bool = False,
 ) -> Path:
@@ -113,9 +114,10 @@ def write_rig_bag(
     * ``std_msgs/msg/Float64MultiArray``: ``data`` of length ``voltage_index + 1`` with the voltage
       at ``voltage_index`` and zeros before it (empty layout);
     * ``sensor_msgs/msg/JointState``: no separate topic; the joint-state messages carry the
-      voltage as ``effort`` of the first joint (zeros for the others).  ``voltage`` must then have
-      one value per joint-state message and ``voltage_time_ns`` must be None or equal
-      ``joint_time_ns``; ``voltage_topic`` must be None or ``joint_states_topic``.
+      voltage as ``effort`` of ``voltage_joint`` (default the first joint; zeros for the
+      others).  ``voltage`` must then have one value per joint-state message and
+      ``voltage_time_ns`` must be None or equal ``joint_time_ns``; ``voltage_topic`` must be
+      None or ``joint_states_topic``.
 
     Every message's receive (log) time equals its stamp.  Topic names are written exactly as
     given (with or without a leading slash).  The bag is written into a temporary sibling
@@ -134,6 +136,8 @@ def write_rig_bag(
         voltage_topic: Voltage topic name (required for the Float64 variants).
         voltage_type: One of :data:`VOLTAGE_TYPES`.
         voltage_index: Index of the voltage in a Float64MultiArray.
+        voltage_joint: JointState variant: the joint (one of ``joint_names``) whose effort
+            holds the voltage; None: the first.
         storage: ``"sqlite3"`` (Humble's default) or ``"mcap"``.
         overwrite: Replace an existing bag at ``path`` (only if the directory holds nothing but
             rosbag2 files).
@@ -197,6 +201,8 @@ def write_rig_bag(
                     "voltage as JointState effort: voltage_time_ns must equal "
                     "joint_time_ns (or be None)"
                 )
+            if voltage_joint is not None and voltage_joint not in names:
+                raise BagError(f"voltage_joint {voltage_joint!r} is not one of {names!r}")
             if voltage_topic is not None and voltage_topic != joint_states_topic:
                 raise BagError(
                     f"voltage as JointState effort is written on {joint_states_topic!r}; "
@@ -243,6 +249,7 @@ def write_rig_bag(
                 int(voltage_index),
                 t_volt,
                 volt,
+                0 if voltage_joint is None else names.index(voltage_joint),
             )
         except BagError:
             raise
@@ -269,6 +276,7 @@ def _write(
     voltage_index: int,
     t_volt: np.ndarray | None,
     volt: np.ndarray | None,
+    effort_index: int,
 ) -> None:
     from rosbags.rosbag2 import StoragePlugin, Writer
 
@@ -285,7 +293,7 @@ def _write(
         effort = empty
         if effort_volt:
             effort = np.zeros(j)
-            effort[0] = volt[k]
+            effort[effort_index] = volt[k]
         msg = JointState(
             header=Header(stamp=Time(sec=sec, nanosec=nanosec), frame_id=""),
             name=names,
