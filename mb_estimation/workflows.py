@@ -281,9 +281,9 @@ def write_simulated_bag(config: Config, scenario: str, output: str | Path, *,
     steps at ``dt`` [s] and is sampled at ``rate_hz``, with Gaussian angle noise
     ``noise_rad`` [rad] (seed ``seed``) and ``encoder_counts`` per revolution (each default:
     the config's ``simulation`` section). The bag at ``output`` holds the joint states and the
-    voltage on the config's topics (names, offset and sign from ``recording``), stamped from
-    :data:`SIMULATED_START_TIME_S`; beside them ground_truth.yaml, the config with these
-    settings (a valid config). ``output`` must not exist unless ``overwrite``.
+    voltage as the config's ``recording`` reads them (topics, names, offset, sign, the voltage's
+    type or joint), stamped from :data:`SIMULATED_START_TIME_S`; beside them ground_truth.yaml,
+    the config with these settings (a valid config). ``output`` must not exist unless ``overwrite``.
     """
     settings = config.simulation
     dt = dt if dt is not None else settings.dt
