@@ -11,7 +11,8 @@ from Table 1's values (0.01, 0.01, 1e-4, 1e-4):
 Parts (each prints Markdown)::
 
     python benchmarks/studies/bench_consistent.py recovery --data paper|rigid [--l2 0.92,0.092]
-        [--scenarios release,multisine,swingup] [--estimators default,consistent,paper,simulation]
+        [--scenarios release,multisine,swingup (swingup: --data paper only)]
+        [--estimators default,consistent,paper,simulation]
     python benchmarks/studies/bench_consistent.py compliance [--l2 ...]   # 1e-7 against 1e-9
     python benchmarks/studies/bench_consistent.py figure6 [--l2 0.92]     # against h and ε
     python benchmarks/studies/bench_consistent.py monte-carlo [--seeds 10] [--l2 ...]
