@@ -54,7 +54,7 @@ setup(
     entry_points={
         "console_scripts": [
             "mb-estimation = mb_estimation.cli:main",
-            "estimator_node = mb_estimation.transport.ros_node:main",
+            "estimator_node = mb_estimation.ros.ros_node:main",
         ],
     },
 )

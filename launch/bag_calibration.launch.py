@@ -2,7 +2,7 @@
 
 Runs ``estimator_node`` (as ``/mb_estimator``, ``use_sim_time``) on a replayed rosbag2 bag and
 leaves the fused estimate in ``output`` as ``calibrate`` would (``parameters.yaml`` and
-``ros_parameters.yaml``, see ``write_fused`` in ``mb_estimation/transport/ros_common.py``):
+``ros_parameters.yaml``, see ``write_fused`` in ``mb_estimation/ros/ros_common.py``):
 
 1. the node (a lifecycle node) is configured (it loads the config and compiles the solver) and
    activated (it subscribes); on its transition to active the bag is played by the ``player``:
@@ -13,7 +13,7 @@ leaves the fused estimate in ``output`` as ``calibrate`` would (``parameters.yam
    machines without rosbag2;
 2. after each accepted window the node rewrites the files in ``output`` (its ``output_dir``);
 3. when the bag has been played, ``~/calibrate_now`` is called (one more window over the newest
-   buffered data; :func:`~mb_estimation.transport.ros_player.call_trigger`, which needs no ``ros2``
+   buffered data; :func:`~mb_estimation.ros.ros_player.call_trigger`, which needs no ``ros2``
    command line), and after a short grace period the launch shuts down: the node first
    estimates the windows already cut (``DRAIN_TIMEOUT_S``), writes the files once more and exits.
 
@@ -46,8 +46,8 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import LifecycleNode
 from launch_ros.parameter_descriptions import ParameterValue
 
-from mb_estimation.transport.ros_common import DRAIN_TIMEOUT_S, config_topics, input_remappings
-from mb_estimation.transport.ros_launch import drive_lifecycle
+from mb_estimation.ros.ros_common import DRAIN_TIMEOUT_S, config_topics, input_remappings
+from mb_estimation.ros.ros_launch import drive_lifecycle
 
 PACKAGE = "mb_estimation"
 NODE_NAME = "mb_estimator"
@@ -98,7 +98,7 @@ def _calibration(context):
     )
     bag_play = ExecuteProcess(cmd=player, name="bag_play", output="screen")
     calibrate_now = ExecuteProcess(
-        cmd=[sys.executable, "-c", "import sys; from mb_estimation.transport.ros_player import "
+        cmd=[sys.executable, "-c", "import sys; from mb_estimation.ros.ros_player import "
              "call_trigger; sys.exit(call_trigger())", f"/{NODE_NAME}/calibrate_now"],
         name="calibrate_now",
         output="screen",

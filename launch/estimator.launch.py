@@ -1,7 +1,7 @@
 """The online estimator on the rig: ``ros2 launch mb_estimation estimator.launch.py``.
 
 Starts ``estimator_node`` (parameters, topics and services in
-``mb_estimation/transport/ros_node.py``), a lifecycle node, and drives it: configure (load the
+``mb_estimation/ros/ros_node.py``), a lifecycle node, and drives it: configure (load the
 config, compile the solver), then activate (subscribe, publish). A failed configure ends the
 launch. Launch arguments (``name:=value``):
 
@@ -33,8 +33,8 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import LifecycleNode
 from launch_ros.parameter_descriptions import ParameterValue
 
-from mb_estimation.transport.ros_common import NODE_SETTINGS, config_topics, input_remappings
-from mb_estimation.transport.ros_launch import drive_lifecycle
+from mb_estimation.ros.ros_common import NODE_SETTINGS, config_topics, input_remappings
+from mb_estimation.ros.ros_launch import drive_lifecycle
 
 PACKAGE = "mb_estimation"
 

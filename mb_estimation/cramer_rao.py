@@ -79,12 +79,12 @@ def cramer_rao_bound(rig: Rig, values: Mapping[str, object], names: Sequence[str
     for grid, start, noise in zip(grids, starts, noise_rad, strict=True):
         information += _parameter_information(system, perturbed, grid, np.asarray(start),
                                               np.asarray(noise, dtype=np.float64))
-    covariance = _inverse(information)
+    covariance = covariance_of(information)
     std = {name: float(np.sqrt(covariance[i, i])) for i, name in enumerate(names)}
     return CramerRao(names, covariance, std, information)
 
 
-def _inverse(information: np.ndarray) -> np.ndarray:
+def covariance_of(information: np.ndarray) -> np.ndarray:
     """The (pseudo-)inverse of an information matrix, ``inf`` where it holds nothing."""
     determined = informed(np.diag(information))
     information = np.where(np.outer(determined, determined), information, 0.0)
@@ -109,8 +109,18 @@ def _parameter_information(system, perturbed, grid, start, noise) -> np.ndarray:
         columns.append((replay(start + step * np.eye(len(start))[index])[observed] - base)
                        / step)
     weighted = np.stack([(c / noise).ravel() for c in columns], axis=1)
+    return eliminated_information(weighted, len(perturbed))
+
+
+def eliminated_information(weighted: np.ndarray, count: int) -> np.ndarray:
+    """The information on the first ``count`` columns' parameters, the others eliminated.
+
+    ``weighted [m, count + s]``: the sensitivities of ``m`` observations to the parameters,
+    then to ``s`` nuisance parameters (the initial state), each row divided by its noise's std.
+    With ``F = weightedᵀ weighted`` that is the Schur complement ``F_χχ - F_χx F_xx⁺ F_xχ``
+    (module docstring).
+    """
     full = weighted.T @ weighted
-    count = len(perturbed)
     parameters, coupling, states = full[:count, :count], full[:count, count:], \
         full[count:, count:]
     return parameters - coupling @ np.linalg.pinv(states) @ coupling.T

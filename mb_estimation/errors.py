@@ -4,8 +4,9 @@
 config, a recording, a file): ``mb-estimation`` reports them as one line with exit status 2.
 Any other exception is a bug and ends in a traceback (exit status 1). The subclasses live beside
 the code that raises them: :class:`~mb_estimation.config.ConfigError`,
-:class:`~mb_estimation.io.bags.BagError`, :class:`~mb_estimation.io.results.ParametersFileError`
-and the two here. Each is a ``ValueError``, so callers that catch ``ValueError`` still do.
+:class:`~mb_estimation.io.bags.BagError`,
+:class:`~mb_estimation.io.parameter_files.ParametersFileError` and the two here. Each is a
+``ValueError``, so callers that catch ``ValueError`` still do.
 Pure Python: the command line imports this module before JAX.
 """
 

@@ -1,6 +1,6 @@
 """Forward simulation of a rig through a scenario into a recording-like result.
 
-Pure numerics (no files): :func:`mb_estimation.workflows.write_simulated_bag` writes the result
+Pure numerics (no files): :func:`mb_estimation.api.write_simulated_bag` writes the result
 to a bag (the ``simulate`` command).
 """
 

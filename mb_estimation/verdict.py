@@ -9,24 +9,17 @@ parameters are free, which are fixed). Pure logic over the fit's results: no I/O
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from mb_estimation.calibration import StageFollowing
-from mb_estimation.config import Config
-from mb_estimation.cramer_rao import CramerRao
-from mb_estimation.estimation import EstimationResult
-from mb_estimation.estimation.consistent import StepDependence
+from mb_estimation.assess import PREDICTION_NOISE_RATIO, Assessment
 from mb_estimation.estimation.identifiability import (
     AT_LOWER_BOUND,
     AT_UPPER_BOUND,
     NOT_DETERMINED,
-    Identifiability,
 )
-from mb_estimation.estimation.input_delay import InputDelay
-from mb_estimation.pipeline import PREDICTION_NOISE_RATIO, PredictionMismatch
+from mb_estimation.setup import Setup
 
 #: Inertias about axes a Furuta arm never turns about: no recording shows them.
 _NEVER_EXCITED = ("J_Axx", "J_Ayy")
@@ -92,9 +85,10 @@ def _motion_that_shows(name: str) -> str:
     return "a motion in which it acts"
 
 
-def _bound_finding(config: Config, name: str, value: float, side: str) -> Finding:
+def _bound_finding(setup: Setup, name: str, value: float, side: str) -> Finding:
     problem = (f"{name} ended {side} ({value:.4g}): the data ask for a value beyond it, so it "
                "is no estimate")
+    config = setup.config
     inputs = bool(config.rig_spec.inputs)
     if side == AT_LOWER_BOUND and name in _INERTIAS_OF_THE_ARM and inputs:
         if "K" not in config.free:
@@ -106,7 +100,7 @@ def _bound_finding(config: Config, name: str, value: float, side: str) -> Findin
             action = ("the arm's inertia is set against the fixed masses and lengths (m_A l1², "
                       f"m_B lA²): check them, or fix {name} at a trusted value (the "
                       "combinations the data determine are listed)")
-    elif side == AT_LOWER_BOUND and config.free[name].lower == 0.0:
+    elif side == AT_LOWER_BOUND and setup.lower[name] == 0.0:
         action = (f"no {name} shows in these recordings: fix it at 0, or record "
                   f"{_motion_that_shows(name)}")
     else:
@@ -115,22 +109,21 @@ def _bound_finding(config: Config, name: str, value: float, side: str) -> Findin
     return Finding(problem, action)
 
 
-def verdict(config: Config, result: EstimationResult, identified: Identifiability,
-            moves: Sequence[StepDependence], prediction: PredictionMismatch | None,
-            model: str, refined: bool, delay: InputDelay | None = None,
-            bound: CramerRao | None = None, following: StageFollowing | None = None
-            ) -> Verdict:
-    """The closing verdict (module docstring).
+def verdict(setup: Setup, assessment: Assessment) -> Verdict:
+    """The closing verdict on a calibration's assessed fit (module docstring).
 
-    ``moves``: the last two refinement levels' changes (none when ``refined``: the last level
-    is a simulation-error fit); ``prediction``: the worst 0.5 s prediction against the fit's
-    noise, run through ``model`` (in words); ``delay``: the input's apparent delay, where it
-    was measured; ``bound``: the Cramér–Rao bound, where it was computed (a std far above it
-    is advice, not a finding); ``following``: how closely the simulation-error stage's own
-    simulations follow the recordings, where it ran. Where they follow, a prediction that
-    misses is not held against the model: it starts from the joint fit's states, whose error
-    a sensitive motion (a light pendulum whipped round) amplifies over the horizon.
+    Reads the assessment alone, and the setup for what the config declares: which parameters
+    are free or fixed, and the model the hinges declare (what it advises when it misses).
+    Where the kept simulation-error stage's own simulations follow the recordings, a
+    prediction that misses is not held against the model: it starts from the joint fit's
+    states, whose error a sensitive motion (a light pendulum whipped round) amplifies over the
+    horizon. A std far above the Cramér–Rao bound is advice, not a finding.
     """
+    config, model = setup.config, setup.model
+    result, identified = assessment.result, assessment.identified
+    moves, prediction = assessment.step_dependence, assessment.mismatch
+    refined, delay, bound = assessment.refit_kept, assessment.delay, assessment.bound
+    following = assessment.following
     findings = []
     if not result.status.converged:
         findings.append(Finding(
@@ -139,7 +132,7 @@ def verdict(config: Config, result: EstimationResult, identified: Identifiabilit
     for standing in identified.parameters:
         value = float(np.ravel(result.parameters[standing.name])[0])
         if standing.status in (AT_LOWER_BOUND, AT_UPPER_BOUND):
-            findings.append(_bound_finding(config, standing.name, value, standing.status))
+            findings.append(_bound_finding(setup, standing.name, value, standing.status))
     grouped = set()
     for combination in identified.undetermined:
         ratios = [str(r) for r in identified.determined_ratios
@@ -162,15 +155,9 @@ def verdict(config: Config, result: EstimationResult, identified: Identifiabilit
     moved = [row for row in moves if not row.settled]
     if moved:
         names = ", ".join(row.name for row in moved)
-        if config.hinges == "rigid":
-            action = ("the rigid model misses something this rig does at the step's time scale "
-                      "(the input's delay or gain, friction): see the other findings; or "
-                      "refine the step (--step)")
-        else:
-            action = ("the compliant hinges are declared but the fit stopped at their rigid "
-                      "limit: fit through them (--simulation-refinement on)")
         findings.append(Finding(f"{names} still move{'s' if len(moved) == 1 else ''} with the "
-                                "estimation step: shadow values of the method", action))
+                                "estimation step: shadow values of the method",
+                                model.still_moves_action))
     if delay is not None and abs(delay.delay_s) > 3 * delay.std_s:  # std ≥ a quarter step
         findings.append(Finding(
             f"the input acts {1e3 * delay.delay_s:.3g} ms (± {1e3 * delay.std_s:.2g}) "
@@ -178,22 +165,10 @@ def verdict(config: Config, result: EstimationResult, identified: Identifiabilit
             f"state it in the config: recording.input_delay_s: {delay.delay_s:.4g}"))
     followed = following is not None and following.follows
     if prediction is not None and prediction.ratio > PREDICTION_NOISE_RATIO and not followed:
-        if config.hinges == "rigid":
-            action = ("the model lacks something this rig does: check the input model (the "
-                      "driver's gain K free, recording.input_delay_s), friction on the arm "
-                      "(mu1), the fixed geometry; compliant-hinge refinement does not apply to "
-                      "declared rigid hinges")
-        elif refined:
-            action = ("neither the rigid limit nor the declared compliant hinges follow these "
-                      "recordings: check the input model and friction")
-        else:
-            action = ("the values are the rigid limit's and the prediction runs the declared "
-                      "compliant hinges: fit through them (--simulation-refinement on, on "
-                      "recordings longer than one of its segments)")
         findings.append(Finding(
             f"run {prediction.horizon_s:g} s ahead from its estimated states, the fitted model "
-            f"({model}) misses {prediction.name} by {prediction.ratio:.0f}× the fit's noise",
-            action))
+            f"({model.description}) misses {prediction.name} by {prediction.ratio:.0f}× the "
+            "fit's noise", model.mispredicts_action(refined)))
     advice = []
     if bound is not None and not refined:
         loose = []

@@ -124,12 +124,12 @@ def test_all_non_finite_is_an_error_part_is_dropped_and_reported(tmp_path, capsy
 
 
 def test_too_short_for_one_step(tmp_path, capsys, monkeypatch):
-    from mb_estimation import pipeline
+    from mb_estimation import api
 
     def compiling(*_):
         raise AssertionError("compiling began before the recordings were checked")
 
-    monkeypatch.setattr(pipeline, "compiling_meanwhile", compiling)
+    monkeypatch.setattr(api, "compiling_meanwhile", compiling)
     # 3 samples, 2 ms: three points at the finest step (1 ms, the sample period), two at the
     # consistent path's first level (2 ms): too short for it, said before anything compiles
     bag = _bag(tmp_path / "bag", n=3)
@@ -243,12 +243,12 @@ def test_a_programming_error_is_not_an_input_error(monkeypatch, capsys):
     """Exit status 2 is for input only: any other ValueError propagates (a traceback)."""
     import pytest
 
-    from mb_estimation import workflows
+    from mb_estimation import api
 
     def broken(*args, **kwargs):
         raise ValueError("a bug")
 
-    monkeypatch.setattr(workflows, "write_simulated_bag", broken)
+    monkeypatch.setattr(api, "write_simulated_bag", broken)
     with pytest.raises(ValueError, match="a bug"):
         main(["simulate", "release", "--config", CONFIG, "--output", "unused"])
     assert capsys.readouterr().err == ""
@@ -259,7 +259,7 @@ def test_input_errors_are_user_errors():
     from mb_estimation.config import ConfigError
     from mb_estimation.errors import RecordingError, SimulationError, UserError
     from mb_estimation.io.bags import BagError
-    from mb_estimation.io.results import ParametersFileError
+    from mb_estimation.io.parameter_files import ParametersFileError
 
     for error in (ConfigError, BagError, RecordingError, SimulationError, ParametersFileError):
         assert issubclass(error, UserError) and issubclass(error, ValueError)
@@ -271,6 +271,8 @@ def test_an_output_that_cannot_be_a_folder_is_one_line_before_the_fit(tmp_path, 
     taken.write_text("not a folder")
     status, err = _calibrate(capsys, bag, output=taken)
     _assert_one_line(status, err, "exists and is not a folder")
+    status, err = _calibrate(capsys, bag, output="/proc/no_such_folder/out")
+    _assert_one_line(status, err, "/proc/no_such_folder/out: cannot write there")
     locked = tmp_path / "locked"
     locked.mkdir()
     locked.chmod(0o500)

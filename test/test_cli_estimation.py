@@ -11,7 +11,7 @@ import yaml
 from examples_loader import EXAMPLES, load_example
 
 from mb_estimation.cli import main
-from mb_estimation.io.results import read_parameters
+from mb_estimation.io.parameter_files import read_parameters
 
 
 def test_calibrate_and_crossval_write_their_files(tmp_path, capsys):
@@ -115,21 +115,21 @@ def test_calibrate_exit_status_says_how_the_fit_stopped(tmp_path, monkeypatch, c
     """
     import dataclasses
 
-    from mb_estimation import workflows
+    from mb_estimation import api
     from mb_estimation.estimation import FitStatus
 
     bag = tmp_path / "bag"
     assert main(["simulate", "swingup", "--config", "furuta_synthetic", "--output", str(bag),
                  "--duration", "0.6", "--dt", "1e-3"]) == 0
-    real = workflows.calibrate_recordings
+    real = api.fit
     for status, expected in ((FitStatus.GRADIENT, 0), (FitStatus.MAX_ITERATIONS, 0),
                              (FitStatus.NO_PROGRESS, 1)):
         def stopped(*args, status=status, **kwargs):
-            calibration = real(*args, **kwargs)
-            return dataclasses.replace(calibration, result=dataclasses.replace(
-                calibration.result, status=status))
+            fitted = real(*args, **kwargs)
+            return dataclasses.replace(fitted, joint=dataclasses.replace(fitted.joint,
+                                                                         status=status))
 
-        monkeypatch.setattr(workflows, "calibrate_recordings", stopped)
+        monkeypatch.setattr(api, "fit", stopped)
         out = tmp_path / status
         assert main(["calibrate", str(bag), "--config", "furuta_synthetic", "--free", "J_Azz",
                      "--set", "J_Azz=0.005", "--compliance", "1e-4", "--max-iterations", "3",
@@ -201,8 +201,8 @@ def test_configured_entry_points_reuse_freed_buffers_without_page_faults():
 def test_drift_correction_in_the_config_reaches_simulate_and_the_estimator(tmp_path, repo_root):
     from mb_estimation.config import load_config
     from mb_estimation.io.bags import read_joint_states
-    from mb_estimation.pipeline import estimation_problem
     from mb_estimation.rigs import parameter_arrays
+    from mb_estimation.setup import rig_of
 
     data = yaml.safe_load((repo_root / "config/furuta_synthetic.yaml").read_text())
     data["advanced"] = {"drift_correction": True}
@@ -220,7 +220,7 @@ def test_drift_correction_in_the_config_reaches_simulate_and_the_estimator(tmp_p
     assert 0.0 < difference < 1e-2  # the same motion, through other rows
 
     config = load_config(config_path)
-    system = estimation_problem(config, ()).rig.build(parameter_arrays(config.parameters))
+    system = rig_of(config).build(parameter_arrays(config.parameters))
     assert system.drift_correction
 
 
@@ -262,10 +262,10 @@ def test_write_simulated_bag_checks_before_it_simulates(tmp_path):
     """The library function behind simulate: bad settings fail before the simulation runs."""
     import pytest
 
+    from mb_estimation.api import write_simulated_bag
     from mb_estimation.config import load_config
     from mb_estimation.errors import SimulationError
     from mb_estimation.io.bags import BagError
-    from mb_estimation.workflows import write_simulated_bag
 
     config = load_config("furuta_synthetic")
     with pytest.raises(SimulationError, match="noise must be non-negative"):
@@ -282,10 +282,10 @@ def test_simulate_writes_the_voltage_where_the_config_reads_it(tmp_path):
 
     import numpy as np
 
+    from mb_estimation.api import write_simulated_bag
     from mb_estimation.config import load_config
     from mb_estimation.io.bags import read_bag_summary, read_joint_states
     from mb_estimation.io.recordings import read_recording
-    from mb_estimation.workflows import write_simulated_bag
 
     topic = load_config("furuta_synthetic")
     names = [topic.recording.joints[joint].name for joint in topic.rig_spec.joints]

@@ -16,14 +16,15 @@ import numpy as np
 import pytest
 from jax.experimental.compilation_cache import compilation_cache
 
-from mb_estimation import pipeline
-from mb_estimation.calibration import calibrate_recordings
+from mb_estimation import numerics
 from mb_estimation.config import apply_overrides, load_config
 from mb_estimation.estimation import compiled
 from mb_estimation.estimation.compiled import Compiler
 from mb_estimation.estimation.residuals import first_jacobians, transition_jacobians
+from mb_estimation.fitting import fit
 from mb_estimation.numerics import jax
 from mb_estimation.rigs import get_rig, parameter_arrays
+from mb_estimation.setup import compile_ahead, model_of, on_grid, rig_of, set_up
 from mb_estimation.signals import Recording
 from mb_estimation.simulation import built_system, simulate_recording
 
@@ -104,7 +105,7 @@ def _model_programs():
 
 
 def test_compiling_ahead_compiles_the_fits_model_programs():
-    """:func:`pipeline.compile_ahead` from the config alone; the fit then compiles none of them.
+    """:func:`~mb_estimation.setup.compile_ahead` from the config alone; the fit compiles none.
 
     On a recording of another length and rate than the warm-up's (one second at 500 Hz, two
     consistent levels), so one compilation serves both steps.
@@ -113,20 +114,20 @@ def test_compiling_ahead_compiles_the_fits_model_programs():
     config = dataclasses.replace(config, method=dataclasses.replace(
         config.method, simulation_refinement="off"))
     before = _model_programs()
-    assert pipeline.compile_ahead(config) > 0.0
+    assert compile_ahead(config) > 0.0
     compiled_ahead = _model_programs() - before
     assert len(compiled_ahead) == 2  # the first block's and the transitions' Jacobians
     sim = simulate_recording(get_rig("furuta"), config.parameters, "swingup", duration_s=1.0,
                              dt=1e-3, rate_hz=500.0, noise_rad=1e-3, seed=1)
     recording = Recording("swingup", sim.time_s, sim.measured_angles, sim.time_s, sim.inputs)
-    calibration = calibrate_recordings(config, [recording])
-    assert len(calibration.result.refinement) == 2  # two steps, one program
+    fitted = fit(set_up(config, [recording]))
+    assert len(fitted.levels) == 2  # two steps, one program
     assert _model_programs() - before == compiled_ahead
-    assert np.isfinite(calibration.result.cost)
+    assert np.isfinite(fitted.joint.cost)
 
 
 def test_the_checks_compile_while_the_fit_runs():
-    """:func:`pipeline.compile_checks` before the estimate exists; the checks compile nothing.
+    """The model's ``compile_checks`` before the estimate exists; the checks compile nothing.
 
     A grid step of 8 ms and a 1 ms simulator, which no other test uses: the compilation ahead
     is the first of these programs.
@@ -137,11 +138,12 @@ def test_the_checks_compile_while_the_fit_runs():
     sim = simulate_recording(get_rig("furuta"), config.parameters, "swingup", duration_s=1.5,
                              dt=1e-3, rate_hz=125.0)
     recording = Recording("swingup", sim.time_s, sim.joint_angles, sim.time_s, sim.inputs)
-    grids = pipeline.prepare(config, [recording], dt=0.008)
+    grids = on_grid(config, [recording], 0.008)
+    model = model_of(config)
     # the system's build is shared by every simulation of this rig: compiled before counting
-    built_system(pipeline.config_rig(config), parameter_arrays(config.parameters))
+    built_system(rig_of(config), parameter_arrays(config.parameters))
     with CountedCompiles() as ahead:
-        pipeline.compile_checks(config, grids)
+        model.compile_checks(config.parameters, grids[0])
     assert ahead.count == 2  # the batched prediction and the replay's chunk
     # what a fit reports: its parameters, and body states on the grid
     states = jax.tree_util.tree_map(np.asarray, sim.states)
@@ -150,8 +152,8 @@ def test_the_checks_compile_while_the_fit_runs():
                     for name, value in parameter_arrays(config.parameters).items()},
         recordings=(states,))
     with CountedCompiles() as checks:
-        predictions = pipeline.prediction_checks(config, grids, result)
-        replays = pipeline.open_loop_checks(config, grids, result)
+        predictions = model.predictions(result.parameters, grids, result.recordings)
+        replays = model.replays(result.parameters, grids, result.recordings)
     assert checks.count == 0
     assert predictions[0].starts == 3 and np.all(predictions[0].rms < 1e-6)  # its own model
     assert np.isfinite(replays[0].rms_all).all()  # at the grid's own 8 ms step: not exact
@@ -159,23 +161,23 @@ def test_the_checks_compile_while_the_fit_runs():
 
 def test_compiling_meanwhile_runs_beside_the_block_and_keeps_out_of_its_way(monkeypatch):
     """The thread runs while the block does; its errors stay in it; one core starts nothing."""
-    monkeypatch.setattr(pipeline.os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(numerics.os, "sched_getaffinity", lambda pid: {0, 1})
     seen, started = [], threading.Event()
 
     def ahead(tag):
         seen.append((tag, threading.current_thread() is not threading.main_thread()))
         started.set()
 
-    with pipeline.compiling_meanwhile(ahead, "beside"):
+    with numerics.compiling_meanwhile(ahead, "beside"):
         assert started.wait(30)  # while the block runs, in its own thread
     assert seen == [("beside", True)]
 
     def failing():
         raise RuntimeError("not the block's error")
 
-    with pipeline.compiling_meanwhile(failing):
+    with numerics.compiling_meanwhile(failing):
         pass  # the block compiles what it needs itself and meets any real error there
-    monkeypatch.setattr(pipeline.os, "sched_getaffinity", lambda pid: {0})
-    with pipeline.compiling_meanwhile(ahead, "one core"):
+    monkeypatch.setattr(numerics.os, "sched_getaffinity", lambda pid: {0})
+    with numerics.compiling_meanwhile(ahead, "one core"):
         pass
     assert seen == [("beside", True)]

@@ -166,24 +166,6 @@ def test_resolve_config_takes_a_path_or_a_bare_builtin_name(tmp_path, monkeypatc
             resolve_config(missing)
 
 
-def test_the_old_module_path_re_exports_the_package():
-    """mb_estimation.io.config is a shim for old scripts; nothing else in the repository uses it."""
-    import mb_estimation.config as package
-    import mb_estimation.io.config as shim
-    from mb_estimation.signals import recorded_joint_states
-
-    assert all(getattr(shim, name) is getattr(package, name) for name in package.__all__)
-    assert shim.recorded_joint_states is recorded_joint_states
-    root = Path(__file__).resolve().parents[1]
-    old = "mb_estimation" + ".io.config"
-    users = [str(path.relative_to(root)) for folder in ("mb_estimation", "launch", "test",
-                                                        "benchmarks", "examples")
-             for path in (root / folder).rglob("*.py")
-             if old in path.read_text(encoding="utf-8")
-             and path not in (root / "mb_estimation" / "io" / "config.py", Path(__file__))]
-    assert not users
-
-
 def test_schema_and_resolver_import_without_the_rigs():
     """The launch files read defaults and find configs without importing JAX."""
     code = ("import sys; from mb_estimation.config import RecordingSettings, resolve_config; "
@@ -279,22 +261,6 @@ def test_drift_correction_is_a_boolean_off_by_default(tmp_path):
     assert parse_config(config.to_dict()) == config
     message = load_error(tmp_path, furuta(advanced={"drift_correction": "yes"}))
     assert message.startswith("advanced.drift_correction: expected true or false, got 'yes'")
-
-
-@pytest.mark.parametrize(("section", "key", "now"), [
-    ("method", "dt", "method.step_s"),
-    ("method", "refinement_dt", "method.step_s"),
-    ("method", "estimator", "advanced.estimator"),
-    ("method", "filter_cutoff_hz", "advanced.filter_cutoff_hz"),
-    ("method", "gradient_tolerance", "advanced.gradient_tolerance"),
-    (None, "drift_correction", "advanced.drift_correction"),
-])
-def test_a_key_that_moved_fails_with_one_line_saying_where(tmp_path, section, key, now):
-    data = furuta()
-    (data if section is None else data.setdefault(section, {}))[key] = 0.01
-    message = load_error(tmp_path, data)
-    old = key if section is None else f"{section}.{key}"
-    assert message.startswith(f"{old}: moved to {now}") and "\n" not in message
 
 
 def test_pendulum_friction_defaults_to_dry():
@@ -988,7 +954,7 @@ def test_simulation_refinement_modes(tmp_path, value, mode):
 def test_simulation_refinement_default_and_errors(tmp_path):
     data = furuta()
     del data["method"]
-    assert parse_config(data).method.simulation_refinement is None  # as the hinges declare
+    assert parse_config(data).method.simulation_refinement == "on"
     data["method"] = {"simulation_refinement": "sometimes"}
     assert load_error(tmp_path, data) == (
         "method.simulation_refinement: unknown refinement mode 'sometimes' "

@@ -19,10 +19,15 @@ import pytest
 from finite_differences import assert_parameter_columns
 from reference_furuta import mass_matrix, simulate_reference
 
-from mb_estimation.calibration import Progress, calibrate_recordings
+from mb_estimation.assess import (
+    NOISE_FLOOR_RAD,
+    PREDICTION_NOISE_RATIO,
+    kept_fit,
+    prediction_mismatch,
+    step_dependence,
+)
 from mb_estimation.config import apply_overrides, load_config
-from mb_estimation.estimation import fit_joint_level, kappa_per_step, refinement_steps
-from mb_estimation.estimation.consistent import step_dependence
+from mb_estimation.estimation import kappa_per_step, refinement_steps
 from mb_estimation.estimation.formulations import JointCoordinates, joint_motion_on
 from mb_estimation.estimation.parameters import FreeParameters
 from mb_estimation.estimation.residuals import (
@@ -31,6 +36,7 @@ from mb_estimation.estimation.residuals import (
     linearize,
     recording_residuals,
 )
+from mb_estimation.fitting import Progress, StageKind, fit, plan_of
 from mb_estimation.multibody import WORLD, Bodies, Hinge, Multibody, states_from_joints
 from mb_estimation.multibody.joint_space import (
     JointStates,
@@ -49,15 +55,9 @@ from mb_estimation.multibody.joint_space import (
 )
 from mb_estimation.multibody.variational import variational_residuals, variational_step
 from mb_estimation.numerics import jax
-from mb_estimation.pipeline import (
-    NOISE_FLOOR_RAD,
-    PREDICTION_NOISE_RATIO,
-    config_rig,
-    prediction_checks,
-    prediction_mismatch,
-)
 from mb_estimation.rigs import get_rig, parameter_arrays
 from mb_estimation.scenarios import multisine_torque
+from mb_estimation.setup import model_of, rig_of, set_up
 from mb_estimation.signals import Recording, prepare_recording
 from mb_estimation.validation import rigid_prediction_check
 
@@ -388,7 +388,7 @@ def test_reaction_impulses_of_a_step_are_second_order(truth):
 
 def test_joint_jacobian_blocks_match_finite_differences(truth):
     config = apply_overrides(truth, set_values={"mu1": 1e-3})  # dry friction on hinge 1 too
-    rig = config_rig(apply_overrides(config, free=["J_Azz", "b1", "mu1", "tilt"]))
+    rig = rig_of(apply_overrides(config, free=["J_Azz", "b1", "mu1", "tilt"]))
     grid = prepare_recording(_rigid_recording(truth, "multisine", 0.05), 1e-3, 10.0)
     values = parameter_arrays(config.parameters)
     free = FreeParameters.of(rig.spec, ("J_Azz", "b1", "mu1", "tilt"))
@@ -468,7 +468,13 @@ def _fit(config, recording):
     """
     start = apply_overrides(config, free=list(FREE), set_values=START, hinges="rigid",
                             simulation_refinement="off")
-    return calibrate_recordings(start, [recording])
+    return fit(set_up(start, [recording]))
+
+
+def _kept(config, recording):
+    """The result a calibration of ``recording`` keeps (the stages the config asks for)."""
+    setup = set_up(config, [recording])
+    return kept_fit(setup, fit(setup)).result
 
 
 @pytest.mark.parametrize("scenario", ["release", "multisine"])
@@ -479,12 +485,12 @@ def test_rigid_reference_recovered_with_stiff_hinges(truth, scenario):
     reference's value — not the shadow parameters of the paper's single fit.
     """
     recording = _rigid_recording(truth, scenario, 2.0)
-    calibration = _fit(apply_overrides(truth, compliance=1e-8), recording)
-    result = calibration.result
+    fitted = _fit(apply_overrides(truth, compliance=1e-8), recording)
+    result = fitted.joint
     assert result.converged, result.message
-    assert [level.dt for level in result.refinement] == [0.002, 0.001]
+    assert [level.stage.dt for level in fitted.levels] == [0.002, 0.001]
     _assert_recovered(result, truth)
-    assert all(row.settled for row in step_dependence(result)
+    assert all(row.settled for row in step_dependence(fitted.levels)
                if row.name in ("J_Azz", "J_Byy"))
 
 
@@ -498,10 +504,10 @@ def test_the_labs_gravity_is_the_models():
     local = apply_overrides(load_config("furuta_synthetic"),
                             set_values={"l2": L2, "gravity": 9.78})
     recording = _rigid_recording(local, "release", 2.0)  # the reference falls at 9.78 m/s²
-    right = _fit(apply_overrides(local, compliance=1e-8), recording).result
+    right = _fit(apply_overrides(local, compliance=1e-8), recording).joint
     _assert_recovered(right, local)
     paper = _fit(apply_overrides(local, compliance=1e-8, set_values={"gravity": 9.82}),
-                 recording).result
+                 recording).joint
     error = float(paper.parameters["J_Byy"]) - float(local.parameters["J_Byy"])
     assert error > 3 * float(paper.std["J_Byy"][0]), (error, paper.std["J_Byy"])
 
@@ -535,14 +541,14 @@ def test_a_light_rig_is_recovered_at_the_default_kappa():
     recording = _rigid_recording(light, "release", 2.0)
     start = apply_overrides(light, compliance=1e-8, free=list(FREE), set_values={
         "J_Azz": 5e-5, "J_Byy": 3e-5, "b1": 1e-4, "b2": 1e-4}, hinges="rigid")
-    result = calibrate_recordings(start, [recording]).result
+    result = _kept(start, recording)
     assert result.converged, result.message
     _assert_recovered(result, light)
 
 def test_estimate_does_not_depend_on_the_declared_stiffness(truth):
     """Stiff hinges (1e-7 … 1e-9 m/N) give the same estimate within its std."""
     recording = _rigid_recording(truth, "multisine", 1.0)
-    results = [_fit(apply_overrides(truth, compliance=eps), recording).result
+    results = [_fit(apply_overrides(truth, compliance=eps), recording).joint
                for eps in (1e-7, 1e-9)]
     for name in FREE:
         values = [float(r.parameters[name]) for r in results]
@@ -557,24 +563,25 @@ def test_predictions_separate_the_truth_from_a_wrong_model(truth):
     """
     recording = _rigid_recording(truth, "multisine", 2.0)
     config = apply_overrides(truth, compliance=1e-8)
-    calibration = calibrate_recordings(config, [recording], estimate_parameters=False)
-    (right,) = prediction_checks(config, calibration.grids, calibration.result)
-    wrong = dataclasses.replace(calibration.result, parameters={
-        **calibration.result.parameters, "J_Azz": 2 * calibration.result.parameters["J_Azz"]})
-    (off,) = prediction_checks(config, calibration.grids, wrong)
+    setup = set_up(config, [recording])
+    fitted = fit(setup, plan_of(setup, estimate_parameters=False))
+    grids, fitted_result, model = fitted.grids, fitted.joint, model_of(config)
+    (right,) = model.predictions(fitted_result.parameters, grids, fitted_result.recordings)
+    wrong = dataclasses.replace(fitted_result, parameters={
+        **fitted_result.parameters, "J_Azz": 2 * fitted_result.parameters["J_Azz"]})
+    (off,) = model.predictions(wrong.parameters, grids, wrong.recordings)
     assert right.starts == 4 and right.horizons_s[-1] == pytest.approx(0.5)
     assert np.all(right.rms[-1] < 3e-3), right.rms
     assert off.rms[-1, 0] > 5 * right.rms[-1, 0]
-    assert prediction_mismatch(calibration.grids, calibration.result, [right]).ratio \
-        <= PREDICTION_NOISE_RATIO
-    assert prediction_mismatch(calibration.grids, wrong, [off]).ratio > PREDICTION_NOISE_RATIO
+    assert prediction_mismatch(grids, fitted_result, [right]).ratio <= PREDICTION_NOISE_RATIO
+    assert prediction_mismatch(grids, wrong, [off]).ratio > PREDICTION_NOISE_RATIO
     # A fit through noise-free data: a prediction as close as the simulator that scores it
     # (within NOISE_FLOOR_RAD) is no miss, however small the fit's noise.
-    exact = dataclasses.replace(calibration.result, recordings=tuple(
+    exact = dataclasses.replace(fitted_result, recordings=tuple(
         dataclasses.replace(states, joint_angles=np.asarray(grid.measured_angles))
-        for grid, states in zip(calibration.grids, calibration.result.recordings, strict=True)))
+        for grid, states in zip(grids, fitted_result.recordings, strict=True)))
     close = dataclasses.replace(right, rms=np.full_like(right.rms, 0.5 * NOISE_FLOOR_RAD))
-    assert prediction_mismatch(calibration.grids, exact, [close]).ratio == pytest.approx(0.5)
+    assert prediction_mismatch(grids, exact, [close]).ratio == pytest.approx(0.5)
 
 
 @pytest.mark.slow
@@ -584,7 +591,7 @@ def test_rigid_reference_recovered_full_size(scenario, l2):
     """Done-means 2 at full size: 10 s at 1 kHz, both pendulum lengths."""
     truth = apply_overrides(load_config("furuta_synthetic"), set_values={"l2": l2})
     recording = _rigid_recording(truth, scenario, 10.0)
-    result = _fit(apply_overrides(truth, compliance=1e-8), recording).result
+    result = _fit(apply_overrides(truth, compliance=1e-8), recording).joint
     assert result.converged, result.message
     _assert_recovered(result, truth, friction_tolerance=0.3)
 
@@ -592,22 +599,24 @@ def test_rigid_reference_recovered_full_size(scenario, l2):
 def test_joint_levels_warm_start_and_extend_each_other(truth):
     """Two joint levels, coarse then fine, warm-started: κ per step, the history of both."""
     recording = _rigid_recording(truth, "multisine", 0.5)
-    config = apply_overrides(truth, compliance=1e-8, free=list(FREE), set_values=START)
-    from mb_estimation.pipeline import estimation_problem, prepare, solver_settings
-
-    result = None
-    for dt in (0.002, 0.001):
-        problem = estimation_problem(config, prepare(config, [recording], dt=dt))
-        result = fit_joint_level(problem, solver_settings(config), result)
+    config = apply_overrides(truth, compliance=1e-8, free=list(FREE), set_values=START,
+                             step_s=0.001, simulation_refinement="off")
+    fitted = fit(set_up(config, [recording]))
     p = config.parameters  # κ per step: per unit time and relative to the motor axis' inertia
     inertia = p["J_shaft"] + p["J_Azz"] + p["m_A"] * p["l1"] ** 2 + p["m_B"] * p["lA"] ** 2 \
         + p["J_Bxx"]
-    assert [level.kappa for level in result.refinement] == pytest.approx(
+    assert [level.stage.dt for level in fitted.levels] == [0.002, 0.001]
+    assert [level.kappa for level in fitted.levels] == pytest.approx(
         [100.0 * (0.01 / dt) * (0.04 / inertia) ** 2 for dt in (0.002, 0.001)])
-    assert result.settings["rest_inertia"] == pytest.approx(inertia)
+    assert fitted.rest_inertia == pytest.approx(inertia)
+    result = fitted.joint
     assert {entry.dt for entry in result.history} == {0.002, 0.001}
-    assert result.iterations == sum(level.iterations for level in result.refinement)
-    assert result.settings["estimator"] == "consistent"
+    assert [entry.iteration for entry in result.history] == list(range(len(result.history)))
+    assert result.iterations == sum(level.result.iterations for level in fitted.levels)
+    # the finer level starts where the coarser ended
+    coarse, fine = fitted.levels
+    assert fine.result.history[0].parameters["J_Azz"] == pytest.approx(
+        float(coarse.result.parameters["J_Azz"]))
 
 
 def test_automatic_simulation_refinement_decides_by_the_prediction(truth):
@@ -625,21 +634,24 @@ def test_automatic_simulation_refinement_decides_by_the_prediction(truth):
     config = dataclasses.replace(config, advanced=dataclasses.replace(
         config.advanced, simulation_segment_s=0.5))
     events = []
-    calibration = calibrate_recordings(config, [recording], progress=events.append)
-    result, note = calibration.result, calibration.note
+    setup = set_up(config, [recording])
+    fitted = fit(setup, progress=events.append)
+    kept = kept_fit(setup, fitted)
+    result, note = kept.result, kept.note
     assert all(isinstance(event, Progress) for event in events)
     assert [e.index for e in events if e.iteration is None] == [0, 1, 2]
-    assert [e.stage.fit for e in events if e.iteration is None] == ["joint", "joint",
-                                                                    "simulation"]
-    joint = [e for e in events if e.iteration is not None and e.stage.fit == "joint"]
+    assert [e.stage.kind for e in events if e.iteration is None] == [
+        StageKind.JOINT, StageKind.JOINT, StageKind.SIMULATION]
+    joint = [e for e in events if e.iteration is not None and e.stage.kind is StageKind.JOINT]
     assert [e.iteration for e in joint] == [entry.iteration for entry in result.history]
     assert all(e.record is not None for e in joint)
-    shots = [e for e in events if e.iteration is not None and e.stage.fit == "simulation"]
+    shots = [e for e in events
+             if e.iteration is not None and e.stage.kind is StageKind.SIMULATION]
     assert shots and all(set(e.values) <= set(FREE) and e.record is None for e in shots)
     before = re.search(r"misses the angles of .* by (\d+)× the fit's noise", note)
     assert before is not None and float(before.group(1)) > PREDICTION_NOISE_RATIO, note
-    after = prediction_mismatch(calibration.grids, result, calibration.predictions)
-    if result.refinement[-1].formulation == "simulation":  # kept: it predicts better
+    after = prediction_mismatch(fitted.grids, result, kept.predictions)
+    if kept.refit_kept:  # kept: it predicts better
         assert "refitted through the config's simulator" in note
         assert after.ratio < float(before.group(1))
     else:
@@ -647,7 +659,8 @@ def test_automatic_simulation_refinement_decides_by_the_prediction(truth):
     too_short = dataclasses.replace(config, advanced=dataclasses.replace(
         config.advanced, simulation_segment_s=2.0))
     events = []
-    calibration = calibrate_recordings(too_short, [recording], progress=events.append)
+    setup = set_up(too_short, [recording])
+    fitted = fit(setup, progress=events.append)
     assert [e.index for e in events if e.iteration is None] == [0, 1]  # nothing refitted
-    assert [level.formulation for level in calibration.result.refinement] == ["joint", "joint"]
-    assert "shorter than one segment of the simulation refinement" in calibration.note
+    assert fitted.simulation is None and not kept_fit(setup, fitted).refit_kept
+    assert "shorter than one segment of the simulation-error fit" in fitted.note

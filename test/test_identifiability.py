@@ -150,7 +150,7 @@ def test_a_quaternion_is_determined_by_its_two_observable_directions():
 
 def test_a_tilt_is_reported_as_the_two_angles_gravity_leans_by():
     """A rotation about gravity (here 10.5°, as the demo's fit once printed) shows nowhere."""
-    from mb_estimation.io.results import gravity_tilt
+    from mb_estimation.io.parameter_files import gravity_tilt
 
     half = 0.5 * np.radians(10.5)
     lean_x, lean_z = 0.01, -0.02
@@ -171,12 +171,13 @@ def test_a_tilt_is_reported_as_the_two_angles_gravity_leans_by():
 def test_the_furuta_arms_inertias_are_read_in_its_rest_inertia():
     from types import SimpleNamespace
 
+    from mb_estimation.assess import rest_inertia_offsets
     from mb_estimation.config import apply_overrides, load_config
-    from mb_estimation.pipeline import _rest_inertia_offsets
     from mb_estimation.rigs.furuta import rest_inertia
+    from mb_estimation.setup import set_up, warm_up_recording
 
     config = apply_overrides(load_config("furuta_synthetic"), free=["J_Azz", "J_Byy", "K"])
     values = dict(config.parameters)
-    offsets = _rest_inertia_offsets(config, SimpleNamespace(parameters=values,
-                                                            free=config.free))
+    setup = set_up(config, [warm_up_recording(config, 0.5, 100.0)])
+    offsets = rest_inertia_offsets(setup, SimpleNamespace(parameters=values, free=config.free))
     assert offsets == {"J_Azz": pytest.approx(rest_inertia(values) - values["J_Azz"])}

@@ -135,7 +135,8 @@ def test_gaps_are_bridged_without_shifting_time():
 
 def test_calibrate_counts_gap_steps_on_the_grid_it_fits_on(tmp_path):
     """The note counts the steps of the fit's grid in the gap (consistent: the sample period)."""
-    from mb_estimation import workflows
+    from mb_estimation.api import read_recordings
+    from mb_estimation.setup import set_up
 
     stamps, receive, positions = _joint_samples(n=1000)
     keep = (stamps - T0 < 0.8) | (stamps - T0 > 0.95)  # 150 ms of dropped samples
@@ -146,7 +147,8 @@ def test_calibrate_counts_gap_steps_on_the_grid_it_fits_on(tmp_path):
     paper = dataclasses.replace(config, advanced=dataclasses.replace(config.advanced,
                                                                      estimator="paper"))
     for setting, steps in ((config, 75), (paper, 15)):  # at 2 ms and at 10 ms (as above)
-        _, notes, grids = workflows._read(setting, [path], None, None)
+        setup = set_up(setting, read_recordings(setting, [path]))
+        notes, grids = setup.notes, setup.grids
         assert grids[0].dt == pytest.approx(0.002 if setting is config else 0.01, rel=1e-3)
         assert any(f"{steps} of " in note and "fall in gaps" in note for note in notes), notes
 

@@ -13,8 +13,8 @@ from configs import TABLE_1, TRUTH
 
 from mb_estimation.config import apply_overrides, load_config
 from mb_estimation.online.core import EstimatorCore
-from mb_estimation.online.windows import estimate_window, judge, window_step
-from mb_estimation.pipeline import config_rig
+from mb_estimation.online.windows import estimate_window, judge, window_config, window_step
+from mb_estimation.setup import rig_of
 from mb_estimation.signals import Recording
 from mb_estimation.simulation import simulate_recording
 
@@ -31,7 +31,7 @@ def _window(sim, start_s: float, window_s: float) -> Recording:
 
 def test_node_windows_estimate_the_rig_s_own_inertias_with_the_program_of_its_warm_up():
     truth = load_config("furuta_synthetic")
-    sim = simulate_recording(config_rig(truth), truth.parameters, "swingup", duration_s=10.0,
+    sim = simulate_recording(rig_of(truth), truth.parameters, "swingup", duration_s=10.0,
                              dt=truth.simulation.dt, rate_hz=RATE_HZ,
                              noise_rad=truth.simulation.noise_rad)
     config = apply_overrides(truth, free=list(TABLE_1), set_values=TABLE_1)
@@ -46,9 +46,9 @@ def test_node_windows_estimate_the_rig_s_own_inertias_with_the_program_of_its_wa
     errors = {name: float(swing_up.parameters[name]) / value - 1.0
               for name, value in TRUTH.items()}
     assert max(abs(e) for e in errors.values()) < 0.02, errors
-    assert swing_up.refinement[-1].dt == 1e-3 and len(swing_up.refinement) == 1
+    assert {entry.dt for entry in swing_up.history} == {1e-3}  # one level, at the node's step
     # a window's fit may take 1.5 strides of solving (then the next window waits)
-    assert swing_up.settings["time_limit_s"] == pytest.approx(1.5 * config.node.stride_s)
+    assert window_config(config).method.time_limit_s == pytest.approx(1.5 * config.node.stride_s)
     states = swing_up.recordings[0]
     assert states.time_s[0] == 0.0 and states.time_s[-1] == window_s
     assert len(states.time_s) == round(window_s / 1e-3) + 1

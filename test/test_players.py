@@ -2,7 +2,7 @@
 
 The simulated streams compile the rig's simulation once per distinct length (some seconds): every
 stream here lasts 0.5 s at 200 Hz or is chunked in 0.5 s simulations, so they share one compiled
-simulation (cached by :mod:`mb_estimation.transport.players`); the direct ``simulate_recording``
+simulation (cached by :mod:`mb_estimation.ros.players`); the direct ``simulate_recording``
 run they are compared with compiles once more. The rclpy sink is tested in
 ``test_ros_launch.py``.
 """
@@ -18,7 +18,7 @@ import pytest
 
 from mb_estimation.config import JointMapping, builtin_config_path, load_config
 from mb_estimation.io.bags import BagError, write_rig_bag
-from mb_estimation.transport.players import (
+from mb_estimation.ros.players import (
     FLOAT64,
     FLOAT64_MULTIARRAY,
     JOINT_STATE,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import re
 import warnings
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -84,6 +85,15 @@ def _result(grids) -> EstimationResult:
         compile_time_s=1.5, solve_time_s=0.5)
 
 
+def _calibration(result, grids, checks, notes=()):
+    """What the report reads of a calibration (a hand-built stand-in: no fit runs here)."""
+    return SimpleNamespace(
+        result=result, grids=grids, notes=tuple(notes), units=UNITS, method=METHOD,
+        verdict=None, stages=(),
+        assessment=SimpleNamespace(replays=checks, predictions=(), step_dependence=(),
+                                   note=None))
+
+
 @pytest.fixture(scope="module")
 def inputs():
     grids = tuple(_grid(i, name) for i, name in enumerate(NAMES))
@@ -94,8 +104,9 @@ def inputs():
 def report(inputs, tmp_path_factory):
     result, grids, checks = inputs
     directory = tmp_path_factory.mktemp("report")
-    path = write_report(directory, result, grids, checks, units=UNITS, method=METHOD,
-                        title="Rig <7> & co", notes=["first <note>", "second"])
+    path = write_report(directory, _calibration(result, grids, checks,
+                                                ["first <note>", "second"]),
+                        title="Rig <7> & co")
     return directory, path, path.read_text(encoding="utf-8")
 
 
@@ -154,7 +165,7 @@ def test_report_escapes_text(report):
 def test_report_rejects_grids_that_do_not_match_the_recordings(inputs, tmp_path):
     result, grids, checks = inputs
     with pytest.raises(ValueError, match="grids"):
-        write_report(tmp_path, result, grids[:1], checks, units=UNITS, method=METHOD)
+        write_report(tmp_path, _calibration(result, grids[:1], checks))
 
 
 def test_unobserved_points_are_not_drawn_as_measurements(inputs):

@@ -23,14 +23,14 @@ import yaml
 from configs import TABLE_1, write_config
 
 from mb_estimation.config import ConfigError, load_config
-from mb_estimation.io.results import read_parameters
+from mb_estimation.io.parameter_files import read_parameters
 from mb_estimation.online.fusion import ParameterEstimate
-from mb_estimation.transport import ros_common
+from mb_estimation.ros import ros_common
 
 try:
     from rclpy.lifecycle import TransitionCallbackReturn
 
-    from mb_estimation.transport import ros_node
+    from mb_estimation.ros import ros_node
 except ModuleNotFoundError:  # no rclpy: the tests that need it skip before using it
     ros_node = None
 
@@ -196,7 +196,7 @@ def test_drive_lifecycle_configures_then_activates_then_runs_the_actions(ament_p
     from launch_ros.actions import LifecycleNode
     from lifecycle_msgs.msg import Transition
 
-    from mb_estimation.transport.ros_launch import drive_lifecycle
+    from mb_estimation.ros.ros_launch import drive_lifecycle
 
     node = LifecycleNode(package="mb_estimation", executable="estimator_node", name="n",
                          namespace="")
@@ -239,7 +239,7 @@ def test_setup_installs_the_launch_files_into_share():
     entry_points = next(k.value for k in setup.keywords if k.arg == "entry_points")
     scripts = [_value(item, constants) for item in ast.walk(entry_points)
                if isinstance(item, ast.Constant) and isinstance(item.value, str)]
-    assert "estimator_node = mb_estimation.transport.ros_node:main" in scripts
+    assert "estimator_node = mb_estimation.ros.ros_node:main" in scripts
 
 
 # --------------------------------------------------------------------------------------------
@@ -248,7 +248,7 @@ def test_setup_installs_the_launch_files_into_share():
 
 
 def test_launch_helpers_import_without_rclpy_or_the_estimator():
-    code = ("import sys; import mb_estimation.transport.ros_common as m; "
+    code = ("import sys; import mb_estimation.ros.ros_common as m; "
             "print(callable(m.config_topics), callable(m.write_fused), "
             "'rclpy' in sys.modules, 'jax' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -259,7 +259,7 @@ def test_launch_helpers_import_without_rclpy_or_the_estimator():
 def test_the_node_module_says_it_needs_rclpy():
     code = ("import sys; sys.modules['rclpy'] = None  # as on a machine without ROS 2\n"
             "try:\n"
-            "    import mb_estimation.transport.ros_node\n"
+            "    import mb_estimation.ros.ros_node\n"
             "except ModuleNotFoundError as raised:\n"
             "    print(raised.name, 'mb_estimation[ros]' in str(raised))\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -433,7 +433,7 @@ def ros_context(ros_network):
     context = rclpy.context.Context()
     rclpy.init(context=context, domain_id=int(os.environ.get("MB_TEST_ROS_DOMAIN", "77")))
     yield context
-    from mb_estimation.transport.ros_player import try_shutdown
+    from mb_estimation.ros.ros_player import try_shutdown
 
     try_shutdown(context)
 
@@ -584,7 +584,7 @@ def test_ros_sink_publishes_timed_messages(ros_context):
     from sensor_msgs.msg import JointState
     from std_msgs.msg import Float64
 
-    from mb_estimation.transport import players
+    from mb_estimation.ros import players
 
     sender = Node("mb_estimation_sink_test", context=ros_context)
     probe = Node("mb_estimation_sink_probe", context=ros_context)
@@ -658,7 +658,7 @@ def ament_prefix(tmp_path, monkeypatch):
         target.write_bytes(source.read_bytes())
     executable = prefix / "lib" / "mb_estimation" / "estimator_node"
     executable.parent.mkdir(parents=True)
-    executable.write_text(f"#!/bin/sh\nexec {sys.executable} -m mb_estimation.transport.ros_node "
+    executable.write_text(f"#!/bin/sh\nexec {sys.executable} -m mb_estimation.ros.ros_node "
                           '"$@"\n')
     executable.chmod(0o755)
     paths = [str(prefix), sys.prefix, *filter(None, os.environ.get("AMENT_PREFIX_PATH",

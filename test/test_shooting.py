@@ -12,7 +12,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from mb_estimation.calibration import calibrate_recordings
+from mb_estimation.assess import assess
+from mb_estimation.calibration import Calibration
 from mb_estimation.config import apply_overrides, load_config
 from mb_estimation.estimation.levenberg_marquardt import (
     INITIAL_DAMPING,
@@ -27,10 +28,12 @@ from mb_estimation.estimation.shooting import (
     amplification,
     segments_of,
 )
-from mb_estimation.io.results import parameters_document
-from mb_estimation.pipeline import config_rig
+from mb_estimation.fitting import fit
+from mb_estimation.results import parameters_document
+from mb_estimation.setup import rig_of, set_up
 from mb_estimation.signals import Recording, prepare_recording
 from mb_estimation.simulation import simulate_recording
+from mb_estimation.verdict import verdict
 
 
 def _linear_problem(seed=3, segments=3, samples=20, states=4, values=2):
@@ -174,7 +177,7 @@ def test_simulation_refinement_recovers_the_simulators_parameters():
     truth = apply_overrides(load_config("furuta_synthetic"), set_values={"l2": 0.092})
     truth = dataclasses.replace(truth, simulation=dataclasses.replace(truth.simulation,
                                                                       dt=1e-3))
-    run = simulate_recording(config_rig(truth), truth.parameters, "multisine", duration_s=2.0,
+    run = simulate_recording(rig_of(truth), truth.parameters, "multisine", duration_s=2.0,
                              dt=1e-3, rate_hz=1000.0, noise_rad=1e-3, seed=3)
     recording = Recording("multisine", run.time_s, run.measured_angles, run.time_s, run.inputs)
     config = apply_overrides(truth, free=["J_Azz", "J_Byy"],
@@ -182,18 +185,21 @@ def test_simulation_refinement_recovers_the_simulators_parameters():
                              simulation_refinement=True)
     config = dataclasses.replace(config, advanced=dataclasses.replace(
         config.advanced, simulation_segment_s=0.5))
-    result = calibrate_recordings(config, [recording]).result
-    assert [level.formulation for level in result.refinement] == ["joint", "joint",
-                                                                  "simulation"]
-    final = result.refinement[-1]
-    assert final.dt == 1e-3 and final.status == "cost"
+    setup = set_up(config, [recording])
+    fitted = fit(setup)
+    assessment = assess(setup, fitted)
+    calibration = Calibration(setup, fitted, assessment, verdict(setup, assessment))
+    result = calibration.result
+    assert [str(stage.kind) for stage in calibration.stages] == ["joint", "joint", "simulation"]
+    final = fitted.simulation.refit
+    assert final.step_s == 1e-3 and final.status == "cost" and assessment.refit_kept
     for name in ("J_Azz", "J_Byy"):
         value, target = float(result.parameters[name]), float(truth.parameters[name])
         std = float(result.std[name][0])
-        assert value == float(final.parameters[name])
+        assert value == float(final.values[name])
         assert abs(value - target) <= 3 * std and abs(value / target - 1) < 0.02, (
             name, value, target, std)
-    document = parameters_document(result, config.rig_spec, {})
+    document = parameters_document(calibration)
     assert document["refinement"]["formulation"] == ["joint", "joint", "simulation"]
     # 0.5 s segments, then 1 s (2 s and its lead do not fit into the 2 s recording)
     assert document["refinement"]["shooting_segments_tried_s"] == [0.5, 1.0]
@@ -216,8 +222,7 @@ def test_a_rigid_rig_refined_by_simulation_error_reaches_the_cramer_rao_bound():
     """
     from reference_furuta import simulate_reference
 
-    from mb_estimation.calibration import kept_if_it_follows
-    from mb_estimation.pipeline import cramer_rao_of
+    from mb_estimation.assess import fit_noise_rad, kept_fit
     from mb_estimation.scenarios import multisine_torque
 
     truth = apply_overrides(load_config("furuta_synthetic"), hinges="rigid")
@@ -231,28 +236,34 @@ def test_a_rigid_rig_refined_by_simulation_error_reaches_the_cramer_rao_bound():
     recording = Recording("multisine", time_s, angles, time_s, voltage[:, None])
     free = ["J_Azz", "J_Byy", "b1", "b2"]
     start = {"J_Azz": 0.0035, "J_Byy": 0.0045, "b1": 1.2e-3, "b2": 1.2e-4}
-    joint = calibrate_recordings(apply_overrides(truth, free=free, set_values=start,
-                                                 simulation_refinement="off"), [recording])
+    joint = fit(set_up(apply_overrides(truth, free=free, set_values=start,
+                                       simulation_refinement="off"), [recording])).joint
     config = apply_overrides(truth, free=free, set_values=start)
-    assert config.method.simulation_refinement is None
-    calibration = calibrate_recordings(config, [recording])
-    result = calibration.result
-    assert result.refinement[-1].formulation == "simulation" and calibration.note is None
-    assert result.refinement[-1].segment_s == 3.0  # the recording in one piece
-    bound = cramer_rao_of(config, calibration.grids, result)
+    assert config.method.simulation_refinement == "on"
+    setup = set_up(config, [recording])
+    fitted = fit(setup)
+    kept = kept_fit(setup, fitted)
+    result, grids = kept.result, fitted.grids
+    assert kept.refit_kept and kept.note is None and kept.following.follows
+    assert fitted.simulation.refit.segment_s == 3.0  # the recording in one piece
+    bound = setup.model.cramer_rao(result.parameters, result.free, grids, result.recordings,
+                                   fit_noise_rad(grids, result))
     for name in ("J_Azz", "J_Byy", "b1"):
         value, target = float(result.parameters[name]), float(truth.parameters[name])
         std = float(result.std[name][0])
         assert abs(value - target) <= 3 * std, (name, value, target, std)
         assert std <= 1.1 * bound.std[name], (name, std, bound.std[name])
-    assert float(joint.result.std["J_Azz"][0]) > 3 * bound.std["J_Azz"]
+    assert float(joint.std["J_Azz"][0]) > 3 * bound.std["J_Azz"]
 
     # a stage whose simulations miss by 10× the noise, and predict worse: not kept
-    stage = dataclasses.replace(result.refinement[-1], cost=100 * result.refinement[-1].cost)
-    worse = dataclasses.replace(result, refinement=(*result.refinement[:-1], stage), parameters={
-        **result.parameters, "J_Byy": 2.0 * np.asarray(result.parameters["J_Byy"])})
-    kept = kept_if_it_follows(config, joint.grids, joint.result, worse)
-    assert kept.result.parameters is joint.result.parameters
+    simulation = fitted.simulation
+    worse = dataclasses.replace(fitted, simulation=dataclasses.replace(
+        simulation, refit=dataclasses.replace(simulation.refit, cost=100 * simulation.refit.cost),
+        result=dataclasses.replace(simulation.result, parameters={
+            **simulation.result.parameters,
+            "J_Byy": 2.0 * np.asarray(simulation.result.parameters["J_Byy"])})))
+    kept = kept_fit(setup, worse)
+    assert not kept.refit_kept and kept.result.parameters is fitted.joint.parameters
     assert "predicts them worse" in kept.note
 
 
@@ -271,7 +282,7 @@ def test_chained_lanes_are_one_simulation_and_their_jacobians_match_finite_diffe
     from mb_estimation.validation import rigid_replay
 
     config = load_config("furuta")
-    run = simulate_recording(config_rig(config), config.parameters, "multisine",
+    run = simulate_recording(rig_of(config), config.parameters, "multisine",
                              duration_s=0.4, dt=1e-3, rate_hz=1000.0, noise_rad=1e-3, seed=1,
                              rigid=True)
     grid = prepare_recording(
@@ -281,7 +292,7 @@ def test_chained_lanes_are_one_simulation_and_their_jacobians_match_finite_diffe
     values = np.array([0.011, 1.2e-4])
     fixed = {name: np.asarray(value, dtype=float) for name, value in config.parameters.items()
              if name not in names}
-    rig = config_rig(config)
+    rig = rig_of(config)
     compiler = Compiler()
 
     def linearized(at_starts, at_values):

@@ -1,229 +1,206 @@
-"""The closing verdict and the validation it rests on, on data whose answer is known.
+"""The verdict from hand-built assessments: each finding, its action for this rig, the summary.
 
-* a model that is the data's, fitted with the hinges declared as they are: trustworthy, every
-  parameter determined, its open-loop replay within a few times the noise (the validation runs
-  a converged simulation of the fitted model, not the fit's own first-order steps);
-* the input acting 10 ms after its stamps: the verdict names the delay;
-* the peer rig's 2 V step with its shipped config: J_Azz at its bound, and the next step for
-  that rig (free K), not generic advice.
+No fit runs here: an :class:`~mb_estimation.assess.Assessment` is written by hand for each case
+(what the checks would have found), and the setup is that of a config on a synthetic
+recording. Whole calibrations that end in these verdicts are test_calibrations.py's.
 """
 
 import dataclasses
-from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
-from reference_furuta import simulate_reference
 
-from mb_estimation import pipeline
-from mb_estimation.calibration import calibrate_recordings
+from mb_estimation.assess import (
+    PREDICTION_NOISE_RATIO,
+    Assessment,
+    PredictionMismatch,
+    StageFollowing,
+    StepDependence,
+)
 from mb_estimation.config import apply_overrides, load_config
-from mb_estimation.estimation.identifiability import AT_LOWER_BOUND, DETERMINED, NOT_DETERMINED
-from mb_estimation.io.bags import write_rig_bag
-from mb_estimation.rigs.furuta import rest_inertia
-from mb_estimation.scenarios import multisine_torque
-from mb_estimation.signals import Recording
-from mb_estimation.workflows import calibrate_and_write, write_simulated_bag
+from mb_estimation.cramer_rao import CramerRao
+from mb_estimation.estimation import EstimationResult, FitStatus
+from mb_estimation.estimation.identifiability import (
+    AT_LOWER_BOUND,
+    DETERMINED,
+    NOT_DETERMINED,
+    Combination,
+    Identifiability,
+    ParameterStanding,
+    Ratio,
+)
+from mb_estimation.estimation.input_delay import InputDelay
+from mb_estimation.setup import set_up, warm_up_recording
+from mb_estimation.verdict import verdict
 
-REPO = Path(__file__).resolve().parents[1]
-NOISE_RAD = 1e-3
-
-
-def _reference(config, scenario, duration_s, *, delay_s=0.0, seed=0, noise_rad=NOISE_RAD):
-    """1 kHz samples of the independent rigid reference (RK4 at 1e-4 s), noise ``noise_rad``.
-
-    ``delay_s``: the rig applies its input that long after the recorded stamps.
-    """
-    values = {name: (list(v) if name == "tilt" else float(v))
-              for name, v in config.parameters.items()}
-    time_s = np.arange(int(round(duration_s * 1000)) + 1) / 1000.0
-    if scenario == "release":
-        initial, voltage = (0.0, np.pi - 0.03), np.zeros_like(time_s)
-    else:
-        initial, voltage = (0.0, 0.0), np.asarray(multisine_torque(time_s)) / values["K"]
-    run = simulate_reference(values, initial, (0.0, 0.0), time_s,
-                             voltage=(time_s + delay_s, voltage), method="rk4", step=1e-4)
-    angles = run["theta"] + noise_rad * np.random.default_rng(seed).standard_normal(
-        run["theta"].shape)
-    return Recording(f"reference {scenario}", time_s, angles, time_s, voltage[:, None])
+FREE = ("J_Azz", "J_Byy", "b1", "b2")
+VALUES = {"J_Azz": 0.003, "J_Byy": 0.004, "b1": 1e-3, "b2": 1e-4}
 
 
-def _write(tmp_path, recording):
-    """The recording as a rosbag2 bag on the config's topics (what calibrate reads)."""
-    stamps = 1_700_000_000 * 10**9 + np.round(recording.time_s * 1e9).astype(np.int64)
-    return write_rig_bag(tmp_path / recording.name.replace(" ", "_"), joint_time_ns=stamps,
-                         joint_names=["arm", "pendulum"], joint_positions=recording.joint_angles,
-                         joint_states_topic="/joint_states", voltage_time_ns=stamps,
-                         voltage=recording.inputs[:, 0], voltage_topic="/control_voltage")
+def _setup(hinges="rigid", free=FREE, **overrides):
+    config = apply_overrides(load_config("furuta_synthetic"), hinges=hinges, free=list(free),
+                             **overrides)
+    return set_up(config, [warm_up_recording(config, 0.5, 100.0)])
 
 
-@pytest.fixture(scope="module")
-def rigid_rig():
-    """furuta_synthetic (Table G.5: l2 0.92 m), its hinges declared rigid, §4.7's start."""
-    truth = apply_overrides(load_config("furuta_synthetic"), hinges="rigid")
-    return truth, apply_overrides(truth, free=["J_Azz", "J_Byy", "b1", "b2"], set_values={
-        "J_Azz": 0.01, "J_Byy": 0.01, "b1": 1e-4, "b2": 1e-4})
+def _result(status=FitStatus.GRADIENT, free=FREE, **values) -> EstimationResult:
+    values = {**VALUES, **values}
+    return EstimationResult(
+        parameters={name: np.asarray(values[name]) for name in free}, free=tuple(free),
+        std={name: np.atleast_1d(0.01 * abs(values[name])) for name in free},
+        excited=dict.fromkeys(free, True), covariance=np.eye(len(free)), recordings=(),
+        cost=1e-6, observation_mse=1e-6, impulse_mse=0.0, iterations=5, status=status,
+        message=f"{status.description}; 5 iterations", history=())
 
 
-def _release(rigid_rig, tmp_path, duration_s, **method):
-    truth, start = rigid_rig
-    recording = _reference(truth, "release", duration_s)
-    folder = tmp_path / ("joint" if method else "default")
-    folder.mkdir()
-    output = folder / "out"
-    run = calibrate_and_write(apply_overrides(start, **method), [_write(folder, recording)],
-                              output)
-    (replay,) = run.open_loop
-    assert np.all(replay.rms_all < 10 * NOISE_RAD), replay.rms_all
-    return run, (output / "parameters.yaml").read_text()
+def _identified(free=FREE, **statuses) -> Identifiability:
+    return Identifiability(tuple(ParameterStanding(name, statuses.get(name, DETERMINED),
+                                                   0.01) for name in free))
 
 
-def test_a_short_release_determines_what_it_can_and_replays_within_the_noise(rigid_rig,
-                                                                           tmp_path):
-    """3 s of the slow 0.92 m release.
-
-    The joint fit alone: b2's slow decay does not show in its std, and is named. The default
-    path (its simulation-error stage): all four determined, within 3 std of the truth, and
-    trustworthy.
-    """
-    joint, document = _release(rigid_rig, tmp_path, 3.0, simulation_refinement="off")
-    assert [p.status for p in joint.identified.parameters][:3] == [DETERMINED] * 3
-    problems = [finding.problem for finding in joint.verdict.findings]
-    assert any(p.startswith("b2 is not determined") for p in problems), problems
-    assert not any("bound" in p or "ahead" in p or "input" in p for p in problems), problems
-    assert "verdict:" in document and "trustworthy: false" in document
-    assert "status: determined" in document and "status: not determined" in document
-
-    run, document = _release(rigid_rig, tmp_path, 3.0)
-    assert run.result.refinement[-1].formulation == "simulation"
-    assert [p.status for p in run.identified.parameters] == [DETERMINED] * 4
-    truth = rigid_rig[0].parameters
-    for name in ("J_Azz", "J_Byy", "b1", "b2"):
-        value, std = float(run.result.parameters[name]), float(run.result.std[name][0])
-        assert abs(value - float(truth[name])) <= 3 * std, (name, value, std)
-    assert run.verdict.trustworthy, run.verdict.lines()
-    assert "trustworthy: true" in document
+def _settled(free=FREE, moved=()):
+    return tuple(StepDependence(name, np.ones(1), np.ones(1), np.full(1, 2.0 if name in moved
+                                                                      else 0.1),
+                                np.ones(1), name not in moved) for name in free)
 
 
-@pytest.mark.slow
-def test_eight_seconds_of_release_replay_within_the_noise(rigid_rig, tmp_path):
-    run, _ = _release(rigid_rig, tmp_path, 8.0)
-    assert [p.status for p in run.identified.parameters] == [DETERMINED] * 4
+def _assessment(result=None, **fields) -> Assessment:
+    result = _result() if result is None else result
+    defaults = dict(result=result, refit_kept=False, predictions=(), replays=(),
+                    noise_rad=np.full((1, 2), 1e-3),
+                    mismatch=PredictionMismatch(1.2, "rec", 0.5, (1e-3, 1e-3)),
+                    identified=_identified(result.free), step_dependence=_settled(result.free))
+    return Assessment(**{**defaults, **fields})
 
 
-def _light_pendulum(mass_kg: float):
-    """Table G.5's rig, rigid, with a pendulum of ``mass_kg`` (its inertias, b2 scaled alike)."""
-    scale = mass_kg / 0.428
-    return apply_overrides(load_config("furuta_synthetic"), hinges="rigid", set_values={
-        "m_B": mass_kg, "J_Bxx": 1e-4 * scale, "J_Byy": 4e-3 * scale, "J_Bzz": 4e-3 * scale,
-        "b2": 1e-4 * scale})
+def _problems(judged) -> str:
+    return "\n".join(f"{f.problem} → {f.action}" for f in judged.findings)
 
 
-def _input_scale_free(truth):
-    return apply_overrides(truth, free=["J_Azz", "J_Byy", "b1", "K"], set_values={
-        "J_Azz": 0.01, "J_Byy": 1.5 * float(truth.parameters["J_Byy"]), "b1": 1e-4, "K": 2.0})
+def test_a_determined_settled_predicting_fit_is_trustworthy():
+    judged = verdict(_setup(), _assessment())
+    assert judged.trustworthy and not judged.findings and not judged.advice
+    assert judged.summary == ("every free parameter determined, settled in the step, and the "
+                              "model predicts 0.5 s ahead within 1.2× the fit's noise")
+    assert judged.as_dict()["trustworthy"] is True
+    assert judged.lines()[0].startswith("verdict: TRUSTWORTHY")
 
 
-def test_a_light_pendulum_whipped_round_is_trustworthy(tmp_path):
-    """A 20 g pendulum the multisine whips round (up to 12 rad/s), K free with the inertias.
-
-    The joint fit's states carry its force noise, which this motion amplifies: 0.5 s
-    predictions from them miss by many times the noise although the model is the data's. The
-    simulation-error stage's own simulations follow the recordings: that is the validation.
-    """
-    truth = _light_pendulum(0.02)
-    recording = _reference(truth, "multisine", 3.0)
-    run = calibrate_and_write(_input_scale_free(truth), [_write(tmp_path, recording)],
-                              tmp_path / "out")
-    assert run.result.refinement[-1].formulation == "simulation"
-    for name in ("J_Azz", "J_Byy", "b1", "K"):
-        value, std = float(run.result.parameters[name]), float(run.result.std[name][0])
-        assert abs(value - float(truth.parameters[name])) <= 3 * std, (name, value, std)
-    assert [p.status for p in run.identified.parameters] == [DETERMINED] * 4
-    assert run.verdict.trustworthy, run.verdict.lines()
-    assert "simulations follow the recordings" in run.verdict.summary
+def test_a_fit_that_did_not_converge_is_named_with_what_to_do():
+    judged = verdict(_setup(), _assessment(_result(FitStatus.MAX_ITERATIONS)))
+    (finding,) = judged.findings
+    assert "stopped without converging (max_iterations" in finding.problem
+    assert "--max-iterations" in finding.action
+    assert judged.lines()[0].startswith("verdict: NOT TRUSTWORTHY (1 finding)")
 
 
-def test_an_input_scale_the_data_hold_nothing_of_is_named_with_what_they_fix(tmp_path):
-    """A 20 mg pendulum: nothing but its reaction fixes the arm's torque scale.
-
-    K free with J_Azz and b1 on 1.5 s of multisine (noise 1e-2 rad): the output names the
-    arm's whole inertia about the motor axis, K and b1 as scaled together, and the ratios the
-    data fix, at their true values.
-    """
-    truth = _light_pendulum(2e-5)
-    recording = _reference(truth, "multisine", 1.5, noise_rad=1e-2)
-    output = tmp_path / "out"
-    run = calibrate_and_write(_input_scale_free(truth), [_write(tmp_path, recording)], output)
-    (combination,) = run.identified.undetermined
-    assert set(combination.names) == {"J_Azz", "K", "b1"}, combination
-    assert all(w > 0 for w in combination.weights), combination  # together, not against
-    assert run.identified.standing("K").status == NOT_DETERMINED
-    rest = rest_inertia(truth.parameters) - float(truth.parameters["J_Azz"])
-    true_sum = float(truth.parameters["J_Azz"]) + rest
-    truths = {"J_Azz": true_sum, "K": float(truth.parameters["K"]),
-              "b1": float(truth.parameters["b1"])}
-    assert run.identified.determined_ratios
-    for ratio in run.identified.determined_ratios:
-        assert ratio.power == 1.0, ratio
-        expected = truths[ratio.numerator] / truths[ratio.denominator]
-        assert abs(ratio.value / expected - 1) <= 3 * max(ratio.relative_std, 1e-3), ratio
-    lines = "\n".join(run.verdict.lines())
-    assert f"not determined: {combination}" in lines and "(J_Azz + 0.004)" in lines, lines
-    document = yaml.safe_load((output / "parameters.yaml").read_text())
-    assert document["identifiability"]["undetermined"] == [str(combination)]
+def test_a_friction_at_zero_is_no_estimate_and_the_action_names_the_motion():
+    result = _result(b2=0.0)
+    judged = verdict(_setup(), _assessment(result, identified=_identified(b2=AT_LOWER_BOUND)))
+    (finding,) = judged.findings
+    assert finding.problem.startswith("b2 ended at its lower bound (0)")
+    assert finding.action == ("no b2 shows in these recordings: fix it at 0, or record the "
+                              "pendulum swinging freely with the arm held still")
 
 
-def _compliant_release(tmp_path, duration_s):
-    """§4.7 as the paper set it up: furuta_synthetic's own compliant hinges, its release."""
-    truth = load_config("furuta_synthetic")
-    bag = write_simulated_bag(truth, "release", tmp_path / "bag", duration_s=duration_s,
-                              noise_rad=NOISE_RAD)
-    start = apply_overrides(truth, set_values={"J_Azz": 0.01, "J_Byy": 0.01, "b1": 1e-4,
-                                               "b2": 1e-4})
-    return calibrate_and_write(start, [bag.path], tmp_path / "out")
+@pytest.mark.parametrize(("free", "advice"), [
+    (FREE, "free K as well (--free J_Azz,J_Byy,b1,b2,K)"),
+    ((*FREE, "K"), "check them, or fix J_Azz at a trusted value"),
+])
+def test_the_arms_inertia_at_its_bound_gets_the_advice_of_this_rig(free, advice):
+    result = _result(free=free, J_Azz=1e-12, K=0.5)
+    judged = verdict(_setup(free=free), _assessment(
+        result, identified=_identified(free, J_Azz=AT_LOWER_BOUND)))
+    (finding,) = judged.findings
+    assert finding.problem.startswith("J_Azz ended at its lower bound")
+    assert advice in finding.action
 
 
-@pytest.mark.parametrize("duration_s", [pytest.param(10.0, marks=pytest.mark.slow), 3.0])
-def test_the_compliant_release_as_declared_is_trustworthy(tmp_path, duration_s):
-    """The hinges declared compliant: the fit goes on through them, and all four show."""
-    run = _compliant_release(tmp_path, duration_s)
-    assert run.result.refinement[-1].formulation == "simulation"
-    assert [p.status for p in run.identified.parameters] == [DETERMINED] * 4
-    assert run.verdict.trustworthy, run.verdict.lines()
+def test_values_that_still_move_with_the_step_get_the_declared_models_advice():
+    rigid = verdict(_setup(), _assessment(step_dependence=_settled(moved=("J_Byy", "b2"))))
+    (finding,) = rigid.findings
+    assert finding.problem == ("J_Byy, b2 still move with the estimation step: shadow values of "
+                               "the method")
+    assert "refine the step (--step)" in finding.action
+    compliant = verdict(_setup("compliant"),
+                        _assessment(step_dependence=_settled(moved=("J_Byy",))))
+    (finding,) = compliant.findings
+    assert finding.problem.startswith("J_Byy still moves with")
+    assert "fit through them (--simulation-refinement on)" in finding.action
 
 
-def test_an_input_acting_late_is_named(rigid_rig, tmp_path):
-    truth, start = rigid_rig
-    recording = _reference(truth, "multisine", 3.0, delay_s=0.01)
-    config = apply_overrides(start, free=["J_Azz", "J_Byy", "b1", "b2"])
-    # the delay is read from the joint fit's states: measured without the stage after it
-    joint = apply_overrides(config, simulation_refinement="off")
-    calibration = calibrate_recordings(joint, [recording])
-    delay = pipeline.input_delay(joint, [recording], calibration.result)
-    assert delay is not None and abs(delay.delay_s - 0.01) < 2e-3, delay
-    run = calibrate_and_write(config, [_write(tmp_path, recording)], tmp_path / "out")
-    assert any("the input acts" in f.problem and "input_delay_s" in f.action
-               for f in run.verdict.findings), run.verdict.lines()
-    stated = dataclasses.replace(joint, recording=dataclasses.replace(
-        joint.recording, input_delay_s=float(delay.delay_s)))  # as the verdict says
-    calibration = calibrate_recordings(stated, [recording])
-    again = pipeline.input_delay(stated, [recording], calibration.result)
-    # the fit's states take up a tenth of a delay (force noise), so what is left is small
-    assert abs(again.delay_s) < 0.2 * delay.delay_s, again
+def test_an_input_acting_late_is_named_with_the_setting_that_states_it():
+    judged = verdict(_setup(), _assessment(delay=InputDelay(0.0102, 0.0004)))
+    (finding,) = judged.findings
+    assert finding.problem == "the input acts 10.2 ms (± 0.4) after its recorded stamps"
+    assert finding.action == "state it in the config: recording.input_delay_s: 0.0102"
+    within = verdict(_setup(), _assessment(delay=InputDelay(0.001, 0.0004)))
+    assert within.trustworthy  # 2.5 std: not a delay the data show
 
 
-def test_the_peer_rig_with_its_datasheet_gain_gets_advice_for_that_rig(shared_data_dir,
-                                                                        tmp_path):
-    recording = shared_data_dir / "peer-furuta-hardware" / "hardware_step_response_2V.csv"
-    config = load_config(REPO / "config" / "examples" / "odrive_furuta.yaml")
-    config = apply_overrides(config, set_values={"K": 0.00646}, free=[
-        "J_Azz", "J_Byy", "b1", "b2"])
-    run = calibrate_and_write(config, [recording], tmp_path / "out")
-    assert run.identified.standing("J_Azz").status == AT_LOWER_BOUND
-    assert not run.verdict.trustworthy
-    lines = "\n".join(run.verdict.lines())
-    assert "J_Azz ended at its lower bound" in lines and "free K" in lines
-    assert "hinges (compliance" not in lines  # declared rigid: no advice to refine through them
-    assert "not excited" not in lines
+def test_a_model_that_mispredicts_is_a_finding_unless_its_simulations_follow():
+    miss = PredictionMismatch(3 * PREDICTION_NOISE_RATIO, "rec", 0.5, (1e-3, 1e-3))
+    rigid = verdict(_setup(), _assessment(mismatch=miss))
+    (finding,) = rigid.findings
+    assert finding.problem.startswith("run 0.5 s ahead from its estimated states, the fitted "
+                                      "model (the rigid model in joint coordinates")
+    assert "misses rec by 15× the fit's noise" in finding.problem
+    assert "check the input model" in finding.action
+    compliant = verdict(_setup("compliant"), _assessment(mismatch=miss))
+    assert "fit through them (--simulation-refinement on" in compliant.findings[0].action
+    refitted = verdict(_setup("compliant"), _assessment(mismatch=miss, refit_kept=True,
+                                                         step_dependence=()))
+    assert refitted.findings[0].action.startswith("neither the rigid limit nor")
+    followed = verdict(_setup(), _assessment(
+        mismatch=miss, refit_kept=True, step_dependence=(),
+        following=StageFollowing(1.1e-3, 1.1, 3.0)))
+    assert followed.trustworthy
+    assert "follow the recordings over 3 s from fitted starts within 1.1× the noise" in \
+        followed.summary and "miss by 15×" in followed.summary
+
+
+def test_an_undetermined_combination_is_one_finding_with_what_the_data_fix():
+    combination = Combination(("J_Azz", "b1"), (0.7, 0.7), 0.8)
+    ratio = Ratio("b1", "J_Azz", 1.0, 0.33, 0.01)
+    identified = Identifiability(
+        tuple(ParameterStanding(name, NOT_DETERMINED if name in ("J_Azz", "b1") else
+                                DETERMINED, 0.9) for name in FREE), (combination,), (ratio,))
+    judged = verdict(_setup(), _assessment(identified=identified))
+    (finding,) = judged.findings
+    assert finding.problem == (f"not determined: {combination}; the data determine {ratio}")
+    assert finding.action.startswith("fix one of J_Azz, b1 at a trusted value")
+
+
+def test_a_lone_undetermined_parameter_is_named_and_the_arms_cross_axes_are_fixed():
+    free = (*FREE, "J_Axx")
+    judged = verdict(_setup(free=free), _assessment(
+        _result(free=free, J_Axx=1e-4), identified=_identified(free, J_Axx=NOT_DETERMINED),
+        step_dependence=_settled(free)))
+    (finding,) = judged.findings
+    assert finding.problem.startswith("J_Axx is not determined")
+    assert finding.action == "fix it: the arm never turns about that axis"
+
+
+def test_a_std_far_above_the_bound_is_advice_not_a_finding():
+    result = _result()
+    names = ("J_Azz", "J_Byy")
+    bound = CramerRao(names, np.eye(2), {name: 0.002 * VALUES[name] for name in names},
+                      np.eye(2))
+    judged = verdict(_setup(), _assessment(result, bound=bound))
+    assert judged.trustworthy
+    (advice,) = judged.advice
+    assert advice.startswith("the data allow tighter values than this fit gives (J_Azz 5×, "
+                             "J_Byy 5× the Cramér–Rao bound)")
+    refitted = verdict(_setup(), _assessment(result, bound=bound, refit_kept=True,
+                                             step_dependence=()))
+    assert not refitted.advice
+
+
+def test_the_verdict_reads_the_setups_box_not_the_raw_config():
+    setup = _setup()
+    wider = dataclasses.replace(setup, lower={**setup.lower, "b2": -1.0})
+    identified = _identified(b2=AT_LOWER_BOUND)
+    at_zero = verdict(setup, _assessment(_result(b2=0.0), identified=identified))
+    at_minus_one = verdict(wider, _assessment(_result(b2=-1.0), identified=identified))
+    assert "fix it at 0" in at_zero.findings[0].action
+    assert "fix it at 0" not in at_minus_one.findings[0].action

@@ -64,8 +64,8 @@ from mb_estimation.estimation.residuals import (  # noqa: E402
 from mb_estimation.estimation.solver import states_from_angles  # noqa: E402
 from mb_estimation.multibody import state_boxplus  # noqa: E402
 from mb_estimation.numerics import jax, reuse_freed_memory  # noqa: E402
-from mb_estimation.pipeline import estimation_problem, starting_from  # noqa: E402
 from mb_estimation.rigs import get_rig, parameter_arrays  # noqa: E402
+from mb_estimation.setup import set_up  # noqa: E402
 from mb_estimation.signals import Recording, prepare_recording  # noqa: E402
 from mb_estimation.simulation import simulate_recording  # noqa: E402
 
@@ -88,7 +88,8 @@ def configs(data: str):
     if data == "model":
         truth = apply_overrides(truth, compliance=COMPLIANCE)
     initial = load_config(builtin_config_path("furuta"))
-    fit = apply_overrides(starting_from(truth, initial), compliance=COMPLIANCE)
+    fit = apply_overrides(truth, compliance=COMPLIANCE, free=list(initial.free),
+                          set_values={name: initial.parameters[name] for name in initial.free})
     return truth, fit
 
 
@@ -101,7 +102,7 @@ def swingup_problem(duration_s: float, data: str = "model") -> EstimationProblem
     recording = Recording(f"swingup {duration_s:g} s", simulated.time_s,
                           simulated.measured_angles, simulated.time_s, simulated.inputs)
     grid = prepare_recording(recording, GRID_STEP, fit.advanced.filter_cutoff_hz)
-    return estimation_problem(fit, (grid,))
+    return set_up(fit, [recording]).problem((grid,))
 
 
 def time_ours(problem: EstimationProblem):
@@ -312,7 +313,7 @@ def release_problem(duration_s: float = 10.0) -> EstimationProblem:
                           simulated.measured_angles, simulated.time_s, simulated.inputs)
     fit = apply_overrides(truth, free=tuple(RELEASE_FREE), set_values=RELEASE_FREE)
     grid = prepare_recording(recording, GRID_STEP, fit.advanced.filter_cutoff_hz)
-    return estimation_problem(fit, (grid,))
+    return set_up(fit, [recording]).problem((grid,))
 
 
 def _timed(run):

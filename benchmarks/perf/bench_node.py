@@ -7,7 +7,7 @@ Run pinned to one core, e.g.::
 
 Both modes (``startup`` is ``timing``'s cached start, run as a subprocess) feed
 :class:`mb_estimation.online.core.EstimatorCore` (no transport) from
-:func:`mb_estimation.transport.players.rig_sim_messages`: ``config/furuta_synthetic.yaml``
+:func:`mb_estimation.ros.players.rig_sim_messages`: ``config/furuta_synthetic.yaml``
 simulated as written (step 1e-4, compliance 1e-6, noise 1e-3 rad; ``--data-compliance`` changes
 the data's compliance), joint states and voltages at 1 kHz, simulated ``--chunk-s`` seconds at
 a time (one continuous motion: each chunk starts where the last ended). The node estimates
@@ -69,7 +69,7 @@ from mb_estimation.online.core import (  # noqa: E402
     NodeOutputs,
     estimate_window,
 )
-from mb_estimation.transport.players import (  # noqa: E402
+from mb_estimation.ros.players import (  # noqa: E402
     FLOAT64,
     JOINT_STATE,
     rig_sim_messages,

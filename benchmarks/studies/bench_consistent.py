@@ -41,15 +41,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "test"))
 
 from reference_furuta import simulate_reference  # noqa: E402
 
-from mb_estimation.calibration import calibrate_recordings  # noqa: E402
+from mb_estimation.assess import kept_fit, prediction_mismatch  # noqa: E402
+from mb_estimation.calibration import StageSummary  # noqa: E402
 from mb_estimation.config import apply_overrides, load_config  # noqa: E402
-from mb_estimation.pipeline import (  # noqa: E402
-    config_rig,
-    prediction_checks,
-    prediction_mismatch,
-)
+from mb_estimation.fitting import StageKind  # noqa: E402
+from mb_estimation.fitting import fit as fit_plan  # noqa: E402
 from mb_estimation.rigs import get_rig  # noqa: E402
 from mb_estimation.scenarios import multisine_torque  # noqa: E402
+from mb_estimation.setup import set_up  # noqa: E402
 from mb_estimation.signals import Recording  # noqa: E402
 from mb_estimation.simulation import simulate_recording  # noqa: E402
 from mb_estimation.validation import rigid_prediction_check  # noqa: E402
@@ -124,18 +123,28 @@ class Fit:
     levels: tuple
 
 
+def calibrated(config, recordings):
+    """The setup, the fit and the kept result of a calibration with ``config``."""
+    setup = set_up(config, recordings)
+    fitted = fit_plan(setup)
+    return setup, fitted, kept_fit(setup, fitted)
+
+
 def fit(config, recordings, *, predict: bool = True) -> Fit:
     """Calibrate with ``config`` (its estimator) and predict 0.5 s ahead from the states."""
-    calibration = calibrate_recordings(config, recordings)
-    result = calibration.result
+    setup, fitted, kept = calibrated(config, recordings)
+    result = kept.result
     prediction = None
     if predict:
-        checks = prediction_checks(config, calibration.grids, result)
+        checks = setup.model.predictions(result.parameters, fitted.grids, result.recordings)
         prediction = np.sqrt(np.mean([c.rms[-1] ** 2 for c in checks], axis=0))
+    levels = [StageSummary.of_level(level) for level in fitted.levels]
+    if kept.refit_kept:
+        levels.append(StageSummary.of_simulation(fitted.simulation))
     return Fit({n: float(np.ravel(result.parameters[n])[0]) for n in FREE},
                {n: float(np.ravel(result.std[n])[0]) for n in FREE},
                dict(result.excited), result.iterations, result.status, result.solve_time_s,
-               result.compile_time_s, prediction, result.refinement)
+               result.compile_time_s, prediction, tuple(levels))
 
 
 def errors(outcome: Fit, truth: dict) -> tuple[str, bool]:
@@ -182,7 +191,7 @@ def part_recovery(args) -> None:
                 outcome = fit(fit_config(args.data, l2, estimator=estimator), data)
                 cells, ok = errors(outcome, truth_of(l2))
                 shooting = [level for level in outcome.levels
-                            if level.formulation == "simulation"]
+                            if level.kind is StageKind.SIMULATION]
                 segments = (f" (segments {shooting[-1].segment_s:g} s of "
                             f"{', '.join(f'{s:g}' for s in shooting[-1].segments_tried)}, "
                             f"cost/noise² {shooting[-1].cost / NOISE_RAD ** 2:.4f})"
@@ -268,8 +277,8 @@ def part_cost(args) -> None:
         started = time.perf_counter()
         second = fit(config, data, predict=False)
         wall = time.perf_counter() - started
-        steps = (", ".join(f"{level.dt:g}" + (" (simulator)" if level.formulation ==
-                                                "simulation" else "")
+        steps = (", ".join(f"{level.dt:g}" + (" (simulator)" if level.kind is
+                                                StageKind.SIMULATION else "")
                            for level in second.levels) if second.levels else f"{dt:g}")
         print(f"| {estimator} | {steps} | {second.iterations} | {first.compile_s:.1f} | "
               f"{second.solve_s:.1f} (wall {wall:.1f}) |", flush=True)
@@ -288,12 +297,13 @@ def part_judge(args) -> None:
     for scenario in args.scenarios.split(","):
         for l2 in _floats(args.l2):
             config = fit_config(args.data, l2)
-            calibration = calibrate_recordings(config, [recording(args.data, scenario, l2)])
-            result = calibration.result
-            rigid = [rigid_prediction_check(config_rig(config), result.parameters, grid, states)
-                     for grid, states in zip(calibration.grids, result.recordings, strict=True)]
-            ratios = [prediction_mismatch(calibration.grids, result, checks).ratio for checks in
-                      (rigid, prediction_checks(config, calibration.grids, result))]
+            setup, fitted, kept = calibrated(config, [recording(args.data, scenario, l2)])
+            result, grids = kept.result, fitted.grids
+            rigid = [rigid_prediction_check(setup.rig, result.parameters, grid, states)
+                     for grid, states in zip(grids, result.recordings, strict=True)]
+            ratios = [prediction_mismatch(grids, result, checks).ratio for checks in
+                      (rigid, setup.model.predictions(result.parameters, grids,
+                                                      result.recordings))]
             truth = truth_config(l2).parameters
             errors = [f"{float(np.ravel(result.parameters[n])[0]) / float(truth[n]) - 1:+.2%}"
                       for n in ("J_Byy", "b1")]

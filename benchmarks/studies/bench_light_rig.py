@@ -36,10 +36,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "test"))
 from reference_furuta import simulate_reference  # noqa: E402
 from test_consistent import FREE, LIGHT_RIG  # noqa: E402
 
-from mb_estimation.calibration import calibrate_recordings  # noqa: E402
+from mb_estimation.assess import kept_fit  # noqa: E402
 from mb_estimation.config import apply_overrides, load_config  # noqa: E402
 from mb_estimation.estimation import KAPPA_REFERENCE_INERTIA  # noqa: E402
-from mb_estimation.pipeline import config_rig  # noqa: E402
+from mb_estimation.fitting import fit as fit_plan  # noqa: E402
+from mb_estimation.setup import rig_of, set_up  # noqa: E402
 from mb_estimation.signals import Recording  # noqa: E402
 
 GRAVITY = 9.80665
@@ -77,9 +78,10 @@ def fit(recording_: Recording, kappa_mode: str):
     """The consistent path from ``START``, κ ``scaled`` (as it is) or ``absolute`` (before)."""
     config = apply_overrides(truth(), compliance=1e-8, free=list(FREE), set_values=START)
     if kappa_mode == "absolute":  # the per-step weight κ had before it was read per inertia
-        inertia = config_rig(config).rest_inertia(config.parameters)
+        inertia = rig_of(config).rest_inertia(config.parameters)
         config = apply_overrides(config, kappa=100.0 * (inertia / KAPPA_REFERENCE_INERTIA) ** 2)
-    return calibrate_recordings(config, [recording_]).result
+    setup = set_up(config, [recording_])
+    return kept_fit(setup, fit_plan(setup)).result
 
 
 def light_rig(seconds: float, seeds: list[int]) -> None:

@@ -44,7 +44,7 @@ def simulated_windows() -> None:
     """One 5 s swing-up window per (estimator, rate, step), as a Markdown table."""
     from mb_estimation.config import apply_overrides, load_config
     from mb_estimation.online.windows import estimate_window, judge, window_step
-    from mb_estimation.pipeline import config_rig
+    from mb_estimation.setup import rig_of
     from mb_estimation.signals import Recording
     from mb_estimation.simulation import simulate_recording
 
@@ -59,7 +59,7 @@ def simulated_windows() -> None:
     print("|---|---|---|---|---|---|---|---|")
     windows = {}  # rate [Hz] -> the window's recording, simulated once per rate
     for rate_hz in sorted({rate_hz for _, rate_hz, _ in rows}):
-        sim = simulate_recording(config_rig(truth), truth.parameters, "swingup",
+        sim = simulate_recording(rig_of(truth), truth.parameters, "swingup",
                                  duration_s=6.0, dt=truth.simulation.dt, rate_hz=rate_hz,
                                  noise_rad=truth.simulation.noise_rad)
         inside = sim.time_s <= start.node.window_s + 1e-9

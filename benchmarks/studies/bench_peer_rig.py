@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from mb_estimation.api import calibrate
 from mb_estimation.config import apply_overrides, load_config
-from mb_estimation.workflows import calibrate_and_write
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "config" / "examples" / "odrive_furuta.yaml"
@@ -41,13 +41,12 @@ def row(run) -> dict:
     inertia = (_value(p, "J_shaft") + _value(p, "J_Azz") + _value(p, "m_A") * _value(p, "l1")**2
                + _value(p, "m_B") * _value(p, "lA")**2 + _value(p, "J_Bxx"))
     gain = _value(p, "K")
-    prediction = max(float(np.max(check.rms[-1])) for check in run.predictions)
+    prediction = max(float(np.max(check.rms[-1])) for check in run.assessment.predictions)
     return {"J_Byy": _value(p, "J_Byy"), "J_Byy_std": float(np.ravel(run.result.std["J_Byy"])[0]),
             "I": inertia, "K": gain, "I/K": inertia / gain, "b1/K": _value(p, "b1") / gain,
-            "J_Azz": run.identified.standing("J_Azz").status,
+            "J_Azz": run.assessment.identified.standing("J_Azz").status,
             "prediction_rad": prediction, "trustworthy": run.verdict.trustworthy,
-            "stage_kept": bool(run.result.refinement)
-            and run.result.refinement[-1].formulation == "simulation",
+            "stage_kept": run.assessment.refit_kept,
             "findings": [f.problem for f in run.verdict.findings]}
 
 
@@ -60,12 +59,12 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     config = apply_overrides(load_config(CONFIG), simulation_refinement=(
-        None if args.refinement == "default" else args.refinement))
+        "on" if args.refinement == "default" else args.refinement))
     rows = {}
     with tempfile.TemporaryDirectory() as scratch:
         for name in FILES:
-            run = calibrate_and_write(config, [args.data / f"hardware_step_response_{name}.csv"],
-                                      Path(scratch) / name)
+            run = calibrate(config, [args.data / f"hardware_step_response_{name}.csv"],
+                            Path(scratch) / name)
             rows[name] = row(run)
             r = rows[name]
             print(f"| {name} | {r['J_Byy']:.3g} ± {r['J_Byy_std']:.2g} | {r['I']:.3g} | "

@@ -27,11 +27,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "test"))
 
-from test_verdict import _reference  # noqa: E402
+from test_calibrations import _reference  # noqa: E402
 
-from mb_estimation import pipeline  # noqa: E402
-from mb_estimation.calibration import calibrate_recordings  # noqa: E402
+from mb_estimation.assess import fit_noise_rad, kept_fit  # noqa: E402
 from mb_estimation.config import apply_overrides, load_config  # noqa: E402
+from mb_estimation.fitting import fit  # noqa: E402
+from mb_estimation.setup import set_up  # noqa: E402
 
 START = {"J_Azz": 0.01, "J_Byy": 0.01, "b1": 1e-4, "b2": 1e-4}
 
@@ -47,10 +48,14 @@ def fitted(truth, recording, refinement: str | None):
     config = apply_overrides(truth, free=list(START), set_values=START,
                              simulation_refinement=refinement)
     started = time.perf_counter()
-    calibration = calibrate_recordings(config, [recording])
+    setup = set_up(config, [recording])
+    fitted = fit(setup)
+    kept = kept_fit(setup, fitted)
     seconds = time.perf_counter() - started
-    return calibration, seconds, pipeline.cramer_rao_of(config, calibration.grids,
-                                                        calibration.result)
+    result, grids = kept.result, fitted.grids
+    return kept, seconds, setup.model.cramer_rao(result.parameters, result.free, grids,
+                                                 result.recordings,
+                                                 fit_noise_rad(grids, result))
 
 
 def _value(result, name):
@@ -65,23 +70,22 @@ def compare(args) -> None:
         for l2 in (float(v) for v in args.l2.split(",")):
             truth = truth_of(l2)
             recording = _reference(truth, scenario, args.seconds)
-            rows = {stage: fitted(truth, recording, stage) for stage in ("off", None)}
-            bound = rows[None][2]
-            for stage, label in (("off", "joint fit"), (None, "default path")):
-                calibration, seconds, _ = rows[stage]
-                result, cells = calibration.result, []
+            rows = {stage: fitted(truth, recording, stage) for stage in ("off", "on")}
+            bound = rows["on"][2]
+            for stage, label in (("off", "joint fit"), ("on", "default path")):
+                kept, seconds, _ = rows[stage]
+                result, cells = kept.result, []
                 for name in START:
                     target = float(truth.parameters[name])
                     value, std = _value(result, name)
                     cell = f"{100 * (value / target - 1):+.2f} % ± {100 * std / target:.2g}"
-                    if stage is None:
+                    if stage == "on":
                         cell += (f" ({std / bound.std[name]:.1f}× bound, "
                                  f"{abs(value - target) / std:.1f}σ)")
                     cells.append(cell)
-                kept = bool(result.refinement) and \
-                    result.refinement[-1].formulation == "simulation"
                 print(f"| {scenario} | {l2} | {label} | " + " | ".join(cells)
-                      + f" | {'yes' if kept else 'no'} | {seconds:.1f} |", flush=True)
+                      + f" | {'yes' if kept.refit_kept else 'no'} | {seconds:.1f} |",
+                      flush=True)
             cells = [f"{100 * bound.std[name] / float(truth.parameters[name]):.2g} %"
                      for name in START]
             print(f"| {scenario} | {l2} | Cramér–Rao bound | " + " | ".join(cells) + " | | |",
@@ -99,7 +103,7 @@ def monte_carlo(args) -> None:
             outcomes = []
             for seed in range(args.seeds):
                 calibration, _, bound = fitted(
-                    truth, _reference(truth, scenario, args.seconds, seed=seed), None)
+                    truth, _reference(truth, scenario, args.seconds, seed=seed), "on")
                 outcomes.append((calibration.result, bound))
             for name in START:
                 target = float(truth.parameters[name])

@@ -1,8 +1,8 @@
 """The ``mb-estimation`` command: a thin shell over the library.
 
 One module per command (or pair of commands), each with ``add_<command>(commands)`` that
-declares its arguments and a handler that calls the library (:mod:`mb_estimation.workflows`,
-:mod:`mb_estimation.transport`) and prints what it reports. Every failure the user can cause (a
+declares its arguments and a handler that calls the library (:mod:`mb_estimation.api`,
+:mod:`mb_estimation.ros`) and prints what it reports. Every failure the user can cause (a
 bad config, a bad path, an impossible option: a :class:`~mb_estimation.errors.UserError`) ends
 with one line ``mb-estimation: error: …`` on stderr and exit status 2, never a traceback; any
 other exception is a bug and shows its traceback. ``--help`` imports neither JAX nor numpy.

@@ -9,7 +9,6 @@ from mb_estimation.cli.common import (
     add_method_options,
     add_recordings_argument,
     check_bags,
-    check_output_folder,
     load_config,
 )
 
@@ -36,18 +35,17 @@ def add_calibrate(commands) -> None:
 
 def calibrate_command(args) -> int:
     """0 when the fit converged or reached its iteration or time limit; 1 without progress."""
+    from mb_estimation.api import calibrate
     from mb_estimation.cli.printing import fit_progress, print_calibration, print_written
     from mb_estimation.estimation.result import FitStatus
-    from mb_estimation.workflows import calibrate_and_write
 
     check_bags(args.bags)
-    check_output_folder(args.output)
     config = load_config(args)
     output = Path(args.output)
-    run = calibrate_and_write(config, args.bags, output, start_s=args.start, end_s=args.end,
-                              progress=fit_progress(args.quiet, config))
-    print_calibration(run)
-    result = run.result
+    calibration = calibrate(config, args.bags, output, start_s=args.start, end_s=args.end,
+                            progress=fit_progress(args.quiet, config))
+    print_calibration(calibration)
+    result = calibration.result
     print_written(output, result)
     return 0 if result.converged or result.status in (FitStatus.MAX_ITERATIONS,
                                                        FitStatus.TIME_LIMIT) else 1

@@ -14,7 +14,7 @@ __all__ = ["ESTIMATOR_HELP", "OVERRIDE_FLAGS", "REFINEMENT_MODES", "SCENARIOS",
            "SIMULATED_HINGES", "UserError",
            "add_config_options", "add_free_option", "add_hinges_option", "add_method_options",
            "add_recordings_argument", "add_renamed_option", "add_step_and_weight_options",
-           "check_bags", "check_output_folder", "load_config", "number_list"]
+           "check_bags", "load_config", "number_list"]
 
 COMPLIANCE_HELP = "set every hinge compliance (linear and rotational) to EPS"
 
@@ -171,7 +171,7 @@ def load_config(args: argparse.Namespace, *, ignore: tuple[str, ...] = ()):
 
 def fitted_values(path, config) -> dict:
     """The values of a parameters.yaml from calibrate (or its folder) for the config's rig."""
-    from mb_estimation.io.results import read_parameters
+    from mb_estimation.io.parameter_files import read_parameters
 
     path = Path(path)
     if path.is_dir():
@@ -183,23 +183,6 @@ def fitted_values(path, config) -> dict:
         raise UserError(f"{path} holds parameters of a {rig} rig, but the config is for a "
                         f"{config.rig} rig")
     return {name: value for name, value in values.items() if name in config.parameters}
-
-
-def check_output_folder(path) -> None:
-    """A :class:`UserError` when ``path`` cannot be the output folder (checked before work).
-
-    It must be a folder or not exist yet, and the nearest existing folder must be writable.
-    """
-    import os
-
-    path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise UserError(f"{path}: exists and is not a folder: choose another --output")
-    existing = path
-    while not existing.exists():
-        existing = existing.parent
-    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
-        raise UserError(f"{path}: cannot write there ({existing} is not a writable folder)")
 
 
 def check_bags(paths) -> None:

@@ -7,7 +7,6 @@ from mb_estimation.cli.common import (
     add_method_options,
     add_recordings_argument,
     check_bags,
-    check_output_folder,
     load_config,
 )
 
@@ -31,12 +30,10 @@ def add_crossval(commands) -> None:
 
 def crossval_command(args) -> int:
     """A line per recording and the mean score; crossval.yaml with --output."""
+    from mb_estimation.api import cross_validate, mean_score
     from mb_estimation.cli.printing import fit_progress
-    from mb_estimation.workflows import cross_validate, mean_score
 
     check_bags(args.bags)
-    if args.output is not None:
-        check_output_folder(args.output)
     config = load_config(args)
     rows = cross_validate(config, args.bags, args.output, start_s=args.start, end_s=args.end,
                           progress=fit_progress(args.quiet, config, states_only=True))

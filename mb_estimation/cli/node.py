@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from mb_estimation.cli.common import add_config_options, add_free_option, load_config
-from mb_estimation.cli.transport import add_domain_option, ros_transport
-from mb_estimation.transport.ros_common import input_remappings
+from mb_estimation.cli.ros_options import add_domain_option, ros_transport
+from mb_estimation.ros.ros_common import input_remappings
 
 
 def add_node(commands) -> None:

@@ -13,7 +13,7 @@ from mb_estimation.cli.common import (
     check_bags,
     load_config,
 )
-from mb_estimation.cli.transport import (
+from mb_estimation.cli.ros_options import (
     SUBSCRIBER_WAIT_S,
     add_domain_option,
     ros_transport,
@@ -72,7 +72,7 @@ def _play(args, messages, speed: float, topics=None) -> int:
 
 def rig_sim_command(args) -> int:
     """Simulate and publish until --duration or Ctrl-C."""
-    from mb_estimation.transport.players import rig_sim_messages, rig_sim_topics
+    from mb_estimation.ros.players import rig_sim_messages, rig_sim_topics
 
     config = load_config(args)
     if args.dt is not None:
@@ -90,7 +90,7 @@ def rig_sim_command(args) -> int:
 
 def replay_command(args) -> int:
     """Publish the bag's messages (forever with --loop) until done or Ctrl-C."""
-    from mb_estimation.transport.players import bag_messages, bag_topics
+    from mb_estimation.ros.players import bag_messages, bag_topics
 
     check_bags([args.bag])
     if args.rate < 0:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 def fit_progress(quiet: bool, config, states_only: bool = False):
-    """What a calibration's :class:`~mb_estimation.calibration.Progress` events print.
+    """What a fit's :class:`~mb_estimation.fitting.Progress` events print.
 
     A line as each stage starts and a line per iteration; None (nothing) with ``quiet``.
     ``states_only``: the fit estimates the states alone (crossval).
@@ -31,17 +31,19 @@ def fit_progress(quiet: bool, config, states_only: bool = False):
 
 def _stage_line(event, free: str) -> str:
     """The line a stage starts with."""
+    from mb_estimation.fitting import StageKind
+
     stage = event.stage
-    if stage.fit == "simulation":
+    if stage.kind is StageKind.SIMULATION:
         return (f"refining the parameters through the simulator (step {stage.dt:g} s, multiple "
                 f"shooting over segments of {stage.shooting.segment_s:g} s, lengthened while "
                 "the simulator follows the data)")
     grid = f"{event.steps} steps of {stage.dt:g} s"
-    if stage.fit == "paper":
+    if stage.kind is StageKind.PAPER:
         return f"calibrating {free} of {event.recordings} recording(s), the paper's single " \
             f"fit: {grid}"
-    level = sum(s.fit == "joint" for s in event.stages[:event.index + 1])
-    levels = sum(s.fit == "joint" for s in event.stages)
+    level = sum(s.kind is StageKind.JOINT for s in event.stages[:event.index + 1])
+    levels = sum(s.kind is StageKind.JOINT for s in event.stages)
     return (f"calibrating {free} of {event.recordings} recording(s), consistent path level "
             f"{level} of {levels}: {grid}")
 
@@ -52,18 +54,11 @@ def print_notes(notes) -> None:
         print(f"note: {note}")
 
 
-def print_fit(result, truth=None) -> None:
-    """The fit's outcome, its free parameters ± std (beside ``truth``), their step dependence."""
-    print(result.message)
-    print_parameters(result, truth)
-    print_refinement(result)
-
-
 def print_parameters(result, truth=None) -> None:
     """Each free parameter ± its std (and the truth), flagged when not determined."""
     import numpy as np
 
-    from mb_estimation.io.results import gravity_tilt
+    from mb_estimation.io.parameter_files import gravity_tilt
 
     for name in result.free:
         value = np.ravel(result.parameters[name])
@@ -85,29 +80,21 @@ def print_parameters(result, truth=None) -> None:
         print(line)
 
 
-def print_refinement(result) -> None:
+def print_step_dependence(calibration) -> None:
     """How far each free parameter moved over the consistent path's last two steps."""
     import numpy as np
 
-    from mb_estimation.estimation.consistent import step_dependence
-
-    rows = step_dependence(result)
+    rows = calibration.assessment.step_dependence
     if not rows:
         return
-    coarse, fine = result.refinement[-2], result.refinement[-1]
-    if fine.formulation == "simulation":
-        print(f"the rigid fit (h = {coarse.dt:g} s) → through the simulator "
-              f"(step {fine.dt:g} s):")
-        moved = "MOVED: the rigid model's value was a shadow of its hinges"
-    else:
-        print(f"step dependence (h = {coarse.dt:g} s → {fine.dt:g} s):")
-        moved = "STILL MOVES with the step: a shadow value"
+    coarse, fine = calibration.stages[-2], calibration.stages[-1]
+    print(f"step dependence (h = {coarse.dt:g} s → {fine.dt:g} s):")
     for row in rows:
         change = " ".join(f"{v:+.3g}" for v in row.change)
         with np.errstate(divide="ignore", invalid="ignore"):
             sigmas = " ".join(f"{v:.2g}" for v in np.abs(row.change) / row.std)
         print(f"  {row.name:8s} change {change} ({sigmas} std): "
-              f"{'settled' if row.settled else moved}")
+              f"{'settled' if row.settled else 'STILL MOVES with the step: a shadow value'}")
 
 
 def print_predictions(checks, advice=None) -> None:
@@ -138,10 +125,12 @@ def print_open_loop(checks) -> None:
               f"({whole}){followed}")
 
 
-def print_verdict(result, bound, identified, verdict) -> None:
+def print_verdict(calibration) -> None:
     """The precision against the Cramér–Rao bound, what the data determine, the verdict."""
     import numpy as np
 
+    result, assessment = calibration.result, calibration.assessment
+    bound, identified = assessment.bound, assessment.identified
     if bound is not None:
         shown = []
         for name in bound.names:
@@ -158,22 +147,25 @@ def print_verdict(result, bound, identified, verdict) -> None:
             print(f"  {standing.name}: {standing.status}")
     if identified.determined_ratios:
         print("the data determine " + ", ".join(str(r) for r in identified.determined_ratios))
-    for line in verdict.lines():
+    for line in calibration.verdict.lines():
         print(line)
 
 
-def print_calibration(run, truth=None) -> None:
-    """What a calibration found (:class:`~mb_estimation.workflows.CalibrationRun`).
+def print_calibration(calibration, truth=None) -> None:
+    """What a :class:`~mb_estimation.calibration.Calibration` found.
 
-    What reading did to the recordings, the fit (beside ``truth``, the demo's values), its
-    predictions and open-loop replays, the precision against the Cramér–Rao bound, what the
-    data determine, and the verdict.
+    What reading did to the recordings, the fit (beside ``truth``, the demo's values), how far
+    its values moved with the step, its predictions and open-loop replays, the precision
+    against the Cramér–Rao bound, what the data determine, and the verdict.
     """
-    print_notes(run.notes)
-    print_fit(run.result, truth)
-    print_predictions(run.predictions, run.advice)
-    print_open_loop(run.open_loop)
-    print_verdict(run.result, run.bound, run.identified, run.verdict)
+    assessment = calibration.assessment
+    print_notes(calibration.notes)
+    print(calibration.result.message)
+    print_parameters(calibration.result, truth)
+    print_step_dependence(calibration)
+    print_predictions(assessment.predictions, assessment.note)
+    print_open_loop(assessment.replays)
+    print_verdict(calibration)
 
 
 def print_written(output, result) -> None:

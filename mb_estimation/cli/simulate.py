@@ -10,7 +10,6 @@ from mb_estimation.cli.common import (
     UserError,
     add_config_options,
     add_hinges_option,
-    check_output_folder,
     load_config,
 )
 
@@ -85,7 +84,7 @@ def print_simulated(bag) -> None:
 
 def simulate_command(args) -> int:
     """Simulate the scenario into the bag of --output (and its ground_truth.yaml)."""
-    from mb_estimation.workflows import write_simulated_bag
+    from mb_estimation.api import write_simulated_bag
 
     config = load_config(args)
     if args.noise is not None and args.noise < 0:
@@ -102,14 +101,15 @@ def simulate_command(args) -> int:
 
 def demo_command(args) -> int:
     """Simulate furuta_synthetic's swing-up, then calibrate furuta's parameters from it."""
-    from mb_estimation import pipeline
+    from mb_estimation.api import calibrate, write_simulated_bag
     from mb_estimation.cli.printing import fit_progress, print_calibration, print_written
     from mb_estimation.config import apply_overrides
     from mb_estimation.config import load_config as load_named_config
-    from mb_estimation.workflows import calibrate_and_write, write_simulated_bag
+    from mb_estimation.io.files import writable_folder
+    from mb_estimation.numerics import compiling_meanwhile
+    from mb_estimation.setup import compile_ahead
 
-    check_output_folder(args.output)
-    output = Path(args.output)
+    output = writable_folder(args.output)
     bag = output / "swingup_bag"
     initial = load_named_config("furuta")
     # Table G.5 as the paper simulated it (stiff, damped hinges, ε = 1e-6, step 1e-4 s),
@@ -123,16 +123,18 @@ def demo_command(args) -> int:
           f"{truth.simulation.noise_rad:g} rad) → {bag}")
     # The refinement through the declared compliant hinges takes minutes on thirteen
     # parameters; the demo shows the rigid-limit fit and says what the refinement would add.
-    config = apply_overrides(pipeline.starting_from(truth, initial),
-                             simulation_refinement="off")
+    free = list(initial.free)
+    config = apply_overrides(truth, free=free, simulation_refinement="off",
+                             set_values={name: initial.parameters[name] for name in free})
     # the fit's model compiles on the other core while the swing-up is simulated
-    with pipeline.compiling_meanwhile(pipeline.compile_ahead, config):
+    with compiling_meanwhile(compile_ahead, config):
         print_simulated(write_simulated_bag(truth, "swingup", bag, duration_s=args.duration,
                                             dt=step, rate_hz=rate, overwrite=True))
         print("2/2 calibrating from Table 1's initial values (config furuta), in the hinges' "
               "rigid limit (calibrate would go on through the compliant hinges furuta_synthetic "
               "declares: --simulation-refinement on)")
-        run = calibrate_and_write(config, [bag], output, progress=fit_progress(args.quiet, config))
-    print_calibration(run, truth.parameters)
-    print_written(output, run.result)
+        calibration = calibrate(config, [bag], output,
+                                progress=fit_progress(args.quiet, config))
+    print_calibration(calibration, truth.parameters)
+    print_written(output, calibration.result)
     return 0

@@ -8,7 +8,6 @@ from mb_estimation.cli.common import (
     add_recordings_argument,
     add_renamed_option,
     check_bags,
-    check_output_folder,
     load_config,
     number_list,
 )
@@ -40,12 +39,11 @@ def add_sweep(commands) -> None:
 
 def sweep_command(args) -> int:
     """The fits' progress, then the table of results; sweep.csv and figures into --output."""
+    from mb_estimation.api import sweep_and_write
     from mb_estimation.cli.printing import fit_progress, print_notes
     from mb_estimation.report.sweep import sweep_rows
-    from mb_estimation.workflows import sweep_and_write
 
     check_bags(args.bags)
-    check_output_folder(args.output)
     # the values to sweep over are not overrides: each fit sets its own
     config = load_config(args, ignore=("step_s", "kappa", "compliance"))
     run = sweep_and_write(config, args.bags, args.output, dts=args.step_s, kappas=args.kappa,

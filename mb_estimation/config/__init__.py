@@ -10,7 +10,7 @@ configurations and the resolver of "a path or a built-in name") and
 :mod:`~mb_estimation.config.overrides` (``--free``/``--set`` text, :func:`apply_overrides`).
 
 The public names below are imported on first use: ``schema`` and ``builtin`` are pure Python,
-and the launch files and :mod:`mb_estimation.transport.ros_common` import them without the rigs
+and the launch files and :mod:`mb_estimation.ros.ros_common` import them without the rigs
 (whose package imports JAX); the other rooms check values against the rigs' specs.
 """
 

@@ -2,7 +2,7 @@
 
 One resolver for a configuration given as "a path or a built-in name": :func:`resolve_config`.
 ``load_config`` (the command line, the nodes) and the launch files'
-:func:`~mb_estimation.transport.ros_common.config_topics` find files through it, so a name
+:func:`~mb_estimation.ros.ros_common.config_topics` find files through it, so a name
 means the same file everywhere. Pure Python (no rigs, no YAML): the launch files import it.
 """
 

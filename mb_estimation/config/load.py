@@ -25,7 +25,6 @@ from mb_estimation.config.parameters import (
 )
 from mb_estimation.config.schema import (
     HINGE_DECLARATIONS,
-    MOVED_KEYS,
     TOP_LEVEL_KEYS,
     Config,
     ConfigError,
@@ -96,7 +95,6 @@ def parse_config(data: Any, source: str = "<config>") -> Config:
     if not isinstance(data, Mapping):
         fail(source, None, f"expected a mapping with keys {', '.join(TOP_LEVEL_KEYS)} at the "
                            f"top level, got {describe(data)}")
-    _check_moved(data, source)
     check_keys(data, TOP_LEVEL_KEYS, source, None)
 
     if data.get("rig") is None:
@@ -130,15 +128,6 @@ def parse_config(data: Any, source: str = "<config>") -> Config:
         hinges=hinges,
         source=source,
     )
-
-
-def _check_moved(data: Mapping, source: str) -> None:
-    """Fail with one line on a key an earlier version read where it no longer is."""
-    for old, new in MOVED_KEYS.items():
-        section, _, key = old.rpartition(".")
-        holder = data.get(section) if section else data
-        if isinstance(holder, Mapping) and key in holder:
-            fail(source, old, f"moved to {new}")
 
 
 def load_config(path: str | Path) -> Config:

@@ -181,7 +181,10 @@ def apply_overrides(
         if isinstance(free, str):
             free = parse_free_list(free, origin)
         free_bounds = {}
+        free = list(free)
         for name in free:
+            if free.count(name) > 1:
+                fail(origin, None, f"{name} is named twice")
             spec = resolve_parameter(rig, name, origin, f"free.{name}")
             check_friction_use(rig, config.friction, name, origin, f"free.{name}")
             free_bounds[name] = config.free.get(name, default_bounds(spec))

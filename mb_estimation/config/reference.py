@@ -122,10 +122,6 @@ def config_reference() -> str:
         lines += _parameters(rig)
     for key, settings, purpose in SECTIONS:
         lines += _section(key, settings, purpose)
-    lines += ["## Keys that moved", "",
-              "A config that still uses one of these fails with a line saying where it is now.",
-              "", "| was | now |", "|---|---|",
-              *(f"| `{old}` | {_cell(new)} |" for old, new in schema.MOVED_KEYS.items()), ""]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

@@ -2,7 +2,7 @@
 
 No YAML and no checks here (reading is :mod:`mb_estimation.config.load`, the checks are
 :mod:`mb_estimation.config.checks` and the section modules), and no import of the rigs at
-module level: the launch files and :mod:`mb_estimation.transport.ros_common` read the defaults
+module level: the launch files and :mod:`mb_estimation.ros.ros_common` read the defaults
 without importing JAX.
 
 A configuration has two parts. What the user states about the rig: its name and hinges, a value
@@ -39,7 +39,7 @@ internals). Parameter names, units and admissible ranges come from
     method:                    # what a user may tune (MethodSettings), all optional
       step_s: null             # estimation step h [s]; null: the recordings' sample period
       kappa: 100.0             # state error weight (Omega^-1 = kappa I)
-      simulation_refinement: null  # the last, simulation-error fit: on | off | auto
+      simulation_refinement: on  # the last, simulation-error fit: on | off | auto
       max_iterations: 60       # Levenberg-Marquardt iteration limit per fit
       time_limit_s: null       # no new iteration after this much solving [s] (node: 1.5 strides)
     simulation:                # forward simulation defaults (SimulationSettings), all optional
@@ -51,9 +51,6 @@ internals). Parameter names, units and admissible ranges come from
     advanced:                  # the method's internals (AdvancedSettings), all optional:
       estimator: consistent    # estimator, refinement levels, shooting segment, filter,
                                # tolerances, drift correction
-
-A key an earlier version read elsewhere (:data:`MOVED_KEYS`) fails with one line saying where
-it is now.
 
 Rules: unknown keys are errors (with the closest valid name suggested); a settings key set to
 null takes its default; numbers must be finite numbers (not strings, not booleans); values must
@@ -92,7 +89,6 @@ __all__ = [
     "Config",
     "ConfigError",
     "JointMapping",
-    "MOVED_KEYS",
     "AdvancedSettings",
     "MethodSettings",
     "NodeSettings",
@@ -151,12 +147,13 @@ class MethodSettings:
     kappa: float = setting(100.0, "state error weight κ (Ω⁻¹ = κI): how little force noise the "
                            "fit allows; read at h = 0.01 s on a rig of 0.04 kg m² and scaled "
                            "per step and for the rig's inertia")
-    simulation_refinement: str | None = setting(
-        None, "a last simulation-error fit (multiple shooting through the model `hinges` "
-        "declares): `on`, `off`, or `auto` (only when the joint fit does not predict the "
-        "recordings 0.5 s ahead within 5× its angle noise, kept when it predicts better); "
-        "null: on, and for rigid hinges kept where its simulations follow the recordings "
-        "(within 1.5× the joint fit's angle noise) or predict them no worse")
+    simulation_refinement: str = setting(
+        "on", "a last simulation-error fit (multiple shooting through the model `hinges` "
+        "declares) on recordings longer than one of its segments: `on` (kept for compliant "
+        "hinges; for rigid ones where its simulations follow the recordings within 1.5× the "
+        "joint fit's angle noise, or predict them no worse), `off`, or `auto` (kept only where "
+        "the joint fit does not predict the recordings 0.5 s ahead within 5× its angle noise "
+        "and it predicts them better)")
     max_iterations: int = setting(60, "Levenberg–Marquardt iteration limit per fit")
     time_limit_s: float | None = setting(None, "no new iteration after this much solving per "
                                          "fit [s], compiling not counted; null: none (the "
@@ -186,21 +183,6 @@ class AdvancedSettings:
     drift_correction: bool = setting(False, "SPOOK rows with the constraints' curvature "
                                      "(damped stiff hinges without drift); false: the paper's "
                                      "rows (2.8)")
-
-
-#: Keys of earlier configs and where they are now: reading one fails with this one line.
-MOVED_KEYS = {
-    "method.dt": "method.step_s (the estimation step of either estimator; null: the sample "
-                 "period, the paper's fit 0.01 s)",
-    "method.refinement_dt": "method.step_s",
-    "method.estimator": "advanced.estimator",
-    "method.refinement_levels": "advanced.refinement_levels",
-    "method.simulation_segment_s": "advanced.simulation_segment_s",
-    "method.filter_cutoff_hz": "advanced.filter_cutoff_hz",
-    "method.gradient_tolerance": "advanced.gradient_tolerance",
-    "method.step_tolerance": "advanced.step_tolerance",
-    "drift_correction": "advanced.drift_correction",
-}
 
 
 @dataclass(frozen=True)

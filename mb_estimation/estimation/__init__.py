@@ -9,10 +9,11 @@ consistent path over refined steps (:mod:`mb_estimation.estimation.consistent`).
 from mb_estimation.estimation.consistent import (
     KAPPA_REFERENCE_INERTIA,
     KAPPA_REFERENCE_STEP,
-    RefinementLevel,
     fit_joint_level,
     kappa_per_step,
     refinement_steps,
+    simulation_refit,
+    with_refit,
 )
 from mb_estimation.estimation.result import (
     EstimationResult,
@@ -29,5 +30,6 @@ from mb_estimation.estimation.solver import (
 
 __all__ = ["KAPPA_REFERENCE_INERTIA", "KAPPA_REFERENCE_STEP", "EstimationProblem",
            "EstimationResult", "FitStatus", "IterationRecord",
-           "RecordingEstimate", "RefinementLevel", "SolverSettings", "compile_model", "estimate",
-           "fit_joint_level", "kappa_per_step", "refinement_steps"]
+           "RecordingEstimate", "SolverSettings", "compile_model", "estimate",
+           "fit_joint_level", "kappa_per_step", "refinement_steps", "simulation_refit",
+           "with_refit"]

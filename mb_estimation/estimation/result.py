@@ -111,9 +111,6 @@ class EstimationResult:
         message: one human-readable line.
         history: one :class:`IterationRecord` per accepted iterate, starting with the guess.
         compile_time_s / solve_time_s: compilation (first use of a problem shape) and the rest.
-        refinement: the consistent path's fits, coarse to fine
-            (:class:`~mb_estimation.estimation.consistent.RefinementLevel`); empty for a single
-            fit.
     """
 
     parameters: dict[str, np.ndarray]
@@ -131,8 +128,6 @@ class EstimationResult:
     history: tuple[IterationRecord, ...] = field(repr=False)
     compile_time_s: float = 0.0
     solve_time_s: float = 0.0
-    settings: dict = field(default_factory=dict)
-    refinement: tuple = ()
 
     @property
     def converged(self) -> bool:

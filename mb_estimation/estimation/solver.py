@@ -290,10 +290,4 @@ def _result(solver: LevenbergMarquardt, state: LMState, status: FitStatus,
         recordings=tuple(estimates), cost=final.cost, observation_mse=final.observation_mse,
         impulse_mse=final.impulse_mse, iterations=state.iteration,
         status=status, message=message, history=tuple(history),
-        compile_time_s=compiler.seconds, solve_time_s=total - compiler.seconds,
-        settings={"dt": grids[0].dt, "kappa": settings.kappa,
-                  "max_iterations": settings.max_iterations,
-                  "gradient_tolerance": settings.gradient_tolerance,
-                  "step_tolerance": settings.step_tolerance,
-                  "time_limit_s": settings.time_limit_s},
-    )
+        compile_time_s=compiler.seconds, solve_time_s=total - compiler.seconds)

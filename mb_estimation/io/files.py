@@ -1,8 +1,9 @@
 """Writing files so that a reader never sees part of one (the result files, the node's state).
 
-Pure Python (no numpy, no YAML): the calibrate outputs (:mod:`mb_estimation.io.results`), the
-node's persisted estimate (:mod:`mb_estimation.online.fusion`) and the node's fused result files
-(:mod:`mb_estimation.transport.ros_common`) all write through :func:`write_text_atomically`.
+Pure Python (no numpy, no YAML): the calibrate outputs (:mod:`mb_estimation.io.parameter_files`),
+the node's persisted estimate (:mod:`mb_estimation.online.fusion`) and the node's fused result
+files (:mod:`mb_estimation.ros.ros_common`) all write through :func:`write_text_atomically`.
+:func:`writable_folder` makes an output folder and tries it before any long work.
 """
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ import os
 import secrets
 from pathlib import Path
 
-__all__ = ["OWNER_ONLY", "PLAIN_FILE", "write_text_atomically"]
+from mb_estimation.errors import UserError
+
+__all__ = ["OWNER_ONLY", "PLAIN_FILE", "OutputFolderError", "writable_folder",
+           "write_text_atomically"]
 
 #: Permissions of a file only its owner reads and writes (as :func:`tempfile.mkstemp` makes it).
 OWNER_ONLY = 0o600
@@ -64,3 +68,27 @@ def write_text_atomically(path: Path, text: str, *, mode: int = OWNER_ONLY) -> N
             os.unlink(temporary)
         raise
     _fsync_folder(path.parent)
+
+
+class OutputFolderError(UserError):
+    """An output folder that cannot be made or written."""
+
+
+def writable_folder(path: str | Path) -> Path:
+    """``path`` as an output folder: made if missing, and a file written in it and removed.
+
+    For a command to fail in one line before its work rather than lose it to a folder it
+    cannot write (:class:`OutputFolderError`).
+    """
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise OutputFolderError(f"{path}: exists and is not a folder: choose another output")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        descriptor, probe = _create_temporary(path / "write-test", OWNER_ONLY)
+        os.close(descriptor)
+        os.unlink(probe)
+    except OSError as error:
+        raise OutputFolderError(f"{path}: cannot write there ({error.strerror or error})"
+                                ) from None
+    return path

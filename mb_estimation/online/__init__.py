@@ -1,1 +1,1 @@
-"""Online (ROS 2 node) side of mb_estimation: real-time filtering alongside the estimator."""
+"""The online node's core, without ROS: buffers, windows, fusion, the real-time filter."""

@@ -1,6 +1,6 @@
 """The node's transport adapter, transport-neutral part: input handlers and the shadow fan-out.
 
-The rclpy node (:mod:`mb_estimation.transport.ros_node`) hands the handlers below its messages;
+The rclpy node (:mod:`mb_estimation.ros.ros_node`) hands the handlers below its messages;
 they read only the fields (``header.stamp.sec``/``nanosec``, ``name``, ``position``, ``effort``,
 ``data``), so any message object with them will do. No transport is imported here.
 """

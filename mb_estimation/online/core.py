@@ -1,6 +1,6 @@
 """The online estimator node's core, shared by every transport.
 
-Transports (:mod:`mb_estimation.transport`) feed it joint states and voltages from their
+Transports (:mod:`mb_estimation.ros`) feed it joint states and voltages from their
 subscription callbacks and give it an :class:`NodeOutputs` to publish through. The core
 
 * keeps the samples in bounded ring buffers and cuts windows on the header stamps (length and
@@ -45,7 +45,7 @@ import numpy as np
 from mb_estimation.config import Config, ConfigError, apply_overrides
 from mb_estimation.errors import first_line
 from mb_estimation.estimation import EstimationResult
-from mb_estimation.io.results import plain_value
+from mb_estimation.io.parameter_files import plain_value
 from mb_estimation.online.buffers import PublicationOrder, SampleRing
 from mb_estimation.online.fusion import ParameterEstimate, load_estimate
 from mb_estimation.online.intake import FAR_VOLTAGES, SampleIntake
@@ -53,7 +53,7 @@ from mb_estimation.online.jerk_model import JerkFilterSettings
 from mb_estimation.online.kalman import JointStateFilter
 from mb_estimation.online.windows import Window, estimate_window, window_step
 from mb_estimation.online.worker import WindowWorker
-from mb_estimation.pipeline import warm_up_recording
+from mb_estimation.setup import warm_up_recording
 from mb_estimation.signals import Recording, recorded_joint_states
 from mb_estimation.stamps import NS_PER_S
 

@@ -15,7 +15,9 @@ import numpy as np
 
 from mb_estimation.config import Config
 from mb_estimation.estimation import EstimationResult, FitStatus
+from mb_estimation.fitting import fit
 from mb_estimation.online.fusion import ParameterEstimate
+from mb_estimation.setup import PAPER_STEP_S, set_up
 from mb_estimation.signals import Recording
 
 ACCEPTED_STATUSES = (FitStatus.GRADIENT, FitStatus.STEP)
@@ -54,12 +56,10 @@ def window_step(config: Config) -> float:
     """The node's estimation step [s], fixed before any data arrive (one compiled program).
 
     ``method.step_s``; unset, the paper's single fit (``advanced.estimator: paper``) takes
-    :data:`~mb_estimation.pipeline.PAPER_STEP_S`, the consistent path :data:`NODE_STEP_S` —
+    :data:`~mb_estimation.setup.PAPER_STEP_S`, the consistent path :data:`NODE_STEP_S` —
     not the samples' period, as offline: the node would learn it only from the data, after its
     start-up compile, and a jittering stamp could move it from window to window.
     """
-    from mb_estimation.pipeline import PAPER_STEP_S
-
     if config.method.step_s is not None:
         return config.method.step_s
     return PAPER_STEP_S if config.advanced.estimator == "paper" else NODE_STEP_S
@@ -99,12 +99,9 @@ def estimate_window(config: Config, recording: Recording) -> EstimationResult:
     ``[0, window_s]`` of the recording's time at :func:`window_step`, so every window has the
     same number of steps and the compiled solver is reused.
     """
-    from mb_estimation.calibration import calibrate_recordings
-
     first = float(recording.time_s[0])
-    return calibrate_recordings(
-        window_config(config), [recording], start_s=-first,
-        end_s=config.node.window_s - first).result
+    return fit(set_up(window_config(config), [recording], start_s=-first,
+                      end_s=config.node.window_s - first)).joint
 
 
 def result_estimate(result: EstimationResult, windows: int = 1) -> ParameterEstimate:

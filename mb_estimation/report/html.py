@@ -10,9 +10,10 @@
   "—" where a variance is infinite or zero);
 * convergence: cost per LM iteration (log scale; total, observation, impulse) and one panel per
   free parameter with its value per iteration;
-* the consistent path's refinement: each free parameter at every step, its change over the
-  last two steps in standard deviations, and whether it settled (a value that still moves with
-  the step is a shadow of the method, not of the rig);
+* the consistent path's stages: each free parameter at every step (and through the simulator
+  where that fit is kept), its change over the last two steps in standard deviations, and
+  whether it settled (a value that still moves with the step is a shadow of the method, not of
+  the rig);
 * per recording: measured vs shadow (estimated) joint angles, the residuals measured − shadow
   at the observed grid points, the short-horizon predictions from the estimated states (RMS
   error against the lead time) and the open-loop simulation vs measured with its RMS errors.
@@ -178,22 +179,19 @@ def _correlation_section(result: EstimationResult, directory: Path) -> str:
     return f"<h2>Parameter correlation</h2>{image}{table}{note}"
 
 
-def _refinement_section(result: EstimationResult) -> str:
-    """The consistent path's levels side by side, with each parameter's step dependence."""
-    from mb_estimation.estimation.consistent import step_dependence
-
-    if not result.refinement:
+def _refinement_section(calibration) -> str:
+    """The consistent path's stages side by side, with each parameter's step dependence."""
+    stages = calibration.stages
+    if not stages:
         return ""
-    levels = result.refinement
-    dependence = {row.name: row for row in step_dependence(result)}
-    header = (["parameter"] + [f"h = {level.dt:g} s" if level.formulation == "joint"
-                                else f"simulator, step {level.dt:g} s" for level in levels]
+    dependence = {row.name: row for row in calibration.assessment.step_dependence}
+    header = (["parameter"] + [stage.label for stage in stages]
               + ["change", "change / std", "settled"])
     rows, classes = [], []
-    for name in result.free:
+    for name in calibration.result.free:
         cells = [_text(name)]
-        for level in levels:
-            value = np.asarray(level.parameters[name], dtype=np.float64).ravel()
+        for stage in stages:
+            value = np.asarray(stage.values.get(name, np.nan), dtype=np.float64).ravel()
             cells.append(_text(", ".join(_number(v) for v in value)))
         row = dependence.get(name)
         if row is None:
@@ -207,13 +205,13 @@ def _refinement_section(result: EstimationResult) -> str:
                       "yes" if row.settled else '<span class="warn">no: still moves</span>']
             classes.append("" if row.settled else "not-excited")
         rows.append(cells)
-    costs = ", ".join(f"{level.dt:g} s: {_number(level.cost)} ({level.iterations} iterations)"
-                      for level in levels)
+    costs = ", ".join(f"{stage.dt:g} s: {_number(stage.cost)} ({stage.iterations} iterations)"
+                      for stage in stages)
     note = ("<p>The consistent path fits at each step, coarse to fine, warm-started; the "
-            "estimate is the last fit. A parameter that moved by more than its standard "
-            "deviation between the last two fits still depends on the method (or, after the "
-            "refinement through the simulator, the rigid model's value was a shadow of its "
-            f"hinges). Costs: {_text(costs)}.</p>")
+            "estimate is the last fit (after the joint levels, the simulation-error fit where "
+            "it is kept: its values come from a converged simulation, not from the step). A "
+            "parameter that moved by more than its standard deviation between the last two "
+            f"joint levels still depends on the method. Costs: {_text(costs)}.</p>")
     return "<h2>Refinement</h2>" + _table(header, rows, classes) + note
 
 
@@ -259,38 +257,38 @@ def _recording_section(index: int, grid: GridData, estimate, check: OpenLoopChec
     return "".join(parts)
 
 
-def write_report(directory: Path, result: EstimationResult, grids: Sequence[GridData],
-                 checks: Sequence[OpenLoopCheck], *, units: Mapping[str, str],
-                 method: Mapping[str, object], title: str = "mb-estimation calibration",
-                 notes: Sequence[str] = (),
-                 predictions: Sequence[PredictionCheck] = (), verdict=None) -> Path:
+def write_report(directory: Path, calibration, *,
+                 title: str = "mb-estimation calibration") -> Path:
     """Write ``directory/report.html`` and its PNG figures into ``directory/figures``.
 
-    ``grids[i]`` is the grid of ``result.recordings[i]``; ``checks[i]`` and ``predictions[i]``
-    (when present) its open-loop check and short-horizon predictions. ``units`` maps parameter
-    names to units, ``method`` holds the method settings shown as a table; ``verdict``
-    (:class:`~mb_estimation.verdict.Verdict`) is shown first when given. Returns the path of
-    report.html.
+    From a :class:`~mb_estimation.calibration.Calibration`: its result and grids, the
+    assessment's replays and predictions (per recording), its method settings, notes, units,
+    stages and verdict (shown first). Returns the path of report.html.
     """
     directory = Path(directory)
+    result, grids, assessment = calibration.result, calibration.grids, calibration.assessment
     if len(grids) != len(result.recordings):
         raise ValueError(f"{len(grids)} grids for {len(result.recordings)} recordings")
     figure_dir = directory / "figures"
     figure_dir.mkdir(parents=True, exist_ok=True)
 
     parts = [f"<h1>{_text(title)}</h1>", _status(result)]
-    if verdict is not None:
-        parts.append(_verdict_section(verdict))
+    if calibration.verdict is not None:
+        parts.append(_verdict_section(calibration.verdict))
+    notes = [*calibration.notes, *([assessment.note] if assessment.note else [])]
     if notes:
         parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{_text(n)}</li>" for n in notes)
                      + "</ul>")
     parts.append("<h2>Method</h2>" + _table(
-        ["setting", "value"], [[_text(k), _text(_setting(v))] for k, v in method.items()]))
+        ["setting", "value"],
+        [[_text(k), _text(_setting(v))] for k, v in calibration.method.items()]))
+    units = calibration.units
     parts.append(_parameters_section(result, units))
-    parts.append(_refinement_section(result))
+    parts.append(_refinement_section(calibration))
     parts.append(_correlation_section(result, figure_dir))
     parts.append(_convergence_section(result, units, figure_dir))
     parts.append("<h2>Recordings</h2>")
+    checks, predictions = assessment.replays, assessment.predictions
     for index, (grid, estimate) in enumerate(zip(grids, result.recordings, strict=True)):
         check = checks[index] if index < len(checks) else None
         prediction = predictions[index] if index < len(predictions) else None

@@ -1,6 +1,6 @@
 """The players on rclpy (``mb-estimation rig-sim``/``replay``) and ``call_trigger``.
 
-:class:`RosSink` is a :func:`~mb_estimation.transport.players.play` sink; :func:`run_ros_player`
+:class:`RosSink` is a :func:`~mb_estimation.ros.players.play` sink; :func:`run_ros_player`
 plays a stream through it from a node of its own; :func:`call_trigger` calls the node's
 ``~/calibrate_now`` (or ``~/reset``) once, for bag_calibration.launch.py on machines without the
 ``ros2`` command line. :func:`try_shutdown` ends an rclpy context that may
@@ -19,10 +19,10 @@ import rclpy
 from rclpy.qos import qos_profile_sensor_data
 from std_srvs.srv import Trigger
 
-from mb_estimation.transport import players
-from mb_estimation.transport.players import PlayStats, TimedMessage, play
-from mb_estimation.transport.ros_common import PLAYER_NODE_NAME
-from mb_estimation.transport.ros_messages import message_class, to_ros
+from mb_estimation.ros import players
+from mb_estimation.ros.players import PlayStats, TimedMessage, play
+from mb_estimation.ros.ros_common import PLAYER_NODE_NAME
+from mb_estimation.ros.ros_messages import message_class, to_ros
 
 # Best-effort samples can be lost at both ends of a replay: a subscriber the publisher already
 # counts may not yet know the publisher, and samples in flight when the player's node goes are
@@ -33,7 +33,7 @@ SETTLE_S = 0.3
 
 
 class RosSink:
-    """A :func:`~mb_estimation.transport.players.play` sink publishing through rclpy.
+    """A :func:`~mb_estimation.ros.players.play` sink publishing through rclpy.
 
     One publisher per (topic, kind), created on first use (or ahead with :meth:`publisher`);
     joint states with sensor-data QoS (as ``joint_state_broadcaster``), the rest with the default
@@ -83,8 +83,8 @@ def run_ros_player(messages: Iterable[TimedMessage], rate: float = 1.0, *,
                    args: list[str] | None = None) -> PlayStats:
     """Play ``messages`` on ROS 2 topics from a node ``mb_estimation_player``; returns the stats.
 
-    ``rate`` as in :func:`~mb_estimation.transport.players.play` (0: as fast as possible).
-    ``topics`` (topic -> message kind, e.g. :func:`~mb_estimation.transport.players.
+    ``rate`` as in :func:`~mb_estimation.ros.players.play` (0: as fast as possible).
+    ``topics`` (topic -> message kind, e.g. :func:`~mb_estimation.ros.players.
     rig_sim_topics`) creates those publishers first and waits up to ``wait_s`` for a subscriber
     on each (then :data:`SETTLE_S`), so that the first messages are not lost to discovery, and
     waits :data:`SETTLE_S` after the last message. rclpy is initialised (with

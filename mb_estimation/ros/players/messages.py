@@ -1,7 +1,7 @@
 """The message of a player stream, independent of the transport: :class:`TimedMessage`.
 
 Its kinds (:data:`KINDS`, and the ROS 2 message type of each) and the payload of a joint state;
-the kinds' payloads are listed in :mod:`mb_estimation.transport.players`.
+the kinds' payloads are listed in :mod:`mb_estimation.ros.players`.
 """
 
 from __future__ import annotations

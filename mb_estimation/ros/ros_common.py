@@ -3,7 +3,7 @@
 The launch files, ``mb-estimation`` and the tests import this on machines without rclpy: the
 node's parameter names and their config defaults, the ``free``/``set``/``compliance``
 overrides, the push mapping, the ``estimate.*`` parameter values and the files a fused estimate
-is written to. The node itself is :mod:`mb_estimation.transport.ros_node` (rclpy).
+is written to. The node itself is :mod:`mb_estimation.ros.ros_node` (rclpy).
 """
 
 from __future__ import annotations
@@ -165,7 +165,7 @@ def estimate_parameter_values(config: Config, estimate: ParameterEstimate | None
     for every free parameter (three tangent entries [rad] for a quaternion; ``-1`` where not
     determined or not estimated yet).
     """
-    from mb_estimation.io.results import plain_value
+    from mb_estimation.io.parameter_files import plain_value
 
     values: dict[str, float | list[float]] = {
         f"estimate.{name}": plain_value(value) for name, value in config.parameters.items()}
@@ -185,18 +185,19 @@ def write_fused(directory: str | Path, estimate: ParameterEstimate, config: Conf
                 node_name: str = DEFAULT_NODE_NAME) -> Path:
     """Write a fused estimate as ``calibrate`` writes a result; returns the folder.
 
-    ``parameters.yaml`` has the schema of :func:`mb_estimation.io.results.parameters_document`
-    as far as a fused estimate allows (so :func:`~mb_estimation.io.results.read_parameters` and
-    ``--parameters`` read it): ``rig``; ``parameters`` (the estimated ones: ``value``, ``std`` --
+    ``parameters.yaml`` has the schema of :func:`mb_estimation.results.parameters_document`
+    as far as a fused estimate allows (so
+    :func:`~mb_estimation.io.parameter_files.read_parameters` and ``--parameters`` read it):
+    ``rig``; ``parameters`` (the estimated ones: ``value``, ``std`` --
     three tangent entries [rad] for a quaternion, ``.inf`` where not determined -- ``unit``, and
     ``excited`` = every std finite); ``fixed`` (the config's other values); ``fit`` (no cost or
     states: ``status: fused``, the number of fused ``windows`` and the node's window settings);
     ``method``. ``ros_parameters.yaml`` is ``{node_name: {ros__parameters: {estimate.<name>:
     value}}}`` for every parameter, as ``calibrate`` writes it. Both files are written by
-    :func:`mb_estimation.io.results.write_parameter_files`, replaced atomically (a reader never
-    sees half a file); ``states.csv`` is not written (a fused estimate has no states).
+    :func:`mb_estimation.io.parameter_files.write_parameter_files`, replaced atomically (a
+    reader never sees half a file); ``states.csv`` is not written (a fused estimate has no states).
     """
-    from mb_estimation.io.results import plain_value, write_parameter_files
+    from mb_estimation.io.parameter_files import plain_value, write_parameter_files
 
     spec = config.rig_spec
     std = estimate.std

@@ -1,11 +1,14 @@
-"""The commands' work as library functions: configs and recordings in, files out.
+"""Each command as a library function: configs and recordings in, files out.
 
 The command line (:mod:`mb_estimation.cli`) parses its arguments, calls one of these and prints
-the progress events it passes on and what it returns: reading the recordings, calibrating
-(:mod:`mb_estimation.calibration`), validating, writing the result files and the report
-(:func:`calibrate_and_write`, :func:`cross_validate`, :func:`sweep` and
-:func:`sweep_and_write`), and simulating
-a scenario into a bag with its ground truth (:func:`write_simulated_bag`).
+the progress events it passes on and what it returns. :func:`calibrate` runs a calibration
+one way through: read the recordings → set up (:func:`~mb_estimation.setup.set_up`) → fit
+(:func:`~mb_estimation.fitting.fit`) → assess (:func:`~mb_estimation.assess.assess`) → judge
+(:func:`~mb_estimation.verdict.verdict`) → write (:func:`~mb_estimation.results.write_results`,
+the report). :func:`cross_validate` scores fixed parameters by states-only fits,
+:func:`sweep_and_write` fits over a grid of method settings, :func:`write_simulated_bag`
+simulates a scenario into a bag with its ground truth. Whatever can be checked before a fit
+(the output folder, the recordings, the trim, the free set) is checked first.
 """
 
 from __future__ import annotations
@@ -20,125 +23,71 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from mb_estimation import pipeline
-from mb_estimation.calibration import Progress, calibrate_recordings, stage_following
-from mb_estimation.config import Config, apply_overrides
-from mb_estimation.cramer_rao import CramerRao
+from mb_estimation.assess import assess, kept_fit
+from mb_estimation.calibration import Calibration
+from mb_estimation.config import Config, ConfigError, apply_overrides
 from mb_estimation.errors import SimulationError
 from mb_estimation.estimation import EstimationResult
-from mb_estimation.estimation.consistent import step_dependence
-from mb_estimation.estimation.identifiability import Identifiability
+from mb_estimation.fitting import Progress, fit, plan_of
 from mb_estimation.io.bags import BagError, write_rig_bag
+from mb_estimation.io.files import writable_folder
+from mb_estimation.io.parameter_files import write_crossval
 from mb_estimation.io.recordings import read_recording
-from mb_estimation.io.results import write_crossval, write_outputs
 from mb_estimation.message_types import JOINT_STATE
-from mb_estimation.signals import GridData, Recording, recorded_joint_states
-from mb_estimation.simulation import simulate_recording
-from mb_estimation.validation import OpenLoopCheck, PredictionCheck
-from mb_estimation.verdict import Verdict, verdict
+from mb_estimation.numerics import compiling_meanwhile
+from mb_estimation.results import write_results
+from mb_estimation.setup import Setup, model_of, set_up
+from mb_estimation.signals import Recording, recorded_joint_states
+from mb_estimation.verdict import verdict
 
-__all__ = ["SIMULATED_START_TIME_S", "CalibrationRun", "SimulatedBag",
-           "SweepPoint", "SweepRun", "calibrate_and_write", "cross_validate", "sweep",
-           "sweep_and_write", "write_simulated_bag"]
+__all__ = ["SIMULATED_START_TIME_S", "SimulatedBag", "SweepPoint", "SweepRun", "calibrate",
+           "cross_validate", "mean_score", "read_recordings", "sweep", "sweep_and_write",
+           "write_simulated_bag"]
 
 # Simulated bags start at this wall-clock time [s since the Unix epoch]: a stamp of 0 means
 # "unset" to many ROS tools.
 SIMULATED_START_TIME_S = 1_700_000_000
 
 
-def _units(config: Config, names) -> dict[str, str]:
-    return {name: config.rig_spec.parameter(name).unit for name in names}
+def read_recordings(config: Config, sources: Sequence[str | Path]) -> tuple[Recording, ...]:
+    """Each of ``sources`` as the config's rig sees it.
 
-
-@dataclass(frozen=True)
-class CalibrationRun:
-    """What :func:`calibrate_and_write` did.
-
-    ``notes``: what reading did to each recording (:func:`pipeline.recording_notes`);
-    ``method``: the method settings written into parameters.yaml; ``predictions``: the fit
-    predicted from its estimated states; ``advice``: a note for the user when the fit does not
-    predict the recordings, or how ``method.simulation_refinement: auto`` decided (else None);
-    ``open_loop``: each recording replayed open loop; ``identified``: what the data
-    determine; ``verdict``: whether to trust the values, and what to do; ``bound``: the
-    Cramér–Rao bound of the scalar free parameters (rigid hinges), else None.
+    A bag folder, a .db3/.mcap file or a PlotJuggler CSV export each.
     """
-
-    result: EstimationResult
-    grids: tuple[GridData, ...]
-    notes: tuple[str, ...]
-    method: dict
-    predictions: tuple[PredictionCheck, ...]
-    advice: str | None
-    open_loop: tuple[OpenLoopCheck, ...]
-    identified: Identifiability
-    verdict: Verdict
-    bound: CramerRao | None = None
+    return tuple(read_recording(path, config) for path in sources)
 
 
-def _read(config: Config, sources: Sequence[str | Path], start_s: float | None,
-          end_s: float | None
-          ) -> tuple[list[Recording], tuple[str, ...], tuple[GridData, ...]]:
-    """The recordings read from ``sources``, what reading did to each (the notes), the grids.
-
-    The grids are those of the config's (final) fit (:func:`pipeline.finest_step`); the gap
-    steps are counted on them.
-    """
-    recordings = [read_recording(path, config) for path in sources]
-    grids = pipeline.prepare(config, recordings, start_s=start_s, end_s=end_s,
-                             dt=pipeline.finest_step(config, recordings))
-    return recordings, tuple(pipeline.recording_notes(recordings, grids)), grids
+def _check_free(config: Config) -> None:
+    if not config.free:
+        raise ConfigError(f"{config.source}: no free parameters to calibrate: name them under "
+                          "free: or with --free (crossval scores fixed values)")
 
 
-def calibrate_and_write(config: Config, sources: Sequence[str | Path], output: str | Path, *,
-                        start_s: float | None = None, end_s: float | None = None,
-                        progress: Callable[[Progress], None] | None = None) -> CalibrationRun:
-    """Estimate from recordings, validate, write the result files and the report (calibrate).
+def calibrate(config: Config, sources: Sequence[str | Path], output: str | Path, *,
+              start_s: float | None = None, end_s: float | None = None,
+              progress: Callable[[Progress], None] | None = None) -> Calibration:
+    """Calibrate the config's free parameters from recordings; write the results (calibrate).
 
-    Reads each of ``sources`` (a bag folder, a .db3/.mcap file or a PlotJuggler CSV export,
-    trimmed to ``start_s``..``end_s`` s from its start); estimates the config's free parameters
-    and the states by the config's plan of stages
-    (:func:`~mb_estimation.calibration.calibrate_recordings`, ``progress`` its events);
-    predicts 0.5 s ahead from the estimated states and replays each recording open loop; writes
-    parameters.yaml, ros_parameters.yaml, states.csv and report.html (figures in figures/) into
-    ``output``. Bad input raises a :class:`~mb_estimation.errors.UserError`.
+    Reads each of ``sources`` (trimmed to ``start_s``..``end_s`` s from its start), sets the
+    calibration up, fits the plan of stages the config asks for (``progress`` sees its
+    events), assesses the fit kept (predictions 0.5 s ahead from the estimated states, open-loop
+    replays, the Cramér–Rao bound, what the data determine), judges it and writes
+    parameters.yaml, ros_parameters.yaml, states.csv and report.html (figures in figures/)
+    into ``output``. Bad input raises a :class:`~mb_estimation.errors.UserError` before any fit.
     """
     from mb_estimation.report import write_report  # matplotlib: only where a report is written
 
-    output = Path(output)
-    recordings, notes, fit_grids = _read(config, sources, start_s, end_s)
-    if config.advanced.estimator != "paper":  # too short for the first step: said before compiling
-        pipeline.prepare(config, recordings, start_s=start_s, end_s=end_s,
-                         dt=pipeline.consistent_steps(config, recordings)[0])
+    output = writable_folder(output)
+    _check_free(config)
+    setup = set_up(config, read_recordings(config, sources), start_s=start_s, end_s=end_s)
     # the checks' simulators compile on the other core while the fit runs
-    with pipeline.compiling_meanwhile(pipeline.compile_checks, config, fit_grids):
-        calibration = calibrate_recordings(config, recordings, start_s=start_s, end_s=end_s,
-                                           progress=progress)
-        result, grids = calibration.result, calibration.grids
-        predictions = (calibration.predictions if calibration.predictions is not None
-                       else pipeline.prediction_checks(config, grids, result))
-        bound = pipeline.cramer_rao_of(config, grids, result)
-        identified = pipeline.identifiability_of(config, result, bound)
-        judged = judge(config, result, identified, recordings, grids, predictions, bound)
-        method = pipeline.method_summary(config, result)
-        write_outputs(output, result, config.rig_spec, method, predictions=predictions,
-                      identified=identified, verdict=judged, bound=bound)
-        open_loop = pipeline.open_loop_checks(config, grids, result)
-    write_report(output, result, grids, open_loop, method=method, notes=list(notes),
-                 units=_units(config, result.free), predictions=predictions, verdict=judged)
-    return CalibrationRun(result, grids, notes, method, tuple(predictions), calibration.note,
-                          open_loop, identified, judged, bound)
-
-
-def judge(config: Config, result: EstimationResult, identified: Identifiability,
-          recordings: Sequence[Recording], grids: Sequence[GridData],
-          predictions: Sequence[PredictionCheck], bound: CramerRao | None = None) -> Verdict:
-    """The verdict on a calibration (:func:`mb_estimation.verdict.verdict`) from its checks."""
-    refined = bool(result.refinement) and result.refinement[-1].formulation == "simulation"
-    return verdict(config, result, identified, step_dependence(result),
-                   pipeline.prediction_mismatch(grids, result, predictions),
-                   pipeline.validation_model(config), refined,
-                   pipeline.input_delay(config, recordings, result), bound,
-                   stage_following(grids, result))
+    with compiling_meanwhile(setup.model.compile_checks, config.parameters, setup.grids[0]):
+        fitted = fit(setup, progress=progress)
+        assessment = assess(setup, fitted)
+    calibration = Calibration(setup, fitted, assessment, verdict(setup, assessment))
+    write_results(calibration, output)
+    write_report(output, calibration)
+    return calibration
 
 
 def cross_validate(config: Config, sources: Sequence[str | Path],
@@ -150,13 +99,16 @@ def cross_validate(config: Config, sources: Sequence[str | Path],
     Paper §4.5: with the parameters fixed, only the states of each of ``sources`` are
     estimated. Returns one row per recording (``path``, ``mse``, ``observation_mse``,
     ``impulse_mse``), written with their mean into ``output``/crossval.yaml when ``output`` is
-    given. ``progress`` sees the fits' :class:`~mb_estimation.calibration.Progress` events.
+    given. ``progress`` sees the fits' :class:`~mb_estimation.fitting.Progress` events. Every
+    recording is read and set up before the first fit.
     """
+    if output is not None:
+        writable_folder(output)
+    setups = [set_up(config, [recording], start_s=start_s, end_s=end_s)
+              for recording in read_recordings(config, sources)]
     rows = []
-    for path in sources:
-        result = calibrate_recordings(
-            config, [read_recording(path, config)], start_s=start_s, end_s=end_s,
-            estimate_parameters=False, progress=progress).result
+    for path, setup in zip(sources, setups, strict=True):
+        result = fit(setup, plan_of(setup, estimate_parameters=False), progress).joint
         rows.append({"path": str(path), "mse": result.cost,
                      "observation_mse": result.observation_mse,
                      "impulse_mse": result.impulse_mse})
@@ -180,6 +132,11 @@ class SweepPoint:
     result: EstimationResult
 
 
+def _kept_result(setup: Setup, progress) -> EstimationResult:
+    """The result a calibration of ``setup`` keeps (its fit, without the rest of the checks)."""
+    return kept_fit(setup, fit(setup, progress=progress)).result
+
+
 def sweep(config: Config, recordings: Sequence[Recording], *, dts: Sequence[float],
           kappas: Sequence[float], compliances: Sequence[float | None],
           start_s: float | None = None, end_s: float | None = None,
@@ -189,16 +146,17 @@ def sweep(config: Config, recordings: Sequence[Recording], *, dts: Sequence[floa
     Every fit starts from the config's values, so the points differ only in the method
     parameter; h is the step of the paper's fit or the finest step of the consistent path.
     A new h compiles anew, κ and the compliance do not. ``progress`` sees the fits' events.
+    Every point is set up before the first fit.
     """
-    points = []
+    grid = []
     for dt in dts:
         on_grid = apply_overrides(config, step_s=dt)
         for compliance, kappa in itertools.product(compliances, kappas):
-            point_config = apply_overrides(on_grid, kappa=kappa, compliance=compliance)
-            result = calibrate_recordings(point_config, recordings, start_s=start_s,
-                                          end_s=end_s, progress=progress).result
-            points.append(SweepPoint(dt, kappa, compliance, result))
-    return tuple(points)
+            point = apply_overrides(on_grid, kappa=kappa, compliance=compliance)
+            grid.append((dt, kappa, compliance,
+                         set_up(point, recordings, start_s=start_s, end_s=end_s)))
+    return tuple(SweepPoint(dt, kappa, compliance, _kept_result(setup, progress))
+                 for dt, kappa, compliance, setup in grid)
 
 
 @dataclass(frozen=True)
@@ -231,21 +189,26 @@ def sweep_and_write(config: Config, sources: Sequence[str | Path], output: str |
                     progress: Callable[[Progress], None] | None = None) -> SweepRun:
     """Fit at every combination of steps, κ and compliances; write sweep.csv and figures (sweep).
 
-    ``dts``/``kappas``: default the config's step (:func:`pipeline.finest_step`) and κ;
+    ``dts``/``kappas``: default the config's step (the finest of its fit) and κ;
     ``compliances``: default the config's own. Each fit starts from the config's values
     (:func:`sweep`; ``progress`` sees the fits' events); sweep.csv and sweep_<setting>.png go
     into ``output``.
     """
     from mb_estimation.report.sweep import write_sweep  # matplotlib: only where it is needed
 
-    recordings, notes, _ = _read(config, sources, start_s, end_s)
-    run = SweepRun(tuple(config.free), tuple(dts or (pipeline.finest_step(config, recordings),)),
+    output = writable_folder(output)
+    _check_free(config)
+    recordings = read_recordings(config, sources)
+    setup = set_up(config, recordings, start_s=start_s, end_s=end_s)
+    run = SweepRun(setup.free, tuple(dts or setup.steps[-1:]),
                    tuple(kappas or (config.method.kappa,)), tuple(compliances or (None,)),
-                   notes=notes)
+                   notes=setup.notes)
     points = sweep(config, recordings, dts=run.dts, kappas=run.kappas,
                    compliances=run.compliances, start_s=start_s, end_s=end_s,
                    progress=progress)
-    written = write_sweep(Path(output), points, _units(config, config.free))
+    spec = config.rig_spec
+    written = write_sweep(output, points, {name: spec.parameter(name).unit
+                                           for name in setup.free})
     return dataclasses.replace(run, points=points, written=tuple(written))
 
 
@@ -277,13 +240,13 @@ def write_simulated_bag(config: Config, scenario: str, output: str | Path, *,
                         storage: str = "sqlite3", overwrite: bool = False) -> SimulatedBag:
     """Simulate the config's rig through ``scenario`` and write a rosbag2 bag (simulate).
 
-    The rig model (the config's ``hinges``: rigid, or through their compliance and damping)
-    steps at ``dt`` [s] and is sampled at ``rate_hz``, with Gaussian angle noise
-    ``noise_rad`` [rad] (seed ``seed``) and ``encoder_counts`` per revolution (each default:
-    the config's ``simulation`` section). The bag at ``output`` holds the joint states and the
-    voltage as the config's ``recording`` reads them (topics, names, offset, sign, the voltage's
-    type or joint), stamped from :data:`SIMULATED_START_TIME_S`; beside them ground_truth.yaml,
-    the config with these settings (a valid config). ``output`` must not exist unless ``overwrite``.
+    The model the config's ``hinges`` declare (:func:`~mb_estimation.setup.model_of`) steps
+    at ``dt`` [s] and is sampled at ``rate_hz``, with Gaussian angle noise ``noise_rad`` [rad]
+    (seed ``seed``) and ``encoder_counts`` per revolution (each default: the config's
+    ``simulation`` section). The bag at ``output`` holds the joint states and the voltage as
+    the config's ``recording`` reads them (topics, names, offset, sign, the voltage's type or
+    joint), stamped from :data:`SIMULATED_START_TIME_S`; beside them ground_truth.yaml, the
+    config with these settings (a valid config). ``output`` must not exist unless ``overwrite``.
     """
     settings = config.simulation
     dt = dt if dt is not None else settings.dt
@@ -296,16 +259,15 @@ def write_simulated_bag(config: Config, scenario: str, output: str | Path, *,
     if output.exists() and not overwrite:  # before the simulation, not after it
         raise BagError(f"{output} exists already; pass overwrite=True to replace it")
 
-    rig = pipeline.config_rig(config)
+    model = model_of(config)
     started = time.perf_counter()
-    recording = simulate_recording(
-        rig, config.parameters, scenario, duration_s=duration_s, dt=dt, rate_hz=rate,
-        noise_rad=noise, seed=seed, encoder_counts=counts, rigid=config.hinges == "rigid",
-    )
+    recording = model.simulate(config.parameters, scenario, duration_s=duration_s, dt=dt,
+                               rate_hz=rate, noise_rad=noise, seed=seed,
+                               encoder_counts=counts)
     elapsed = time.perf_counter() - started
 
     recording_settings = config.recording
-    joints = [recording_settings.joints[name] for name in rig.spec.joints]
+    joints = [recording_settings.joints[name] for name in model.rig.spec.joints]
     positions, velocities = recorded_joint_states(joints, recording.measured_angles,
                                                   recording.joint_rates)
     stamps_ns = SIMULATED_START_TIME_S * 10**9 + np.round(recording.time_s * 1e9).astype(np.int64)

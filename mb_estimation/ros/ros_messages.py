@@ -1,9 +1,9 @@
 """rclpy messages of the node and the players: building them, and the subscription callbacks.
 
-What :mod:`mb_estimation.transport.ros_node` publishes (joint states, the parameter arrays of
+What :mod:`mb_estimation.ros.ros_node` publishes (joint states, the parameter arrays of
 :mod:`mb_estimation.online.messages`, the diagnostics) and what
-:mod:`mb_estimation.transport.ros_player` sends (:func:`to_ros` of a
-:class:`~mb_estimation.transport.players.TimedMessage`), as rclpy message objects; and the
+:mod:`mb_estimation.ros.ros_player` sends (:func:`to_ros` of a
+:class:`~mb_estimation.ros.players.TimedMessage`), as rclpy message objects; and the
 rclpy subscription callback that passes the publisher's source timestamp on. Needs rclpy (the
 node module says so when it is missing).
 """
@@ -27,9 +27,9 @@ from mb_estimation.online.messages import (
     multiarray_layout,
     parameter_matrix,
 )
+from mb_estimation.ros import players
+from mb_estimation.ros.players import TimedMessage
 from mb_estimation.stamps import sec_nanosec
-from mb_estimation.transport import players
-from mb_estimation.transport.players import TimedMessage
 
 #: The rclpy class of each ``recording.voltage_type``.
 VOLTAGE_CLASSES = {FLOAT64: Float64, FLOAT64_MULTI_ARRAY: Float64MultiArray}
@@ -86,7 +86,7 @@ def diagnostic_array(snapshot: dict, name: str, hardware_id: str, stamp) -> Diag
 
 
 def to_ros(message: TimedMessage):
-    """The rclpy message of a :class:`~mb_estimation.transport.players.TimedMessage`.
+    """The rclpy message of a :class:`~mb_estimation.ros.players.TimedMessage`.
 
     A joint state gets ``header.stamp`` = ``stamp_ns`` (empty ``frame_id``); a
     Float64MultiArray an empty layout.

@@ -12,14 +12,14 @@ from typing import Any
 
 import numpy as np
 
-from mb_estimation.stamps import stamp_to_ns
-from mb_estimation.transport.players.messages import (
+from mb_estimation.ros.players.messages import (
     FLOAT64,
     JOINT_STATE,
     KIND_BY_ROS_TYPE,
     JointStatePayload,
     TimedMessage,
 )
+from mb_estimation.stamps import stamp_to_ns
 
 
 def bag_messages(

@@ -19,7 +19,7 @@ Its parameters (``config``, ``autostart``, the overrides, ``output_dir``, ``push
 node settings), the ``estimate.*``/``estimate_std.*`` outputs, its topics and its services are
 described in ``docs/node.md``. The estimate parameters are read-only for everybody but the
 node, which is not what ``ParameterDescriptor.read_only`` gives
-(:mod:`mb_estimation.transport.ros_parameters` says why and how).
+(:mod:`mb_estimation.ros.ros_parameters` says why and how).
 
 *Threads.* The core's worker thread calls the outputs. Publishing from it is allowed in rclpy
 (the diagnostics publisher, shared with the 1 Hz timer, is guarded by a lock). Parameter updates,
@@ -74,7 +74,7 @@ from mb_estimation.online.core import (
 )
 from mb_estimation.online.fusion import ParameterEstimate
 from mb_estimation.online.messages import warm_up_message, window_message
-from mb_estimation.transport.ros_common import (
+from mb_estimation.ros.ros_common import (
     COMPILING_MARKER,
     DEFAULT_NODE_NAME,
     DRAIN_TIMEOUT_S,
@@ -82,20 +82,20 @@ from mb_estimation.transport.ros_common import (
     StopSignals,
     write_fused,
 )
-from mb_estimation.transport.ros_inputs import RosInputs
-from mb_estimation.transport.ros_messages import (
+from mb_estimation.ros.ros_inputs import RosInputs
+from mb_estimation.ros.ros_messages import (
     diagnostic_array,
     joint_state_message,
     parameter_message,
 )
-from mb_estimation.transport.ros_parameters import (
+from mb_estimation.ros.ros_parameters import (
     EstimateParameters,
     ParameterPush,
     declare_config_parameters,
     declare_node_parameters,
     node_config,
 )
-from mb_estimation.transport.ros_player import ros_sink, run_ros_player, try_shutdown
+from mb_estimation.ros.ros_player import ros_sink, run_ros_player, try_shutdown
 
 __all__ = ["EstimatorNode", "main", "ros_sink", "run_ros_player"]
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mb_estimation.errors import SimulationError
-from mb_estimation.transport.players.messages import (
+from mb_estimation.ros.players.messages import (
     FLOAT64,
     FLOAT64_MULTIARRAY,
     JOINT_STATE,

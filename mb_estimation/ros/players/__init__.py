@@ -9,7 +9,7 @@ a live rig would send.  It has three parts, the first two independent of the tra
 * **pacing** -- :func:`play` hands the messages of a stream to a *sink* in real time (or scaled,
   or as fast as possible) and reports how late it was;
 * **sinks** -- any callable ``sink(message)``; the rclpy sink
-  :class:`~mb_estimation.transport.ros_player.RosSink` publishes on ROS 2 topics.
+  :class:`~mb_estimation.ros.ros_player.RosSink` publishes on ROS 2 topics.
 
 For example, a simulated swing-up printed as fast as it is simulated::
 
@@ -25,12 +25,12 @@ Message kinds (:attr:`TimedMessage.kind`) and their payloads:
 
 The rooms: :mod:`.messages` (:class:`TimedMessage`, the kinds and payloads), :mod:`.rig_sim`
 (the simulated rig's stream), :mod:`.bags` (a bag's stream) and :mod:`.pacing` (:func:`play`);
-the rclpy sink is :class:`mb_estimation.transport.ros_player.RosSink` (it needs rclpy). Every
+the rclpy sink is :class:`mb_estimation.ros.ros_player.RosSink` (it needs rclpy). Every
 name is imported here; none needs rclpy.
 """
 
-from mb_estimation.transport.players.bags import bag_messages, bag_topics
-from mb_estimation.transport.players.messages import (
+from mb_estimation.ros.players.bags import bag_messages, bag_topics
+from mb_estimation.ros.players.messages import (
     FLOAT64,
     FLOAT64_MULTIARRAY,
     JOINT_STATE,
@@ -39,8 +39,8 @@ from mb_estimation.transport.players.messages import (
     JointStatePayload,
     TimedMessage,
 )
-from mb_estimation.transport.players.pacing import MAX_SLEEP_S, PlayStats, play
-from mb_estimation.transport.players.rig_sim import (
+from mb_estimation.ros.players.pacing import MAX_SLEEP_S, PlayStats, play
+from mb_estimation.ros.players.rig_sim import (
     DEFAULT_CHUNK_S,
     rig_sim_messages,
     rig_sim_topics,

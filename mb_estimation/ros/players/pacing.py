@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from mb_estimation.ros.players.messages import TimedMessage
 from mb_estimation.stamps import NS_PER_S
-from mb_estimation.transport.players.messages import TimedMessage
 
 #: Longest single sleep of :func:`play` (so that ``stop`` is noticed within this time) [s].
 MAX_SLEEP_S = 0.1

@@ -21,7 +21,7 @@ def add_domain_option(parser: argparse.ArgumentParser) -> None:
 
 
 def ros_transport(args: argparse.Namespace):
-    """The rclpy transport (:mod:`mb_estimation.transport.ros_node`), on --domain-id if given."""
+    """The rclpy transport (:mod:`mb_estimation.ros.ros_node`), on --domain-id if given."""
     try:
         import rclpy  # noqa: F401
     except ImportError:
@@ -29,7 +29,7 @@ def ros_transport(args: argparse.Namespace):
                         "pip install 'mb_estimation[ros]'") from None
     if args.domain_id is not None:
         os.environ["ROS_DOMAIN_ID"] = str(args.domain_id)
-    from mb_estimation.transport import ros_node
+    from mb_estimation.ros import ros_node
     return ros_node
 
 

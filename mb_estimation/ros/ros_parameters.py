@@ -2,11 +2,11 @@
 
 :func:`declare_config_parameters` declares ``config`` and ``autostart`` when the node is made;
 on configure, :func:`node_config` loads the configuration and :func:`declare_node_parameters`
-declares the other read-only parameters (the list is in :mod:`mb_estimation.transport.ros_node`)
+declares the other read-only parameters (the list is in :mod:`mb_estimation.ros.ros_node`)
 and applies them to it;
 :class:`EstimateParameters` declares, guards and writes ``estimate.*`` and ``estimate_std.*``;
 :class:`ParameterPush` sends the fused estimate to ``/<push.target_node>/set_parameters``. What
-needs no rclpy (names, config defaults, checks) is in :mod:`mb_estimation.transport.ros_common`.
+needs no rclpy (names, config defaults, checks) is in :mod:`mb_estimation.ros.ros_common`.
 
 *Read-only, and how the node writes them.* ``ParameterDescriptor.read_only`` means "the value
 cannot change after it has been initialized" (rcl_interfaces/msg/ParameterDescriptor.msg), and
@@ -39,9 +39,9 @@ from rclpy.parameter import Parameter
 
 from mb_estimation.config import Config, ConfigError, load_config
 from mb_estimation.errors import first_line
-from mb_estimation.io.results import plain_value
+from mb_estimation.io.parameter_files import plain_value
 from mb_estimation.online.fusion import ParameterEstimate
-from mb_estimation.transport.ros_common import (
+from mb_estimation.ros.ros_common import (
     NODE_SETTINGS,
     NOT_DETERMINED,
     apply_node_overrides,

@@ -19,8 +19,8 @@ from sensor_msgs.msg import JointState
 from mb_estimation.message_types import JOINT_STATE
 from mb_estimation.online.adapter import input_handlers
 from mb_estimation.online.core import EstimatorCore
-from mb_estimation.transport.ros_common import JOINT_STATES_INPUT, VOLTAGE_INPUT
-from mb_estimation.transport.ros_messages import VOLTAGE_CLASSES, with_source_timestamp
+from mb_estimation.ros.ros_common import JOINT_STATES_INPUT, VOLTAGE_INPUT
+from mb_estimation.ros.ros_messages import VOLTAGE_CLASSES, with_source_timestamp
 
 #: The input subscriptions queue this long a stall of the executor [s] at ``node.max_rate_hz``:
 #: a window's solve holds the interpreter for a fraction of a second, and a sensor-data queue

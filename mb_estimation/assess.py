@@ -1,0 +1,336 @@
+"""Assess once: which fit is kept, and every check of it, computed once from (setup, fit).
+
+:func:`assess` first settles which of the fit's results is the calibration's (the joint fit, or
+the simulation-error fit as its stage's :class:`~mb_estimation.fitting.Keep` rule says: a rule
+that reads the candidates' predictions and how closely the shooting's simulations follow the
+recordings), then checks the kept one: its short-horizon predictions and open-loop replays
+through the model the hinges declare, the fit's angle noise, how far the predictions miss it,
+how far each value still moved with the step, the Cramér–Rao bound, what the data determine,
+and how late the input acts. One :class:`Assessment` holds them all; the verdict and the
+writers read it and compute none of it again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from mb_estimation import lie
+from mb_estimation.cramer_rao import CramerRao
+from mb_estimation.estimation import EstimationResult
+from mb_estimation.estimation.identifiability import Identifiability, identifiability
+from mb_estimation.estimation.input_delay import InputDelay, apparent_input_delay
+from mb_estimation.fitting import Fit, Keep, LevelFit, SimulationFit
+from mb_estimation.rigs import parameter_arrays
+from mb_estimation.setup import Setup, delayed_input
+from mb_estimation.signals import GridData
+from mb_estimation.simulation import built_system
+from mb_estimation.validation import OpenLoopCheck, PredictionCheck
+
+#: The least angle noise [rad] a validation is scored against: below it a run is as close as
+#: the simulator that scores it (the rigid validation step's own error over 8 s of the 0.92 m
+#: release is 9e-6 rad RMS), so noise-free data do not turn round-off into findings.
+NOISE_FLOOR_RAD = 1e-5
+#: A prediction error above this many times the fit's angle noise says the model does not
+#: follow the data over the horizon (the rigid limit against §4.7's damped hinges: 7×; the
+#: simulation refinement on the same data: 1.5–2×).
+PREDICTION_NOISE_RATIO = 5.0
+#: The rigid model follows recordings its simulation-error fit misses by at most this many
+#: times the joint fit's angle noise (RMS; on the independent rigid reference: 1.0×).
+FOLLOWS_NOISE_RATIO = 1.5
+
+
+def fit_noise_rad(grids: Sequence[GridData], result: EstimationResult) -> np.ndarray:
+    """Per recording and joint, the RMS of the measured minus the estimated angles [rad].
+
+    Over the observed samples; shape ``[recordings, joints]``.
+    """
+    rows = []
+    for grid, states in zip(grids, result.recordings, strict=True):
+        observed = np.asarray(grid.observed) > 0
+        rows.append(np.sqrt(np.mean((states.joint_angles[observed]
+                                     - grid.measured_angles[observed]) ** 2, axis=0)))
+    return np.array(rows)
+
+
+@dataclass(frozen=True)
+class PredictionMismatch:
+    """How far a fit's prediction misses its own noise.
+
+    ``ratio``: the prediction error at the longest lead over the fit's angle noise, for the
+    worst joint of the worst recording (``name``).
+    """
+
+    ratio: float
+    name: str
+    horizon_s: float
+    noise_rad: tuple[float, ...]  # per joint: RMS of measured minus estimated angles [rad]
+
+    def __str__(self) -> str:
+        return (f"the rigid-hinge fit, run {self.horizon_s:g} s ahead, misses the angles of "
+                f"{self.name} by {self.ratio:.0f}× the fit's noise "
+                f"({', '.join(f'{v:.2g}' for v in self.noise_rad)} rad)")
+
+
+def prediction_mismatch(grids: Sequence[GridData], result: EstimationResult,
+                        checks: Sequence[PredictionCheck]) -> PredictionMismatch | None:
+    """The worst prediction error over the fit's noise (None without a prediction).
+
+    The noise is :func:`fit_noise_rad`, per joint at least :data:`NOISE_FLOOR_RAD`; the
+    prediction error the RMS at the longest lead of ``checks``. Above
+    :data:`PREDICTION_NOISE_RATIO` the model does not follow the data over the horizon.
+    """
+    worst = None
+    for noise, check in zip(fit_noise_rad(grids, result), checks, strict=True):
+        if not check.starts:
+            continue
+        ratio = float(np.max(np.asarray(check.rms[-1]) / np.maximum(noise, NOISE_FLOOR_RAD)))
+        if worst is None or ratio > worst.ratio:
+            worst = PredictionMismatch(ratio, check.name, float(check.horizons_s[-1]),
+                                       tuple(float(v) for v in noise))
+    return worst
+
+
+@dataclass(frozen=True)
+class StageFollowing:
+    """How closely the simulation-error stage's simulations follow the recordings.
+
+    ``rms_rad``: their angle error over the scored samples (RMS) [rad], each simulated from its
+    fitted start over ``segment_s`` [s]; ``ratio``: that over the joint fit's angle noise (RMS
+    over recordings and joints, at least :data:`NOISE_FLOOR_RAD`).
+    """
+
+    rms_rad: float
+    ratio: float
+    segment_s: float
+
+    @property
+    def follows(self) -> bool:
+        return self.ratio <= FOLLOWS_NOISE_RATIO
+
+
+def stage_following(grids: Sequence[GridData], joint: EstimationResult,
+                    simulation: SimulationFit) -> StageFollowing:
+    """The simulation-error stage's :class:`StageFollowing`, against the joint fit's noise."""
+    noise = float(np.sqrt(np.mean(np.square(fit_noise_rad(grids, joint)))))
+    rms = float(np.sqrt(simulation.refit.cost))
+    return StageFollowing(rms, rms / max(noise, NOISE_FLOOR_RAD),
+                          float(simulation.refit.segment_s))
+
+
+@dataclass(frozen=True)
+class StepDependence:
+    """How far one free parameter moved between the last two joint levels.
+
+    ``change`` is finest minus the level before, in the parameter's tangent space (a rotation
+    vector [rad] for a quaternion); ``settled`` is True when every component moved by at most
+    the finest level's standard deviation (a larger move means the value still depends on the
+    step: a shadow of the method rather than of the rig).
+    """
+
+    name: str
+    coarse: np.ndarray
+    fine: np.ndarray
+    change: np.ndarray
+    std: np.ndarray
+    settled: bool
+
+
+def step_dependence(levels: Sequence[LevelFit]) -> tuple[StepDependence, ...]:
+    """Per free parameter, its change over the last two of ``levels`` (none with fewer)."""
+    if len(levels) < 2:
+        return ()
+    coarse, fine = levels[-2].result, levels[-1].result
+    rows = []
+    for name in fine.free:
+        before, after = np.asarray(coarse.parameters[name]), np.asarray(fine.parameters[name])
+        if before.size == 4:  # a unit quaternion: the rotation from one to the other
+            change = lie.quat_boxminus(after, before)
+        else:
+            change = np.atleast_1d(after - before)
+        std = np.atleast_1d(np.asarray(fine.std[name], dtype=float))
+        rows.append(StepDependence(name, before, after, change, std,
+                                   bool(np.all(np.abs(change) <= std))))
+    return tuple(rows)
+
+
+def input_delay(setup: Setup, result: EstimationResult) -> InputDelay | None:
+    """The input's apparent delay beyond ``recording.input_delay_s``, over all recordings.
+
+    Measured on the fit's states through the rigid model
+    (:func:`~mb_estimation.estimation.input_delay.apparent_input_delay`); the recordings'
+    delays are averaged by their information. None for a rig without input or an input that
+    never changes.
+    """
+    if not setup.config.rig_spec.inputs:
+        return None
+    system = built_system(setup.rig, parameter_arrays(result.parameters))
+    found = []
+    for recording, states in zip(setup.recordings, result.recordings, strict=True):
+        recording = delayed_input(setup.config, recording)
+        delay = apparent_input_delay(system, states.time_s, states.joint_angles,
+                                     states.joint_rates, recording.input_time_s,
+                                     recording.inputs)
+        if delay is not None and np.isfinite(delay.std_s) and delay.std_s > 0:
+            found.append(delay)
+    if not found:
+        return None
+    weights = np.array([1.0 / d.std_s**2 for d in found])
+    mean = float(np.sum(weights * [d.delay_s for d in found]) / np.sum(weights))
+    return InputDelay(mean, float(1.0 / np.sqrt(np.sum(weights))))
+
+
+def rest_inertia_offsets(setup: Setup, result: EstimationResult) -> dict[str, float]:
+    """Per free parameter that adds to the rig's rest inertia, the rest of it [kg m²].
+
+    The inertia the first joint turns with at rest (``Rig.rest_inertia``: J_shaft + J_Azz +
+    m_A l1² + m_B lA² + J_Bxx for the Furuta rig); what the arm's motion sees of J_Azz.
+    """
+    rest_inertia = setup.rig.rest_inertia
+    values = result.parameters
+    total = rest_inertia(values)
+    offsets = {}
+    for name in result.free:
+        if np.size(values[name]) == 1:
+            added = rest_inertia({**values, name: np.asarray(values[name]) + 1.0}) - total
+            if abs(added - 1.0) < 1e-9:
+                offsets[name] = total - float(np.asarray(values[name]))
+    return offsets
+
+
+def identifiability_of(setup: Setup, result: EstimationResult,
+                       bound: CramerRao | None = None) -> Identifiability:
+    """What the data determine of the free parameters in ``result`` (within the setup's box).
+
+    With the Cramér–Rao ``bound`` where there is one; an inertia that adds to the rig's rest
+    inertia (J_Azz, J_shaft; J_P) is read in that sum (:func:`rest_inertia_offsets`).
+    """
+    free = tuple(result.free)
+    return identifiability(free, result.parameters, result.std, result.covariance,
+                           {name: setup.lower[name] for name in free},
+                           {name: setup.upper[name] for name in free},
+                           None if bound is None else (bound.names, bound.covariance,
+                                                       bound.information),
+                           rest_inertia_offsets(setup, result))
+
+
+@dataclass(frozen=True)
+class Kept:
+    """Which fit is the calibration's, the checks the choice computed, and why (``note``)."""
+
+    result: EstimationResult
+    refit_kept: bool
+    predictions: tuple[PredictionCheck, ...] | None = None
+    following: StageFollowing | None = None
+    note: str | None = None
+
+
+def _with_the_time_of(joint: EstimationResult, refined: EstimationResult) -> EstimationResult:
+    """The joint fit ``joint`` with the times of the whole fit (the refit's included)."""
+    return dataclasses.replace(joint, compile_time_s=refined.compile_time_s,
+                               solve_time_s=refined.solve_time_s)
+
+
+def kept_fit(setup: Setup, fit: Fit) -> Kept:
+    """The fit the calibration keeps, by its simulation stage's :class:`Keep` rule.
+
+    ``always``: the simulation-error fit. ``if_it_follows``: it, where its simulations follow
+    the recordings (within :data:`FOLLOWS_NOISE_RATIO` times the joint fit's noise), else only
+    where it predicts 0.5 s ahead from the joint fit's states no worse than the joint fit:
+    where the rigid model does not follow the rig, the joint fit's force noise is what keeps it
+    robust (the predictions alone cannot decide: on a fast, chaotic motion both miss by many
+    times the noise from the joint fit's states alone). ``if_it_predicts_better``: it, where the
+    joint fit mispredicts (above :data:`PREDICTION_NOISE_RATIO`) and it predicts better.
+    """
+    joint, simulation, grids = fit.joint, fit.simulation, fit.grids
+    if simulation is None:
+        return Kept(joint, False, note=fit.note)
+    refined = simulation.result
+
+    def predicted(result):
+        return setup.model.predictions(result.parameters, grids, result.recordings)
+
+    keep = simulation.stage.keep
+    if keep is Keep.ALWAYS:
+        return Kept(refined, True, following=stage_following(grids, joint, simulation))
+    if keep is Keep.IF_IT_FOLLOWS:
+        following = stage_following(grids, joint, simulation)
+        if following.follows:
+            return Kept(refined, True, following=following)
+        before_checks = predicted(joint)
+        before = prediction_mismatch(grids, joint, before_checks)
+        after_checks = predicted(refined)
+        after = prediction_mismatch(grids, refined, after_checks)
+        if before is None or after is None or after.ratio <= before.ratio:
+            return Kept(refined, True, after_checks, following)
+        return Kept(_with_the_time_of(joint, refined), False, before_checks, note=(
+            f"the simulation-error fit through the rigid model misses the angles by "
+            f"{following.rms_rad:.2g} rad RMS ({following.ratio:.1f}× the joint fit's noise) "
+            f"and predicts them worse ({after.ratio:.1f}× the noise at {after.horizon_s:g} s, "
+            f"against {before.ratio:.1f}× for the joint fit), so the joint fit is kept"))
+    before_checks = predicted(joint)
+    mismatch = prediction_mismatch(grids, joint, before_checks)
+    if mismatch is None or mismatch.ratio <= PREDICTION_NOISE_RATIO:
+        return Kept(_with_the_time_of(joint, refined), False, before_checks)
+    after_checks = predicted(refined)
+    after = prediction_mismatch(grids, refined, after_checks)
+    if after is not None and after.ratio < mismatch.ratio:
+        return Kept(refined, True, after_checks, stage_following(grids, joint, simulation), (
+            f"{mismatch}: refitted through the config's simulator "
+            f"(method.simulation_refinement: auto), which misses by {after.ratio:.1f}×"))
+    shown = "no prediction" if after is None else f"{after.ratio:.1f}×"
+    return Kept(_with_the_time_of(joint, refined), False, before_checks, note=(
+        f"{mismatch}; refitting through the config's simulator predicted no better ({shown}), "
+        "so the rigid-hinge fit is kept: look for what neither model has (friction, the input "
+        "model) — or a motion too sensitive to predict that far"))
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """Every check of a calibration's kept fit, each computed once.
+
+    ``result``: the kept fit (:func:`kept_fit`); ``refit_kept``: whether it is the
+    simulation-error fit; ``note``: why a stage was left out or a fit not kept (else None);
+    ``predictions``, ``replays``: per recording, through the model the hinges declare;
+    ``noise_rad [recordings, joints]``: the fit's angle noise; ``mismatch``: the worst
+    prediction against it; ``following``: how closely the kept simulation-error stage's own
+    simulations follow the recordings (None without one kept); ``step_dependence``: each
+    value's change over the last two joint levels (none when the simulation-error fit is kept:
+    its values do not come from the step); ``bound``: the Cramér–Rao bound (rigid hinges);
+    ``identified``: what the data determine; ``delay``: the input's apparent delay.
+    """
+
+    result: EstimationResult
+    refit_kept: bool
+    predictions: tuple[PredictionCheck, ...]
+    replays: tuple[OpenLoopCheck, ...]
+    noise_rad: np.ndarray
+    mismatch: PredictionMismatch | None
+    identified: Identifiability
+    following: StageFollowing | None = None
+    step_dependence: tuple[StepDependence, ...] = ()
+    bound: CramerRao | None = None
+    delay: InputDelay | None = None
+    note: str | None = None
+
+
+def assess(setup: Setup, fit: Fit) -> Assessment:
+    """The :class:`Assessment` of ``fit`` (module docstring)."""
+    kept = kept_fit(setup, fit)
+    result, grids, model = kept.result, fit.grids, setup.model
+    predictions = kept.predictions
+    if predictions is None:
+        predictions = model.predictions(result.parameters, grids, result.recordings)
+    noise = fit_noise_rad(grids, result)
+    bound = model.cramer_rao(result.parameters, result.free, grids, result.recordings, noise)
+    return Assessment(
+        result=result, refit_kept=kept.refit_kept, predictions=predictions,
+        replays=model.replays(result.parameters, grids, result.recordings), noise_rad=noise,
+        mismatch=prediction_mismatch(grids, result, predictions),
+        identified=identifiability_of(setup, result, bound),
+        following=kept.following if kept.refit_kept else None,
+        step_dependence=() if kept.refit_kept else step_dependence(fit.levels),
+        bound=bound, delay=input_delay(setup, result), note=kept.note)

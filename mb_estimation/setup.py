@@ -1,0 +1,248 @@
+"""Set up once: everything a calibration derives from (config, recordings) before it fits.
+
+:func:`set_up` resolves the config once into a :class:`Setup` — the rig and the model its
+hinges declare (:mod:`mb_estimation.models`), the fit's steps, each step's grids, the solver
+settings, the free parameters' box, what reading did to the recordings — and checks what can
+be checked before any fit: the trim within the recordings, each grid long enough. The fit
+(:mod:`mb_estimation.fitting`), its assessment and the writers read the setup; none of them
+goes back to the raw config for what is resolved here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from mb_estimation.config import Config
+from mb_estimation.errors import RecordingError
+from mb_estimation.estimation import (
+    EstimationProblem,
+    SolverSettings,
+    compile_model,
+    refinement_steps,
+)
+from mb_estimation.models import Compliant, Model, Rigid
+from mb_estimation.rigs import Rig, get_rig
+from mb_estimation.rigs.parameters import DRY_FRICTION_PARAMETERS
+from mb_estimation.signals import GridData, Recording, prepare_recording
+
+# Bounds of the consistent path's automatic finest step (the recordings' sample period) [s].
+SMALLEST_AUTOMATIC_STEP = 1e-4
+LARGEST_AUTOMATIC_STEP = 0.01
+#: The paper's fit's step when ``method.step_s`` is not set [s] (its §4.6 setting).
+PAPER_STEP_S = 0.01
+
+
+def rig_of(config: Config) -> Rig:
+    """The rig a config describes: its model, its constraint rows, and its friction.
+
+    Dry friction only on the hinges whose friction parameters are free or non-zero (the other
+    hinges' friction rows would carry nothing).
+    """
+    flags = tuple(any(name in config.free or np.any(np.asarray(config.parameters[name]) != 0)
+                      for name in names if name in config.parameters)
+                  for names in DRY_FRICTION_PARAMETERS[config.rig])
+    return get_rig(config.rig, config.friction, config.advanced.drift_correction, flags)
+
+
+def model_of(config: Config, rig: Rig | None = None) -> Model:
+    """The model the config's hinges declare, of ``rig`` (default :func:`rig_of`).
+
+    :class:`~mb_estimation.models.Rigid` or :class:`~mb_estimation.models.Compliant`.
+    """
+    rig = rig_of(config) if rig is None else rig
+    if config.hinges == "rigid":
+        return Rigid(rig, config.simulation.dt)
+    taus = [float(value) for name, value in config.parameters.items() if name.startswith("tau")]
+    return Compliant(rig, config.simulation.dt, lead_s=3.0 * max(taus, default=0.0))
+
+
+def delayed_input(config: Config, recording: Recording) -> Recording:
+    """``recording`` with its input acting ``recording.input_delay_s`` after its stamps."""
+    delay = config.recording.input_delay_s
+    if not delay:
+        return recording
+    return dataclasses.replace(recording, input_time_s=np.asarray(recording.input_time_s) + delay)
+
+
+def sample_period(recordings: Sequence[Recording]) -> float:
+    """The recordings' median joint-angle sample period [s] (to 9 significant digits)."""
+    period = np.median(np.concatenate([np.diff(np.sort(np.asarray(r.time_s, float)))
+                                       for r in recordings]))
+    return float(f"{period:.9g}")
+
+
+def fit_steps(config: Config, recordings: Sequence[Recording]) -> tuple[float, ...]:
+    """The steps [s] the config's fits run at, coarse to fine.
+
+    The paper's single fit: ``method.step_s``, else :data:`PAPER_STEP_S`. The consistent
+    path: ``advanced.refinement_levels`` steps down to ``method.step_s``, else to the
+    recordings' sample period (within [:data:`SMALLEST_AUTOMATIC_STEP`,
+    :data:`LARGEST_AUTOMATIC_STEP`]): every sample then has its own grid point, and a finer
+    step adds no information, only cost.
+    """
+    method = config.method
+    if config.advanced.estimator == "paper":
+        return (PAPER_STEP_S if method.step_s is None else method.step_s,)
+    finest = method.step_s
+    if finest is None:
+        finest = min(max(sample_period(recordings), SMALLEST_AUTOMATIC_STEP),
+                     LARGEST_AUTOMATIC_STEP)
+    return refinement_steps(finest, config.advanced.refinement_levels)
+
+
+def solver_settings(config: Config) -> SolverSettings:
+    """The Levenberg–Marquardt settings of the config's method and advanced sections."""
+    method, advanced = config.method, config.advanced
+    return SolverSettings(kappa=method.kappa, max_iterations=method.max_iterations,
+                          gradient_tolerance=advanced.gradient_tolerance,
+                          step_tolerance=advanced.step_tolerance,
+                          time_limit_s=method.time_limit_s)
+
+
+def on_grid(config: Config, recordings: Sequence[Recording], dt: float, *,
+            start_s: float | None = None, end_s: float | None = None) -> tuple[GridData, ...]:
+    """Every recording on the estimation grid of step ``dt`` [s], its input delayed as stated."""
+    return tuple(prepare_recording(delayed_input(config, r), dt,
+                                   config.advanced.filter_cutoff_hz, start_s=start_s,
+                                   end_s=end_s) for r in recordings)
+
+
+def recording_notes(recordings: Sequence[Recording], grids: Sequence[GridData]) -> list[str]:
+    """What reading did to each recording (stamps, dropped samples, gaps, trimming).
+
+    ``grids``: the recordings on an estimation grid, for the steps that fall in gaps between
+    samples.
+    """
+    notes = []
+    for recording, grid in zip(recordings, grids, strict=True):
+        notes += [f"{recording.name}: {note}" for note in recording.notes]
+        unobserved = int(len(grid.observed) - grid.observed.sum())
+        if unobserved:
+            notes.append(f"{recording.name}: {unobserved} of {len(grid.observed)} estimation "
+                         "steps fall in gaps between samples: bridged, without observations")
+    return notes
+
+
+class TrimError(RecordingError):
+    """``--start``/``--end`` outside a recording (checked before any fit)."""
+
+
+def check_trim(recordings: Sequence[Recording], start_s: float | None,
+               end_s: float | None) -> None:
+    """A :class:`TrimError` unless ``0 ≤ start_s < end_s ≤`` each recording's length [s]."""
+    if start_s is not None and not start_s >= 0.0:
+        raise TrimError(f"--start {start_s:g} s: a recording is trimmed from 0 s on (seconds "
+                        "from its first sample)")
+    if end_s is not None and start_s is not None and not end_s > start_s:
+        raise TrimError(f"--end {end_s:g} s is not after --start {start_s:g} s")
+    for recording in recordings:
+        length = float(np.ptp(np.asarray(recording.time_s, dtype=np.float64)))
+        if start_s is not None and start_s >= length:
+            raise TrimError(f"--start {start_s:g} s is beyond the end of {recording.name} "
+                            f"({length:.3g} s long)")
+        if end_s is not None and not 0.0 < end_s <= length * (1 + 1e-9):
+            raise TrimError(f"--end {end_s:g} s is outside {recording.name} (0 to "
+                            f"{length:.3g} s)")
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What one calibration needs, derived once from the config and the recordings.
+
+    ``rig`` and ``model``: the rig and the model its hinges declare; ``steps``: the fits'
+    steps [s], coarse to fine (one for the paper's fit); ``level_grids[i]``: the recordings on
+    the grid of ``steps[i]`` (trimmed to ``start_s``..``end_s``); ``solver``: the
+    Levenberg–Marquardt settings; ``lower``/``upper``: the free parameters' box; ``notes``:
+    what reading did to each recording.
+    """
+
+    config: Config
+    recordings: tuple[Recording, ...]
+    rig: Rig
+    model: Model
+    steps: tuple[float, ...]
+    level_grids: tuple[tuple[GridData, ...], ...]
+    solver: SolverSettings
+    lower: dict[str, float]
+    upper: dict[str, float]
+    notes: tuple[str, ...] = ()
+    start_s: float | None = None
+    end_s: float | None = None
+
+    @property
+    def free(self) -> tuple[str, ...]:
+        """The free parameters, in the rig's order."""
+        return tuple(self.config.free)
+
+    @property
+    def grids(self) -> tuple[GridData, ...]:
+        """The recordings on the finest grid (the last fit's)."""
+        return self.level_grids[-1]
+
+    @property
+    def rest_inertia(self) -> float:
+        """The rig's rest inertia at the values the fit starts from [kg m²] (κ is scaled by it)."""
+        return float(self.rig.rest_inertia(self.config.parameters))
+
+    def problem(self, grids: Sequence[GridData], *, estimate_parameters: bool = True
+                ) -> EstimationProblem:
+        """The estimation problem on ``grids``: the config's values, free set and box."""
+        free = self.free if estimate_parameters else ()
+        return EstimationProblem(
+            rig=self.rig, parameters=self.config.parameters, free=free,
+            lower={name: self.lower[name] for name in free},
+            upper={name: self.upper[name] for name in free}, recordings=tuple(grids))
+
+
+def set_up(config: Config, recordings: Sequence[Recording], *, start_s: float | None = None,
+           end_s: float | None = None) -> Setup:
+    """The :class:`Setup` of a calibration of ``recordings`` as ``config`` says.
+
+    Each recording trimmed to ``start_s``..``end_s`` s from its start. Raises a
+    :class:`~mb_estimation.errors.RecordingError` before any fit when the trim lies
+    outside a recording or a recording is too short for a step.
+    """
+    recordings = tuple(recordings)
+    check_trim(recordings, start_s, end_s)
+    rig = rig_of(config)
+    steps = fit_steps(config, recordings)
+    level_grids = tuple(on_grid(config, recordings, dt, start_s=start_s, end_s=end_s)
+                        for dt in steps)
+    return Setup(
+        config=config, recordings=recordings, rig=rig, model=model_of(config, rig), steps=steps,
+        level_grids=level_grids, solver=solver_settings(config),
+        lower={name: bounds.lower for name, bounds in config.free.items()},
+        upper={name: bounds.upper for name, bounds in config.free.items()},
+        notes=tuple(recording_notes(recordings, level_grids[-1])), start_s=start_s,
+        end_s=end_s)
+
+
+def warm_up_recording(config: Config, duration_s: float, rate_hz: float) -> Recording:
+    """A synthetic recording of the config's joints: slow sines at ``rate_hz``, no input.
+
+    For compiling before the data arrive: the programs depend on its shape, not its content.
+    """
+    time_s = np.arange(0.0, duration_s + 2.0 / rate_hz, 1.0 / rate_hz)
+    angles = np.stack([0.3 * np.sin(2.0 * np.pi * 0.5 * time_s + j)
+                       for j in range(len(config.rig_spec.joints))], axis=1)
+    return Recording("warm-up", time_s, angles, np.array([0.0]),
+                     np.zeros((1, len(config.rig_spec.inputs))))
+
+
+def compile_ahead(config: Config) -> float:
+    """Compile the model programs a calibration's fit will need, before any data.
+
+    Its fit's model blocks and shadow states compile per chunk of steps for the config's rig,
+    free set and estimator, whatever the recordings (:func:`~mb_estimation.estimation.
+    compile_model`), so a short :func:`warm_up_recording` compiles them: in a thread while the
+    recordings are read or simulated. Returns the seconds spent compiling.
+    """
+    setup = set_up(config, [warm_up_recording(config, 0.2, 1000.0)])
+    problem = setup.problem(setup.grids)
+    if config.advanced.estimator != "paper":
+        problem = dataclasses.replace(problem, formulation="joint")
+    return compile_model(problem, setup.solver)
