@@ -75,16 +75,17 @@ class PredictionMismatch:
                 f"({', '.join(f'{v:.2g}' for v in self.noise_rad)} rad)")
 
 
-def prediction_mismatch(grids: Sequence[GridData], result: EstimationResult,
-                        checks: Sequence[PredictionCheck]) -> PredictionMismatch | None:
+def prediction_mismatch(noise_rad: np.ndarray, checks: Sequence[PredictionCheck]
+                        ) -> PredictionMismatch | None:
     """The worst prediction error over the fit's noise (None without a prediction).
 
-    The noise is :func:`fit_noise_rad`, per joint at least :data:`NOISE_FLOOR_RAD`; the
-    prediction error the RMS at the longest lead of ``checks``. Above
-    :data:`PREDICTION_NOISE_RATIO` the model does not follow the data over the horizon.
+    ``noise_rad [recordings, joints]``: the fit's :func:`fit_noise_rad`, per joint taken at
+    least :data:`NOISE_FLOOR_RAD`; the prediction error is the RMS at the longest lead of
+    ``checks``. Above :data:`PREDICTION_NOISE_RATIO` the model does not follow the data over
+    the horizon.
     """
     worst = None
-    for noise, check in zip(fit_noise_rad(grids, result), checks, strict=True):
+    for noise, check in zip(noise_rad, checks, strict=True):
         if not check.starts:
             continue
         ratio = float(np.max(np.asarray(check.rms[-1]) / np.maximum(noise, NOISE_FLOOR_RAD)))
@@ -112,10 +113,12 @@ class StageFollowing:
         return self.ratio <= FOLLOWS_NOISE_RATIO
 
 
-def stage_following(grids: Sequence[GridData], joint: EstimationResult,
-                    simulation: SimulationFit) -> StageFollowing:
-    """The simulation-error stage's :class:`StageFollowing`, against the joint fit's noise."""
-    noise = float(np.sqrt(np.mean(np.square(fit_noise_rad(grids, joint)))))
+def stage_following(noise_rad: np.ndarray, simulation: SimulationFit) -> StageFollowing:
+    """The simulation-error stage's :class:`StageFollowing`, against the joint fit's noise.
+
+    ``noise_rad [recordings, joints]``: the joint fit's :func:`fit_noise_rad`.
+    """
+    noise = float(np.sqrt(np.mean(np.square(noise_rad))))
     rms = float(np.sqrt(simulation.refit.cost))
     return StageFollowing(rms, rms / max(noise, NOISE_FLOOR_RAD),
                           float(simulation.refit.segment_s))
@@ -234,8 +237,11 @@ def _with_the_time_of(joint: EstimationResult, refined: EstimationResult) -> Est
                                solve_time_s=refined.solve_time_s)
 
 
-def kept_fit(setup: Setup, fit: Fit) -> Kept:
+def kept_fit(setup: Setup, fit: Fit, noise_rad: np.ndarray | None = None) -> Kept:
     """The fit the calibration keeps, by its simulation stage's :class:`Keep` rule.
+
+    ``noise_rad``: the joint fit's :func:`fit_noise_rad` (computed here when not given), the
+    simulation-error fit's too: it keeps the joint fit's states.
 
     ``always``: the simulation-error fit. ``if_it_follows``: it, where its simulations follow
     the recordings (within :data:`FOLLOWS_NOISE_RATIO` times the joint fit's noise), else only
@@ -245,25 +251,26 @@ def kept_fit(setup: Setup, fit: Fit) -> Kept:
     times the noise from the joint fit's states alone). ``if_it_predicts_better``: it, where the
     joint fit mispredicts (above :data:`PREDICTION_NOISE_RATIO`) and it predicts better.
     """
-    joint, simulation, grids = fit.joint, fit.simulation, fit.grids
+    joint, simulation, grids = fit.joint, fit.simulation, setup.grids
     if simulation is None:
         return Kept(joint, False, note=fit.note)
     refined = simulation.result
+    noise = fit_noise_rad(grids, joint) if noise_rad is None else noise_rad
 
     def predicted(result):
         return setup.model.predictions(result.parameters, grids, result.recordings)
 
     keep = simulation.stage.keep
     if keep is Keep.ALWAYS:
-        return Kept(refined, True, following=stage_following(grids, joint, simulation))
+        return Kept(refined, True, following=stage_following(noise, simulation))
     if keep is Keep.IF_IT_FOLLOWS:
-        following = stage_following(grids, joint, simulation)
+        following = stage_following(noise, simulation)
         if following.follows:
             return Kept(refined, True, following=following)
         before_checks = predicted(joint)
-        before = prediction_mismatch(grids, joint, before_checks)
+        before = prediction_mismatch(noise, before_checks)
         after_checks = predicted(refined)
-        after = prediction_mismatch(grids, refined, after_checks)
+        after = prediction_mismatch(noise, after_checks)
         if before is None or after is None or after.ratio <= before.ratio:
             return Kept(refined, True, after_checks, following)
         return Kept(_with_the_time_of(joint, refined), False, before_checks, note=(
@@ -272,13 +279,13 @@ def kept_fit(setup: Setup, fit: Fit) -> Kept:
             f"and predicts them worse ({after.ratio:.1f}× the noise at {after.horizon_s:g} s, "
             f"against {before.ratio:.1f}× for the joint fit), so the joint fit is kept"))
     before_checks = predicted(joint)
-    mismatch = prediction_mismatch(grids, joint, before_checks)
+    mismatch = prediction_mismatch(noise, before_checks)
     if mismatch is None or mismatch.ratio <= PREDICTION_NOISE_RATIO:
         return Kept(_with_the_time_of(joint, refined), False, before_checks)
     after_checks = predicted(refined)
-    after = prediction_mismatch(grids, refined, after_checks)
+    after = prediction_mismatch(noise, after_checks)
     if after is not None and after.ratio < mismatch.ratio:
-        return Kept(refined, True, after_checks, stage_following(grids, joint, simulation), (
+        return Kept(refined, True, after_checks, stage_following(noise, simulation), (
             f"{mismatch}: refitted through the config's simulator "
             f"(method.simulation_refinement: auto), which misses by {after.ratio:.1f}×"))
     shown = "no prediction" if after is None else f"{after.ratio:.1f}×"
@@ -319,17 +326,17 @@ class Assessment:
 
 def assess(setup: Setup, fit: Fit) -> Assessment:
     """The :class:`Assessment` of ``fit`` (module docstring)."""
-    kept = kept_fit(setup, fit)
-    result, grids, model = kept.result, fit.grids, setup.model
-    predictions = kept.predictions
+    grids, model = setup.grids, setup.model
+    noise = fit_noise_rad(grids, fit.joint)  # the kept fit's too: the joint fit's states
+    kept = kept_fit(setup, fit, noise)
+    result, predictions = kept.result, kept.predictions
     if predictions is None:
         predictions = model.predictions(result.parameters, grids, result.recordings)
-    noise = fit_noise_rad(grids, result)
     bound = model.cramer_rao(result.parameters, result.free, grids, result.recordings, noise)
     return Assessment(
         result=result, refit_kept=kept.refit_kept, predictions=predictions,
         replays=model.replays(result.parameters, grids, result.recordings), noise_rad=noise,
-        mismatch=prediction_mismatch(grids, result, predictions),
+        mismatch=prediction_mismatch(noise, predictions),
         identified=identifiability_of(setup, result, bound),
         following=kept.following if kept.refit_kept else None,
         step_dependence=() if kept.refit_kept else step_dependence(fit.levels),

@@ -81,7 +81,7 @@ class Calibration:
     @property
     def grids(self) -> tuple[GridData, ...]:
         """The recordings on the grid of the result's states."""
-        return self.fit.grids
+        return self.setup.grids
 
     @property
     def notes(self) -> tuple[str, ...]:
@@ -98,7 +98,7 @@ class Calibration:
     def stages(self) -> tuple[StageSummary, ...]:
         """The consistent path's levels and, where kept, the simulation-error stage.
 
-        None for the paper's single fit.
+        Empty for the paper's single fit.
         """
         fit = self.fit
         if fit.levels[0].stage.kind is StageKind.PAPER:
@@ -121,6 +121,6 @@ class Calibration:
         if joint:
             summary["steps"] = [float(level.stage.dt) for level in joint]
             summary["kappa_per_step"] = [float(level.kappa) for level in joint]
-            summary["rest_inertia"] = float(self.fit.rest_inertia)
+            summary["rest_inertia"] = float(self.setup.rest_inertia)
             summary["kappa_reference_inertia"] = float(KAPPA_REFERENCE_INERTIA)
         return summary

@@ -162,17 +162,15 @@ class SimulationFit:
 class Fit:
     """Every stage a plan ran, and the fits they give.
 
-    ``levels``: the joint levels coarse to fine (or the paper's one fit); ``joint``: the
-    finest level's result with the iterations, history and times of every level;
-    ``simulation``: the simulation-error stage, where it ran; ``grids``: the recordings on the
-    finest grid; ``rest_inertia``: what κ was scaled by [kg m²]; ``note``: the plan's.
+    ``levels``: the joint levels coarse to fine (or the paper's one fit), on the setup's grids
+    (κ per step scaled by the setup's rest inertia); ``joint``: the finest level's result with
+    the iterations, history and times of every level; ``simulation``: the simulation-error
+    stage, where it ran; ``note``: the plan's.
     """
 
     plan: Plan
     levels: tuple[LevelFit, ...]
     joint: EstimationResult
-    grids: tuple[GridData, ...]
-    rest_inertia: float
     simulation: SimulationFit | None = None
 
     @property
@@ -239,7 +237,7 @@ def fit(setup: Setup, plan: Plan | None = None,
         previous = result
         joint = (result if stage.kind is StageKind.PAPER
                  else _joint_summary(tuple(levels), tuple(history)))
-    return Fit(plan, tuple(levels), joint, grids, rest_inertia, simulation)
+    return Fit(plan, tuple(levels), joint, simulation)
 
 
 def _iterations_to(progress, index: int, stages, offset: int):

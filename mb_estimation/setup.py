@@ -170,8 +170,6 @@ class Setup:
     lower: dict[str, float]
     upper: dict[str, float]
     notes: tuple[str, ...] = ()
-    start_s: float | None = None
-    end_s: float | None = None
 
     @property
     def free(self) -> tuple[str, ...]:
@@ -217,8 +215,7 @@ def set_up(config: Config, recordings: Sequence[Recording], *, start_s: float | 
         level_grids=level_grids, solver=solver_settings(config),
         lower={name: bounds.lower for name, bounds in config.free.items()},
         upper={name: bounds.upper for name, bounds in config.free.items()},
-        notes=tuple(recording_notes(recordings, level_grids[-1])), start_s=start_s,
-        end_s=end_s)
+        notes=tuple(recording_notes(recordings, level_grids[-1])))
 
 
 def warm_up_recording(config: Config, duration_s: float, rate_hz: float) -> Recording:

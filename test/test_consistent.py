@@ -22,6 +22,7 @@ from reference_furuta import mass_matrix, simulate_reference
 from mb_estimation.assess import (
     NOISE_FLOOR_RAD,
     PREDICTION_NOISE_RATIO,
+    fit_noise_rad,
     kept_fit,
     prediction_mismatch,
     step_dependence,
@@ -565,7 +566,7 @@ def test_predictions_separate_the_truth_from_a_wrong_model(truth):
     config = apply_overrides(truth, compliance=1e-8)
     setup = set_up(config, [recording])
     fitted = fit(setup, plan_of(setup, estimate_parameters=False))
-    grids, fitted_result, model = fitted.grids, fitted.joint, model_of(config)
+    grids, fitted_result, model = setup.grids, fitted.joint, model_of(config)
     (right,) = model.predictions(fitted_result.parameters, grids, fitted_result.recordings)
     wrong = dataclasses.replace(fitted_result, parameters={
         **fitted_result.parameters, "J_Azz": 2 * fitted_result.parameters["J_Azz"]})
@@ -573,15 +574,16 @@ def test_predictions_separate_the_truth_from_a_wrong_model(truth):
     assert right.starts == 4 and right.horizons_s[-1] == pytest.approx(0.5)
     assert np.all(right.rms[-1] < 3e-3), right.rms
     assert off.rms[-1, 0] > 5 * right.rms[-1, 0]
-    assert prediction_mismatch(grids, fitted_result, [right]).ratio <= PREDICTION_NOISE_RATIO
-    assert prediction_mismatch(grids, wrong, [off]).ratio > PREDICTION_NOISE_RATIO
+    noise = fit_noise_rad(grids, fitted_result)  # the wrong model's: the same states
+    assert prediction_mismatch(noise, [right]).ratio <= PREDICTION_NOISE_RATIO
+    assert prediction_mismatch(noise, [off]).ratio > PREDICTION_NOISE_RATIO
     # A fit through noise-free data: a prediction as close as the simulator that scores it
     # (within NOISE_FLOOR_RAD) is no miss, however small the fit's noise.
     exact = dataclasses.replace(fitted_result, recordings=tuple(
         dataclasses.replace(states, joint_angles=np.asarray(grid.measured_angles))
         for grid, states in zip(grids, fitted_result.recordings, strict=True)))
     close = dataclasses.replace(right, rms=np.full_like(right.rms, 0.5 * NOISE_FLOOR_RAD))
-    assert prediction_mismatch(grids, exact, [close]).ratio == pytest.approx(0.5)
+    assert prediction_mismatch(fit_noise_rad(grids, exact), [close]).ratio == pytest.approx(0.5)
 
 
 @pytest.mark.slow
@@ -601,14 +603,15 @@ def test_joint_levels_warm_start_and_extend_each_other(truth):
     recording = _rigid_recording(truth, "multisine", 0.5)
     config = apply_overrides(truth, compliance=1e-8, free=list(FREE), set_values=START,
                              step_s=0.001, simulation_refinement="off")
-    fitted = fit(set_up(config, [recording]))
+    setup = set_up(config, [recording])
+    fitted = fit(setup)
     p = config.parameters  # κ per step: per unit time and relative to the motor axis' inertia
     inertia = p["J_shaft"] + p["J_Azz"] + p["m_A"] * p["l1"] ** 2 + p["m_B"] * p["lA"] ** 2 \
         + p["J_Bxx"]
     assert [level.stage.dt for level in fitted.levels] == [0.002, 0.001]
     assert [level.kappa for level in fitted.levels] == pytest.approx(
         [100.0 * (0.01 / dt) * (0.04 / inertia) ** 2 for dt in (0.002, 0.001)])
-    assert fitted.rest_inertia == pytest.approx(inertia)
+    assert setup.rest_inertia == pytest.approx(inertia)
     result = fitted.joint
     assert {entry.dt for entry in result.history} == {0.002, 0.001}
     assert [entry.iteration for entry in result.history] == list(range(len(result.history)))
@@ -650,7 +653,7 @@ def test_automatic_simulation_refinement_decides_by_the_prediction(truth):
     assert shots and all(set(e.values) <= set(FREE) and e.record is None for e in shots)
     before = re.search(r"misses the angles of .* by (\d+)× the fit's noise", note)
     assert before is not None and float(before.group(1)) > PREDICTION_NOISE_RATIO, note
-    after = prediction_mismatch(fitted.grids, result, kept.predictions)
+    after = prediction_mismatch(fit_noise_rad(setup.grids, result), kept.predictions)
     if kept.refit_kept:  # kept: it predicts better
         assert "refitted through the config's simulator" in note
         assert after.ratio < float(before.group(1))

@@ -3,9 +3,9 @@
 No module imports from a room above its own, and none is longer than
 :data:`LONGEST_MODULE_LINES`. Every ``import mb_estimation…`` / ``from mb_estimation… import``
 in the package, at module level or inside a function, is checked against the table below. A
-new top-level room must be placed in it. A calibration, followed through its calls, goes one way
-through the layers. docs/development.md's layout table is generated from :data:`LAYERS` and each
-room's docstring: ``python test/test_layers.py`` writes it.
+new top-level room must be placed in it (a calibration followed through its calls goes one way
+through them: test_calibrate_combinations.py). docs/development.md's layout table is generated
+from :data:`LAYERS` and each room's docstring: ``python test/test_layers.py`` writes it.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ LAYERS = (
     ("cli",),
 )
 LEVEL = {room: level for level, rooms in enumerate(LAYERS) for room in rooms}
-# Where a calibration goes, room by room, when it is followed through its calls.
+#: Where a calibration goes, room by room, when it is followed through its calls.
 STAGES = {"io": "read", "setup": "set up", "fitting": "fit", "assess": "assess",
           "verdict": "judge", "results": "write", "report": "write"}
 
@@ -100,62 +100,12 @@ def test_no_module_is_longer_than_the_house_allows():
 
 
 
-def _room_of(filename: str) -> str | None:
+def room_of(filename: str) -> str | None:
     """The room a code object's file belongs to, or None outside the package."""
     path = Path(filename)
     if PACKAGE not in path.parents:
         return None
     return path.relative_to(PACKAGE).parts[0].removesuffix(".py")
-
-
-def test_a_calibration_goes_one_way_through_the_layers(tmp_path, monkeypatch):
-    """One calibration followed through its calls, the default path with every stage.
-
-    Entered from :func:`mb_estimation.api.calibrate`, the rooms of a calibration come once
-    each, in the order read, set up, fit, assess, judge, write (every function of those rooms
-    that the api calls is recorded as it is called). And no function of a lower room calls one
-    of a higher room — the import rule above, as the code runs: no call back up, no callback
-    (every caller–callee pair of the run, from the profiler).
-    """
-    import cProfile
-    import pstats
-
-    from mb_estimation import api
-    from mb_estimation.config import apply_overrides, load_config
-
-    truth = apply_overrides(load_config("furuta_synthetic"), hinges="rigid")
-    bag = api.write_simulated_bag(truth, "multisine", tmp_path / "bag", duration_s=1.5,
-                                  rate_hz=100.0, noise_rad=1e-3).path
-    config = apply_overrides(truth, free=["J_Azz", "J_Byy", "b1"],
-                             set_values={"J_Azz": 0.004, "J_Byy": 0.005, "b1": 2e-3})
-    entered = []
-
-    def recorded(function, stage):
-        def call(*args, **kwargs):
-            if not entered or entered[-1] != stage:
-                entered.append(stage)
-            return function(*args, **kwargs)
-        return call
-
-    for name, value in vars(api).items():
-        room = getattr(value, "__module__", "").split(".")[1:2]
-        if callable(value) and room and room[0] in STAGES:
-            monkeypatch.setattr(api, name, recorded(value, STAGES[room[0]]))
-    monkeypatch.setattr("mb_estimation.report.write_report",
-                        recorded(__import__("mb_estimation.report").report.write_report,
-                                 "write"))
-    profiler = cProfile.Profile()
-    calibration = profiler.runcall(api.calibrate, config, [bag], tmp_path / "out")
-    assert calibration.fit.simulation is not None  # every stage of the default path ran
-    assert entered == ["read", "set up", "fit", "assess", "judge", "write"]
-    upward = set()
-    for (filename, _, name), (*_, callers) in pstats.Stats(profiler).stats.items():
-        callee = _room_of(filename)
-        for caller_file, _, caller_name in callers:
-            caller = _room_of(caller_file)
-            if callee and caller and LEVEL[caller] < LEVEL[callee]:
-                upward.add(f"{caller}.{caller_name} → {callee}.{name}")
-    assert not upward, sorted(upward)
 
 
 def _summary(room: str) -> str:

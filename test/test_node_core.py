@@ -106,7 +106,7 @@ def _wait_idle(core, timeout=20.0):
     while time.monotonic() < deadline:
         d = core.diagnostics()
         if d["pending_windows"] == 0 and d["windows_done"] + d["windows_dropped"] >= \
-                core._window_index:
+                core.intake.window_index:
             return
         time.sleep(0.01)
     raise AssertionError(f"worker did not finish: {core.diagnostics()}")
@@ -596,13 +596,13 @@ def test_a_voltage_script_is_the_input_timed_from_the_first_joint_state():
     again = [T0 + k * 1_000_000 for k in range(STAMP_CONFIRMATIONS)]
     for stamp in again:  # the bag again, from its start: a time jump once these confirm it
         core.on_joint_state(stamp, NAMES, (0.0, 0.0))
-    stamps, values = core._voltage.ordered()
+    stamps, values = core.intake.voltage.ordered()
     assert list(stamps) == again  # what was before the jump is of another time base
     assert list(values[:, 0]) == [0.43, 0.43] + [0.0] * (STAMP_CONFIRMATIONS - 2)
     core = EstimatorCore(config, estimator=_fake_estimator)
     for k in range(4):
         core.on_joint_state(start + k * 1_000_000, NAMES, (0.0, 0.0))
-    stamps, values = core._voltage.ordered()
+    stamps, values = core.intake.voltage.ordered()
     assert list(values[:, 0]) == [0.43, 0.43, 0.0, 0.0]
 
 
@@ -628,7 +628,7 @@ def test_voltages_are_paired_by_publication_order_not_arrival(order):
             core.on_joint_state(T0 + k * step, NAMES, (0.0, 0.0), source_ns=1_000 + source)
         else:
             core.on_voltage_message(float(k), source_ns=1_000 + source)
-    stamps, values = core._voltage.ordered()
+    stamps, values = core.intake.voltage.ordered()
     assert len(stamps) >= count - 2
     assert [int(v) for v in values[:, 0]] == [(s - T0) // step for s in stamps]
 
@@ -645,7 +645,7 @@ def test_voltage_messages_and_efforts_become_held_voltages():
     core.on_joint_state(T0 + 1000, NAMES, (0.0, 0.0))
     core.on_voltage_message([0.0, 3.5])  # held from the newest joint stamp
     core.on_voltage_message([1.0])  # too short for index 1
-    stamps, values = core._voltage.ordered()
+    stamps, values = core.intake.voltage.ordered()
     assert list(stamps) == [T0, T0 + 1000] and list(values[:, 0]) == [2.5, 3.5]
     assert "data has 1 entries, voltage_index 1" in core.diagnostics()["last_error"]
     effort = dataclasses.replace(config, recording=dataclasses.replace(
@@ -653,7 +653,7 @@ def test_voltage_messages_and_efforts_become_held_voltages():
     core = EstimatorCore(effort, estimator=_fake_estimator)
     core.on_joint_state(T0, NAMES, (0.0, 0.0), efforts=(4.0, 0.0))
     core.on_joint_state(T0 + 1, NAMES, (0.0, 0.0), efforts=())
-    stamps, values = core._voltage.ordered()
+    stamps, values = core.intake.voltage.ordered()
     assert list(stamps) == [T0] and list(values[:, 0]) == [4.0]
     assert core.diagnostics()["message_errors"] == 1
 

@@ -90,13 +90,13 @@ def _core(voltage_type: str) -> tuple[EstimatorCore, Published]:
 
 def _check_bounded(core: EstimatorCore) -> None:
     settings = core.settings
-    capacity = core._joints.capacity
-    assert len(core._joints) <= capacity and len(core._voltage) <= capacity
-    assert len(core._pending) <= settings.pending_windows
-    assert len(core._far_voltages) <= FAR_VOLTAGES
-    assert len(core._unconfirmed) < STAMP_CONFIRMATIONS
+    capacity = core.intake.joints.capacity
+    assert len(core.intake.joints) <= capacity and len(core.intake.voltage) <= capacity
+    assert len(core.worker.pending) <= settings.pending_windows
+    assert len(core.intake.far_voltages) <= FAR_VOLTAGES
+    assert len(core.intake.unconfirmed) < STAMP_CONFIRMATIONS
     span_s = settings.window_s * (1 + 2 * WINDOW_MARGIN_FRACTION) + 1e-9
-    for window in core._pending:
+    for window in core.worker.pending:
         recording = window.recording
         assert len(recording.time_s) <= capacity
         if len(recording.time_s):
@@ -110,7 +110,7 @@ def _check_bounded(core: EstimatorCore) -> None:
 
 def _check_preprocessing_is_sized_by_the_window(core: EstimatorCore) -> None:
     """What the worker does first with a window allocates for its span, never for a stamp."""
-    for window in core._pending:
+    for window in core.worker.pending:
         recording = window.recording
         if len(recording.time_s) < 3 or len(recording.input_time_s) == 0:
             continue
@@ -150,7 +150,7 @@ def _check_every_sample_accounted_for(core: EstimatorCore) -> None:
     rejected = sum(counters.get(kind, 0) for kind in REJECTED_SAMPLES
                    if kind.startswith("samples_"))
     assert counters.get("joint_samples", 0) == (
-        counters.get("samples_used", 0) + rejected + len(core._unconfirmed)), counters
+        counters.get("samples_used", 0) + rejected + len(core.intake.unconfirmed)), counters
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -217,8 +217,8 @@ def test_a_hostile_stream_is_counted_by_kind_and_cuts_only_bounded_windows(seed)
         core.on_joint_state(stamp, joint_names, positions)
         if value is not None:
             core.on_voltage_message(value)
-        while core._pending:
-            spans.append(np.ptp(core._pending.popleft().recording.time_s))
+        while core.worker.pending:
+            spans.append(np.ptp(core.worker.pending.popleft().recording.time_s))
     counters = core.diagnostics()
     for kind in ("samples_empty", "samples_unknown_joints", "samples_short",
                  "samples_non_finite", "samples_out_of_range", "samples_stamp_zero",

@@ -13,7 +13,12 @@ from configs import TABLE_1, TRUTH
 
 from mb_estimation.config import apply_overrides, load_config
 from mb_estimation.online.core import EstimatorCore
-from mb_estimation.online.windows import estimate_window, judge, window_config, window_step
+from mb_estimation.online.windows import (
+    estimate_window,
+    why_rejected,
+    window_config,
+    window_step,
+)
 from mb_estimation.setup import rig_of
 from mb_estimation.signals import Recording
 from mb_estimation.simulation import simulate_recording
@@ -42,7 +47,7 @@ def test_node_windows_estimate_the_rig_s_own_inertias_with_the_program_of_its_wa
     window_s = config.node.window_s
     swing_up = estimate_window(config, _window(sim, 0.0, window_s))
     assert swing_up.compile_time_s == 0.0  # the warm-up compiled it
-    assert judge(swing_up, config.node.max_cost) is None
+    assert why_rejected(swing_up, config.node.max_cost) is None
     errors = {name: float(swing_up.parameters[name]) / value - 1.0
               for name, value in TRUTH.items()}
     assert max(abs(e) for e in errors.values()) < 0.02, errors

@@ -142,7 +142,7 @@ def test_rig_sim_messages_continue_in_chunks(config):
     No jump at the chunk boundaries (samples 100 and 200) or anywhere: every step between two
     samples is within what the node accepts from a rig.
     """
-    from mb_estimation.online.worker import JUMP_FLOOR_RAD
+    from mb_estimation.online.windows import JUMP_FLOOR_RAD
     from mb_estimation.rigs import get_rig
     from mb_estimation.simulation import simulate_recording
 
@@ -405,7 +405,7 @@ def test_a_long_swing_up_is_repeated_through_the_rigs_physics():
     After each 10 s the controller nudges the arm and lets go; the pendulum falls and is swung
     up and caught again.
     """
-    from mb_estimation.online.worker import JUMP_FLOOR_RAD
+    from mb_estimation.online.windows import JUMP_FLOOR_RAD
 
     truth = load_config(builtin_config_path("furuta_synthetic"))
     messages = rig_sim_messages(truth, "swingup", duration_s=25.0, rate_hz=100.0,

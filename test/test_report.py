@@ -14,6 +14,7 @@ from mb_estimation.estimation.result import EstimationResult, IterationRecord, R
 from mb_estimation.report import correlation_matrix, figures, write_report
 from mb_estimation.signals.preprocess import GridData
 from mb_estimation.validation import OpenLoopCheck
+from mb_estimation.verdict import Verdict
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 N_STEPS = 50
@@ -89,7 +90,7 @@ def _calibration(result, grids, checks, notes=()):
     """What the report reads of a calibration (a hand-built stand-in: no fit runs here)."""
     return SimpleNamespace(
         result=result, grids=grids, notes=tuple(notes), units=UNITS, method=METHOD,
-        verdict=None, stages=(),
+        verdict=Verdict((), "every free parameter determined"), stages=(),
         assessment=SimpleNamespace(replays=checks, predictions=(), step_dependence=(),
                                    note=None))
 
@@ -141,9 +142,9 @@ def test_report_content(report):
     for name in ("J_Azz", "b1", "tilt", "tilt_rx", "tilt_ry", "tilt_rz"):
         assert f">{name}<" in text
     assert "rec one" in text
-    headings = [text.index(h) for h in ("<h2>Notes", "<h2>Method", "<h2>Parameters",
-                                        "<h2>Parameter correlation", "<h2>Convergence",
-                                        "<h2>Recordings")]
+    headings = [text.index(h) for h in ("<h2>Verdict", "<h2>Notes", "<h2>Method",
+                                        "<h2>Parameters", "<h2>Parameter correlation",
+                                        "<h2>Convergence", "<h2>Recordings")]
     assert headings == sorted(headings)
     assert text.count("not determined</span>") == 1  # b1 only
     assert "± ∞" in text  # b1's infinite std

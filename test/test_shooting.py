@@ -243,7 +243,7 @@ def test_a_rigid_rig_refined_by_simulation_error_reaches_the_cramer_rao_bound():
     setup = set_up(config, [recording])
     fitted = fit(setup)
     kept = kept_fit(setup, fitted)
-    result, grids = kept.result, fitted.grids
+    result, grids = kept.result, setup.grids
     assert kept.refit_kept and kept.note is None and kept.following.follows
     assert fitted.simulation.refit.segment_s == 3.0  # the recording in one piece
     bound = setup.model.cramer_rao(result.parameters, result.free, grids, result.recordings,

@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "test"))
 
 from reference_furuta import simulate_reference  # noqa: E402
 
-from mb_estimation.assess import kept_fit, prediction_mismatch  # noqa: E402
+from mb_estimation.assess import fit_noise_rad, kept_fit, prediction_mismatch  # noqa: E402
 from mb_estimation.calibration import StageSummary  # noqa: E402
 from mb_estimation.config import apply_overrides, load_config  # noqa: E402
 from mb_estimation.fitting import StageKind  # noqa: E402
@@ -136,7 +136,7 @@ def fit(config, recordings, *, predict: bool = True) -> Fit:
     result = kept.result
     prediction = None
     if predict:
-        checks = setup.model.predictions(result.parameters, fitted.grids, result.recordings)
+        checks = setup.model.predictions(result.parameters, setup.grids, result.recordings)
         prediction = np.sqrt(np.mean([c.rms[-1] ** 2 for c in checks], axis=0))
     levels = [StageSummary.of_level(level) for level in fitted.levels]
     if kept.refit_kept:
@@ -298,10 +298,10 @@ def part_judge(args) -> None:
         for l2 in _floats(args.l2):
             config = fit_config(args.data, l2)
             setup, fitted, kept = calibrated(config, [recording(args.data, scenario, l2)])
-            result, grids = kept.result, fitted.grids
+            result, grids = kept.result, setup.grids
             rigid = [rigid_prediction_check(setup.rig, result.parameters, grid, states)
                      for grid, states in zip(grids, result.recordings, strict=True)]
-            ratios = [prediction_mismatch(grids, result, checks).ratio for checks in
+            ratios = [prediction_mismatch(fit_noise_rad(grids, result), checks).ratio for checks in
                       (rigid, setup.model.predictions(result.parameters, grids,
                                                       result.recordings))]
             truth = truth_config(l2).parameters

@@ -43,7 +43,7 @@ def main() -> None:
 def simulated_windows() -> None:
     """One 5 s swing-up window per (estimator, rate, step), as a Markdown table."""
     from mb_estimation.config import apply_overrides, load_config
-    from mb_estimation.online.windows import estimate_window, judge, window_step
+    from mb_estimation.online.windows import estimate_window, why_rejected, window_step
     from mb_estimation.setup import rig_of
     from mb_estimation.signals import Recording
     from mb_estimation.simulation import simulate_recording
@@ -74,7 +74,7 @@ def simulated_windows() -> None:
         elapsed = time.perf_counter() - started - result.compile_time_s
         errors = [float(result.parameters[name]) / float(truth.parameters[name]) - 1.0
                   for name in ("J_Azz", "J_Byy")]
-        verdict = judge(result, config.node.max_cost) or "accepted"
+        verdict = why_rejected(result, config.node.max_cost) or "accepted"
         print(f"| {estimator} | {rate_hz:g} | {window_step(config):g} | {errors[0]:+.1%} | "
               f"{errors[1]:+.1%} | {verdict} | {result.iterations} | {elapsed:.2f} |",
               flush=True)
@@ -108,7 +108,7 @@ def peer_rig() -> None:
                 core.on_joint_state(start_ns + int(round(time_s * 1e9)), names, tuple(angles))
             diagnostics = core.diagnostics()
             while diagnostics["windows_done"] + diagnostics["windows_dropped"] < \
-                    core._window_index:  # every window cut so far estimated
+                    core.intake.window_index:  # every window cut so far estimated
                 time.sleep(0.05)
                 diagnostics = core.diagnostics()
             print(f"{path.name}: windows done {diagnostics['windows_done']}, accepted "

@@ -43,16 +43,15 @@ def truth_of(l2: float):
                            set_values={"l2": l2})
 
 
-def fitted(truth, recording, refinement: str | None):
+def fitted(truth, recording, refinement: str):
     """The calibration from §4.7's start, its wall time [s] and the bound on its grids."""
     config = apply_overrides(truth, free=list(START), set_values=START,
                              simulation_refinement=refinement)
     started = time.perf_counter()
     setup = set_up(config, [recording])
-    fitted = fit(setup)
-    kept = kept_fit(setup, fitted)
+    kept = kept_fit(setup, fit(setup))
     seconds = time.perf_counter() - started
-    result, grids = kept.result, fitted.grids
+    result, grids = kept.result, setup.grids
     return kept, seconds, setup.model.cramer_rao(result.parameters, result.free, grids,
                                                  result.recordings,
                                                  fit_noise_rad(grids, result))

@@ -107,11 +107,13 @@ def add_method_options(parser: argparse.ArgumentParser, *, single_values: bool =
                         choices=REFINEMENT_MODES, metavar="{auto,on,off}",
                         help="consistent path: then fit the parameters by simulation error "
                         "(multiple shooting) through the model the hinges declare: the "
-                        "config's simulator for compliant ones, the rigid model for rigid ones. "
-                        "on (the bare flag): always; auto: only when the joint fit does not "
-                        "predict the recordings, kept when it predicts better; off: never "
-                        "(default: the config's method.simulation_refinement, else on, and for "
-                        "rigid hinges kept where it follows the recordings or predicts no worse)")
+                        "config's simulator for compliant ones, the rigid model for rigid ones, "
+                        "on recordings longer than one of its segments. on (the bare flag): "
+                        "kept for compliant hinges, for rigid ones where its simulations follow "
+                        "the recordings or predict them no worse than the joint fit; auto: kept "
+                        "only where the joint fit does not predict the recordings and it "
+                        "predicts them better; off: never (default: the config's "
+                        "method.simulation_refinement, on)")
     add_free_option(parser)
     if single_values:
         add_step_and_weight_options(parser)

@@ -87,7 +87,7 @@ def print_step_dependence(calibration) -> None:
     rows = calibration.assessment.step_dependence
     if not rows:
         return
-    coarse, fine = calibration.stages[-2], calibration.stages[-1]
+    coarse, fine = (level.stage for level in calibration.fit.levels[-2:])
     print(f"step dependence (h = {coarse.dt:g} s → {fine.dt:g} s):")
     for row in rows:
         change = " ".join(f"{v:+.3g}" for v in row.change)

@@ -45,7 +45,7 @@ from mb_estimation.estimation.result import EstimationResult, IterationRecord
 from mb_estimation.estimation.shooting import (
     ShootingResult,
     ShootingSettings,
-    refine_by_simulation,
+    fit_by_shooting,
 )
 from mb_estimation.estimation.solver import (
     EstimationProblem,
@@ -118,7 +118,7 @@ def simulation_refit(result: EstimationResult, problem: EstimationProblem,
     rigid = settings.rigid  # the rigid model follows what the joint fit fitted
     scalars = tuple(name for name in result.free
                     if np.size(result.parameters[name]) == 1 and (rigid or result.excited[name]))
-    return refine_by_simulation(
+    return fit_by_shooting(
         problem.rig, result.parameters, scalars, problem.lower, problem.upper,
         problem.recordings, [(r.joint_angles, r.joint_rates) for r in result.recordings],
         simulation_dt, settings, progress)

@@ -12,7 +12,7 @@ during a solve, the iterate is an immutable state, and
 A problem (:class:`LeastSquaresProblem`) supplies the damped, box-constrained linear step and
 its trial, and decides whether an accepted iterate is linearised afresh. Two problems use it:
 
-* the recording fit, :class:`LevenbergMarquardt` here: per trial damping the
+* the recording fit's problem, :class:`RecordingProblem` here: per trial damping the
   block-tridiagonal elimination, the exact box QP in χ, the state back-substitution and the
   linearisation at ``(x ⊞ δx, χ ⊞ δχ)``, whose residuals give the trial's cost and which the
   next iterate keeps (one model program for both). Each recording's blocks run as compiled
@@ -212,8 +212,8 @@ class SolverSettings:
 
 
 @dataclass(frozen=True)
-class LevenbergMarquardt:
-    """What stays fixed during one solve.
+class RecordingProblem:
+    """The recording fit's problem: what stays fixed while its recordings are solved.
 
     ``structure``: the rig and free set (static); ``fixed``: the values of the other
     parameters; ``grids`` and ``data``: the recordings on the grid and their device data;
@@ -290,13 +290,13 @@ class LMState:
     fresh: bool = True
 
 
-def init(solver: LevenbergMarquardt, free_values: dict, states: Sequence) -> LMState:
+def init(solver: RecordingProblem, free_values: dict, states: Sequence) -> LMState:
     """The state at the start point: linearised, damping at :data:`INITIAL_DAMPING`."""
     return _linearized_state(solver, free_values, list(states), INITIAL_DAMPING,
                              float("nan"), 0)
 
 
-def _recording_trial(solver: LevenbergMarquardt, state: LMState, damping: float
+def _recording_trial(solver: RecordingProblem, state: LMState, damping: float
                      ) -> Trial | None:
     """The damped step of the recording fit and its linearisation (None: singular).
 
@@ -344,7 +344,7 @@ def _moved_parameters(box, values, delta):
     return clip_to_box(free, parameters_boxplus(free, values, delta), dict(lower), dict(upper))
 
 
-def _linearized_state(solver: LevenbergMarquardt, free_values: dict, states: list,
+def _linearized_state(solver: RecordingProblem, free_values: dict, states: list,
                       damping: float, step_norm: float, iteration: int,
                       lins: list[Linearization] | None = None) -> LMState:
     """The state at ``(states, free_values)``: blocks, normal equations, scales, gradient.
@@ -368,7 +368,7 @@ def _linearized_state(solver: LevenbergMarquardt, free_values: dict, states: lis
         iteration=iteration)
 
 
-def _gradient_norm(solver: LevenbergMarquardt, normals: Sequence[NormalEquations],
+def _gradient_norm(solver: RecordingProblem, normals: Sequence[NormalEquations],
                    free_values) -> float:
     """``‖Jᵀr‖`` with the parameter part projected on the box (no push out of it)."""
     state_part = sum(float(np.sum(np.asarray(n.state_gradient)**2)) for n in normals)

@@ -69,7 +69,7 @@ from mb_estimation.rigs import Rig, parameter_arrays
 jnp = jax.numpy
 
 __all__ = ["MAX_CHORD_STEPS", "Segments", "ShootingResult", "ShootingSettings", "amplification",
-           "refine_by_simulation", "segments_of"]
+           "fit_by_shooting", "segments_of"]
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ class ShootingSettings:
     segment_s: float = 1.0  # scored length of a segment
     lead_s: float = 0.06  # simulated before each segment's scored part (3 τ at τ = 0.02 s)
     max_iterations: int = 60  # per segment length (the 0.92 m swing-up needs 41)
-    longest_segment_s: float = 4.0  # segments are lengthened up to this (refine_by_simulation)
+    longest_segment_s: float = 4.0  # segments are lengthened up to this (fit_by_shooting)
     lengthening_cost_ratio: float = 1.2  # accepted while the cost per sample grows less
     # ... and while no segment amplifies a change of its start state more than this
     # (:func:`amplification`): beyond, the fit rests on start states known to the round-off
@@ -208,11 +208,11 @@ class _NormalEquations:
 
 
 MAX_CHORD_STEPS = 8  # per linearisation (a linearisation costs about 8 simulations)
-def refine_by_simulation(rig: Rig, parameters: dict, names: Sequence[str], lower: dict,
-                         upper: dict, grids: Sequence, joint_motion: Sequence,
-                         simulation_dt: float, settings: ShootingSettings = ShootingSettings(),
-                         progress: Callable[[int, float, dict], None] | None = None
-                         ) -> ShootingResult:
+def fit_by_shooting(rig: Rig, parameters: dict, names: Sequence[str], lower: dict,
+                    upper: dict, grids: Sequence, joint_motion: Sequence, simulation_dt: float,
+                    settings: ShootingSettings = ShootingSettings(),
+                    progress: Callable[[int, float, dict], None] | None = None
+                    ) -> ShootingResult:
     """Fit the scalar parameters ``names`` by multiple shooting on ``rig``'s simulator.
 
     ``parameters``: every value (the free ones: the start, e.g. the consistent fit);

@@ -30,8 +30,8 @@ from mb_estimation.estimation.covariance import (
 from mb_estimation.estimation.formulations import formulation_named
 from mb_estimation.estimation.identifiability import NOT_DETERMINED_RELATIVE_STD
 from mb_estimation.estimation.levenberg_marquardt import (
-    LevenbergMarquardt,
     LMState,
+    RecordingProblem,
     SolverSettings,
     init,
     solve,
@@ -177,14 +177,14 @@ def estimate(problem: EstimationProblem, settings: SolverSettings = DEFAULT_SETT
     return _result(solver, state, status, history, started)
 
 
-def _out_of_time(solver: LevenbergMarquardt, started: float) -> bool:
+def _out_of_time(solver: RecordingProblem, started: float) -> bool:
     """Whether the solve has used its time limit [s] (compiling, counted apart, excluded)."""
     limit = solver.settings.time_limit_s
     return limit is not None and time.perf_counter() - started - solver.compiler.seconds > limit
 
 
 def _solver(problem: EstimationProblem, settings: SolverSettings
-            ) -> tuple[LevenbergMarquardt, dict]:
+            ) -> tuple[RecordingProblem, dict]:
     """What stays fixed while ``problem`` is solved, and the free parameters' start values."""
     rig = problem.rig
     free = FreeParameters.of(rig.spec, problem.free)
@@ -192,7 +192,7 @@ def _solver(problem: EstimationProblem, settings: SolverSettings
     values = parameter_arrays(problem.parameters)
     fixed = {k: v for k, v in values.items() if k not in free.names}
     free_values = {k: values[k] for k in free.names}
-    solver = LevenbergMarquardt(
+    solver = RecordingProblem(
         structure, fixed, tuple(problem.recordings),
         tuple(StepData(np.asarray(r.measured_angles), np.asarray(r.inputs),
                        np.asarray(r.observed), np.asarray(r.dt, dtype=np.float64),
@@ -224,12 +224,12 @@ def compile_model(problem: EstimationProblem,
     return solver.compiler.seconds
 
 
-def _impulse_rows(solver: LevenbergMarquardt, state: LMState) -> int:
+def _impulse_rows(solver: RecordingProblem, state: LMState) -> int:
     """How many of a residual block's rows are impulses (the rest: angle observations)."""
     return state.residuals[0].shape[1] - solver.grids[0].measured_angles.shape[1]
 
 
-def _initial_states(solver: LevenbergMarquardt, free_values, grid: GridData):
+def _initial_states(solver: RecordingProblem, free_values, grid: GridData):
     """A recording's start states from its filtered angles (and driver rates, if any), §4.4."""
     common = ((solver.fixed, None), (free_values, None), (grid.filtered_angles, "linear"))
     if grid.initial_rates is None:
@@ -239,7 +239,7 @@ def _initial_states(solver: LevenbergMarquardt, free_values, grid: GridData):
                      grid.num_steps, solver.bucket, *common, (grid.initial_rates, "edge"))
 
 
-def _result(solver: LevenbergMarquardt, state: LMState, status: FitStatus,
+def _result(solver: RecordingProblem, state: LMState, status: FitStatus,
             history: Sequence[IterationRecord], started: float) -> EstimationResult:
     """What a finished solve reports: covariance (§3.7), excitation, shadow states, message."""
     compiler, structure, free, settings = (solver.compiler, solver.structure, solver.free,

@@ -1,42 +1,37 @@
-"""The online estimator node's core, shared by every transport.
+"""The online estimator node's core, shared by the rclpy node and the tests: one owner.
 
-Transports (:mod:`mb_estimation.ros`) feed it joint states and voltages from their
-subscription callbacks and give it an :class:`NodeOutputs` to publish through. The core
+The rclpy node (:mod:`mb_estimation.ros.ros_node`) feeds it joint states and voltages from its
+subscription callbacks and gives it a :class:`NodeOutputs` to publish through.
+:class:`EstimatorCore` owns the node's state and lends parts of it to two collaborators:
 
-* keeps the samples in bounded ring buffers and cuts windows on the header stamps (length and
-  stride from the config's ``node`` section);
-* hands each window to one background worker that estimates the free parameters and the states
-  (:func:`.windows.estimate_window`: the config's estimator, on the consistent path one level
-  at a fixed step; warm-started from the last accepted estimate) while
-  the callbacks keep running: a callback never waits on the estimator; when the worker falls
-  behind, the oldest pending window is dropped and counted;
-* accepts a window when the rig moved, the solver converged, every value is finite and the cost
-  is sane; accepted windows update the fused estimate (:func:`.fusion.fuse`, with forgetting),
-  which is persisted atomically and reloaded on start;
-* runs the per-joint Kalman filter (:mod:`.kalman`) on every sample for real-time shadow states,
-  re-anchored to the estimator's states at the end of each accepted window;
-* resets buffers and filters when the stamps jump backwards (a looped bag, a restarted driver);
-  a lone stamp far off, late, repeated, non-finite or out-of-range samples and unknown joint
-  names are dropped and counted, each under its own name (:data:`.intake.REJECTED_SAMPLES`).
+* the sample intake (:class:`~mb_estimation.online.intake.SampleIntake`): bounded ring buffers,
+  the stamps' time base, the real-time filter (:mod:`.kalman`) on every sample, and windows cut
+  on the header stamps (length and stride from the config's ``node`` section). Stamps jumping
+  backwards (a looped bag, a restarted driver) reset buffers and filters; a lone stamp far off,
+  late, repeated, non-finite or out-of-range samples and unknown joint names are dropped and
+  counted, each under its own name (:data:`.intake.REJECTED_SAMPLES`);
+* the window worker (:class:`~mb_estimation.online.worker.WindowWorker`): one background thread
+  that estimates the windows in turn while the callbacks keep running — a callback never waits
+  on the estimator; when the worker falls behind, the oldest pending window is dropped and
+  counted.
 
-Nothing non-finite is ever handed to the outputs.
-
-The rooms: this module holds :class:`EstimatorCore` (its state, lifecycle and diagnostics) and
-:class:`NodeOutputs`; the callback path is :mod:`.intake`, the worker :mod:`.worker`, a window
-and its judgement :mod:`.windows` (its default estimator, :func:`estimate_window`, is imported
-here too: the nodes pass it on).
+The core itself estimates each window (:func:`.windows.estimate_window`: the config's
+estimator, on the consistent path one level at a fixed step; warm-started from the last
+accepted estimate), accepts it when the rig moved, the solver converged, every value is finite
+and the cost is sane, fuses the accepted ones (:func:`.fusion.fuse`, with forgetting), persists
+the fused estimate atomically (reloaded on start) and re-anchors the filter on the window's
+states. Its counters and latest values are one :class:`~.diagnostics.NodeDiagnostics`; one lock
+guards all of it, held briefly. Nothing non-finite is ever handed to the outputs.
 """
 
 from __future__ import annotations
 
-import collections
 import dataclasses
-import math
 import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,15 +41,24 @@ from mb_estimation.config import Config, ConfigError, apply_overrides
 from mb_estimation.errors import first_line
 from mb_estimation.estimation import EstimationResult
 from mb_estimation.io.parameter_files import plain_value
-from mb_estimation.online.buffers import PublicationOrder, SampleRing
-from mb_estimation.online.fusion import ParameterEstimate, load_estimate
-from mb_estimation.online.intake import FAR_VOLTAGES, SampleIntake
+from mb_estimation.online.diagnostics import NodeDiagnostics
+from mb_estimation.online.fusion import ParameterEstimate, fuse, load_estimate, save_estimate
+from mb_estimation.online.intake import SampleIntake
 from mb_estimation.online.jerk_model import JerkFilterSettings
-from mb_estimation.online.kalman import JointStateFilter
-from mb_estimation.online.windows import Window, estimate_window, window_step
+from mb_estimation.online.windows import (
+    Window,
+    WindowOutcome,
+    estimate_window,
+    nearest_points,
+    result_estimate,
+    unusable,
+    why_rejected,
+    window_step,
+    within_bounds,
+)
 from mb_estimation.online.worker import WindowWorker
 from mb_estimation.setup import warm_up_recording
-from mb_estimation.signals import Recording, recorded_joint_states
+from mb_estimation.signals import Recording
 from mb_estimation.stamps import NS_PER_S
 
 __all__ = ["STOP_WAIT_S", "EstimatorCore", "NodeOutputs", "estimate_window", "leave_now",
@@ -86,13 +90,12 @@ class NodeOutputs:
     window: Callable = _ignore
 
 
-class EstimatorCore(SampleIntake, WindowWorker):
-    """Buffers, windows, the estimation worker, fusion and the real-time filter of the node.
+class EstimatorCore:
+    """The node's state and what it does with it: samples in, windows estimated, fused, out.
 
     ``estimator(config, recording) -> EstimationResult`` is :func:`estimate_window` unless
     given (tests slow it down or make it fail). ``clock`` measures time per window and
-    callback latency [s]. The callback path is :class:`~mb_estimation.online.intake.SampleIntake`'s,
-    the worker :class:`~mb_estimation.online.worker.WindowWorker`'s; the state of both is made here.
+    callback latency [s].
     """
 
     def __init__(self, config: Config, outputs: NodeOutputs = NodeOutputs(), *,
@@ -109,37 +112,58 @@ class EstimatorCore(SampleIntake, WindowWorker):
         self.outputs = outputs
         self._estimator = estimator
         self._clock = clock
-        rig_joints = config.rig_spec.joints
-        self._mappings = tuple(config.recording.joints[joint] for joint in rig_joints)
-        self.joint_names = tuple(mapping.name for mapping in self._mappings)
-        capacity = max(int(math.ceil(settings.buffer_s * settings.max_rate_hz)), 16)
-        self._joints = SampleRing(capacity, len(rig_joints))
-        self._voltage = SampleRing(capacity, 1)
-        self._filter = JointStateFilter(self.joint_names, filter_settings)
-        self._lock = threading.Lock()  # buffers, window schedule, filter, counters: held briefly
-        self._pending: collections.deque[Window] = collections.deque()
-        self._wake = threading.Condition(self._lock)
-        self._worker: threading.Thread | None = None
-        self._stopping = False
-        self._working = False  # the worker is on a window or the warm-up
-        self._epoch_ns: int | None = None  # stamp of the first sample since the last reset
-        self._generation = 0  # counts time bases (resets and time jumps): older stamps are stale
-        self._voltage_before_joints: float | None = None  # received before any joint state
-        self._unconfirmed: list = []  # joint states stamped far off, until a run confirms them
-        self._far_voltages = collections.deque(maxlen=FAR_VOLTAGES)  # stamped far off
-        self._publication_order = PublicationOrder(capacity)  # voltages with source stamps
-        script = config.recording.voltage_script if config.rig_spec.inputs else None
-        # [time since the first joint state, value] held: the input of bags recorded without it
-        self._voltage_script = None if script is None else np.asarray(script, dtype=np.float64)
-        self._next_start_ns: int | None = None
-        self._window_index = 0
+        self._lock = threading.Lock()  # everything below: held briefly, never while estimating
+        self._diagnostics = NodeDiagnostics()
+        self.worker = WindowWorker(self._lock, settings.pending_windows, self._diagnostics,
+                                   self._run_window,
+                                   self._warm_up_and_report if settings.warm_up else None)
+        self.intake = SampleIntake(config, self._diagnostics, self.worker.put, filter_settings)
         self._fused: ParameterEstimate | None = None
         self._last_accepted: ParameterEstimate | None = None
-        self.counters = collections.Counter()
-        self._last: dict = {}
         self._state_file = Path(settings.state_file) if settings.state_file else None
         if self._state_file is not None:
             self._fused = self._load_state(self._state_file)
+
+    @property
+    def joint_names(self) -> tuple[str, ...]:
+        """The rig's joints as the recordings name them."""
+        return self.intake.joint_names
+
+    # --- the callbacks' path: samples in ------------------------------------------------------
+
+    def on_joint_state(self, stamp_ns: int, names: Sequence[str], positions: Sequence[float],
+                       source_ns: int | None = None,
+                       efforts: Sequence[float] | None = None) -> None:
+        """One sensor_msgs/JointState (:meth:`.intake.SampleIntake.joint_state`).
+
+        Its filtered states are published; the windows it completes are queued for the worker.
+        """
+        started = self._clock()
+        with self._lock:
+            filtered = self.intake.joint_state(stamp_ns, names, positions, source_ns, efforts)
+        for stamp, (angles, rates) in filtered:
+            if np.all(np.isfinite(angles)) and np.all(np.isfinite(rates)):
+                self._emit("filtered_joint_states", stamp, self.joint_names,
+                           *self.intake.to_recorded(angles, rates))
+        latency = self._clock() - started
+        with self._lock:
+            latest = self._diagnostics.latest
+            latest["max_callback_s"] = max(latest.get("max_callback_s", 0.0), latency)
+
+    def on_voltage(self, stamp_ns: int, value: float) -> None:
+        """One motor voltage [V] with its own stamp (``SampleIntake.voltage_sample``)."""
+        with self._lock:
+            self.intake.voltage_sample(stamp_ns, value)
+
+    def on_voltage_message(self, data, source_ns: int | None = None) -> None:
+        """A voltage message without a header (:meth:`.intake.SampleIntake.voltage_message`)."""
+        with self._lock:
+            self.intake.voltage_message(data, source_ns)
+
+    def on_message_error(self, what: str) -> None:
+        """A transport could not use a message (wrong type, undecodable): count and report."""
+        with self._lock:
+            self._diagnostics.message_error(what)
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -150,35 +174,21 @@ class EstimatorCore(SampleIntake, WindowWorker):
         solver compiles, so no data are lost to the start-up; a window cut meanwhile waits for
         the compiled solver (diagnostics: ``warming_up``, then ``warm_up_s``).
         """
-        if self._worker is not None:
-            raise RuntimeError("the estimator worker is still running (stop() timed out)")
-        self._stopping = False
-        if self.settings.warm_up:
+        if self.settings.warm_up and not self.worker.running:  # (a running one: start raises)
             with self._lock:
-                self._last["warming_up"] = True
-        # Not a daemon: the interpreter waits for it at exit, since leaving XLA compiling (the
-        # warm-up, a first window) while the interpreter shuts down crashes the process.
-        self._worker = threading.Thread(target=self._work, name="mb_estimation-worker")
-        self._worker.start()
+                self._diagnostics.latest["warming_up"] = True
+        self.worker.start()
         if self._fused is not None:
             self._emit("fused_parameters", self._fused, 0)
 
     def stop(self, timeout: float | None = 30.0) -> None:
         """Stop the worker after the window (or warm-up) it is on; pending windows are dropped."""
-        with self._wake:
-            self._stopping = True
-            self._pending.clear()
-            self._wake.notify_all()
-        if self._worker is not None:
-            self._worker.join(timeout)
-            if not self._worker.is_alive():
-                self._worker = None
+        self.worker.stop(timeout)
 
     @property
     def busy(self) -> bool:
         """Whether the worker is compiling or estimating a window (or did not stop in time)."""
-        worker = self._worker
-        return worker is not None and worker.is_alive() and (self._working or self._stopping)
+        return self.worker.busy
 
     def warm_up(self) -> float:
         """Run the estimator once on a synthetic window so the first real one is not late.
@@ -199,41 +209,115 @@ class EstimatorCore(SampleIntake, WindowWorker):
             error = first_line(failure)
         elapsed = self._clock() - started
         with self._lock:
-            self._last.pop("warming_up", None)
-            self._last["warm_up_s"] = elapsed
+            latest = self._diagnostics.latest
+            latest.pop("warming_up", None)
+            latest["warm_up_s"] = elapsed
             if error is not None:
-                self._last["warm_up_error"] = error
+                latest["warm_up_error"] = error
         return elapsed
 
     def reset(self, reason: str = "reset requested") -> None:
         """Forget buffered samples, pending windows, the filter and the fused estimate."""
         with self._lock:
-            self._clear_time_locked()
-            self._voltage.clear()
-            self._pending.clear()
+            self.intake.clear()
+            self.worker.pending.clear()
             self._fused = None
             self._last_accepted = None
-            self.counters["resets"] += 1
-            self._last["last_reset"] = reason
+            self._diagnostics.count("resets")
+            self._diagnostics.latest["last_reset"] = reason
 
     def calibrate_now(self) -> tuple[bool, str]:
         """Queue a window of the newest buffered ``window_s`` of data at once."""
         with self._lock:
-            last = self._joints.last_stamp_ns
-            if last is None or self._epoch_ns is None:
-                return False, "no joint states buffered yet"
-            start = last - int(self.settings.window_s * NS_PER_S)
-            if start < self._epoch_ns:
-                return False, (f"only {(last - self._epoch_ns) / NS_PER_S:.2f} s buffered; a "
-                               f"window needs {self.settings.window_s:g} s")
-            self._cut_locked(start)
-        return True, f"window from {start / NS_PER_S:.3f} s queued"
+            window = self.intake.newest_window()  # queued as it is cut
+        if isinstance(window, str):
+            return False, window
+        return True, f"window from {window.start_ns / NS_PER_S:.3f} s queued"
 
-    def on_message_error(self, what: str) -> None:
-        """A transport could not use a message (wrong type, undecodable): count and report."""
+    # --- the worker's path: a window estimated, judged, fused, published ---------------------
+
+    def _warm_up_and_report(self) -> None:
+        self.warm_up()
+        self._emit("diagnostics", self.diagnostics())
+
+    def _run_window(self, window: Window) -> None:
+        """The worker's handling of one window: :meth:`process`, whatever it raises."""
+        try:
+            outcome = self.process(window)
+            with self._lock:
+                self._diagnostics.latest["last_outcome"] = outcome
+            self._emit("window", outcome)
+        except Exception as error:  # the worker must outlive any one window
+            self.on_message_error(f"window {window.index}: {first_line(error)}")
+        self._emit("diagnostics", self.diagnostics())
+
+    def process(self, window: Window) -> WindowOutcome:
+        """Estimate on one window, judge it, fuse and publish when accepted (worker thread)."""
+        started = self._clock()
+        reason = unusable(self.config, window.recording)
+        result = None
+        if reason is None:
+            try:
+                result = self._estimator(self._warm_config(), window.recording)
+                reason = why_rejected(result, self.settings.max_cost)
+            except Exception as error:  # a failed window must not stop the node
+                reason = f"estimator failed: {type(error).__name__}: {first_line(error)}"
+        outcome = WindowOutcome(window.index, window.start_ns, reason is None,
+                                reason or "accepted", self._clock() - started, result)
         with self._lock:
-            self.counters["message_errors"] += 1
-            self._last["last_error"] = what
+            diagnostics = self._diagnostics
+            diagnostics.count("windows_done")
+            diagnostics.count("windows_accepted" if outcome.accepted else "windows_rejected")
+            diagnostics.latest["last_window_s"] = outcome.elapsed_s
+            if result is not None:
+                diagnostics.latest.update(last_iterations=result.iterations,
+                                          last_cost=result.cost,
+                                          last_status=str(result.status))
+            if not outcome.accepted:
+                diagnostics.latest["last_error"] = f"window {window.index}: {outcome.reason}"
+        if outcome.accepted:
+            self._accept(window, result)
+        return outcome
+
+    def _accept(self, window: Window, result: EstimationResult) -> None:
+        """Fuse, persist and publish an accepted window.
+
+        A ``~/reset`` while it was estimated makes it stale (the estimate it would join was
+        forgotten: counted, dropped). A time jump does not: its samples were one stretch of the
+        rig, so its parameters are fused and published; only its shadow states, stamped on the
+        time base the stamps have left, are neither published nor used to re-anchor the filter.
+        """
+        estimate = result_estimate(result)
+        with self._lock:
+            if window.resets != self._diagnostics.counters["resets"]:  # reset while estimating
+                self._diagnostics.count("windows_stale")
+                return
+            same_time_base = window.generation == self.intake.generation
+            self._last_accepted = estimate
+            self._fused = within_bounds(self.config, fuse(
+                self._fused, estimate, forgetting=self.settings.forgetting))
+            fused = self._fused
+        if self._state_file is not None:
+            try:
+                save_estimate(self._state_file, fused)
+            except OSError as error:
+                with self._lock:
+                    self._diagnostics.latest["last_error"] = (
+                        f"could not persist the estimate: {error}")
+        stamp_ns = window.start_ns + int(round(self.settings.window_s * NS_PER_S))
+        self._emit("parameters", estimate, stamp_ns)
+        self._emit("fused_parameters", fused, stamp_ns)
+        if not same_time_base:
+            return
+        states = result.recordings[0]
+        at = nearest_points(states.time_s, window.recording.time_s)
+        stamps = window.start_ns + np.round(states.time_s[at] * NS_PER_S).astype(np.int64)
+        angles, rates = self.intake.to_recorded(states.joint_angles[at], states.joint_rates[at])
+        if np.all(np.isfinite(angles)) and np.all(np.isfinite(rates)):
+            self._emit("shadow_joint_states", stamps, self.joint_names, angles, rates)
+            with self._lock:
+                self.intake.reanchor(window.generation, stamps[-1], states.joint_angles[-1],
+                                     states.joint_rates[-1])
 
     def _emit(self, output: str, *args) -> None:
         """Call one of the outputs; a transport error is counted, never stops the node."""
@@ -241,8 +325,9 @@ class EstimatorCore(SampleIntake, WindowWorker):
             getattr(self.outputs, output)(*args)
         except Exception as error:
             with self._lock:
-                self.counters["output_errors"] += 1
-                self._last["last_error"] = f"publishing {output}: {first_line(error)}"
+                self._diagnostics.count("output_errors")
+                self._diagnostics.latest["last_error"] = (
+                    f"publishing {output}: {first_line(error)}")
 
     def _warm_config(self) -> Config:
         """The config started from the last accepted (else the fused) estimate's values."""
@@ -254,19 +339,16 @@ class EstimatorCore(SampleIntake, WindowWorker):
             name: plain_value(value) for name, value in source.values.items()
             if name in self.config.free})
 
-    def _to_recorded(self, angles, rates):
-        return recorded_joint_states(self._mappings, angles, rates)
-
     def _load_state(self, path: Path) -> ParameterEstimate | None:
         try:
             estimate = load_estimate(path)
         except ValueError as error:
-            self._last["last_error"] = f"ignored the persisted estimate: {error}"
+            self._diagnostics.latest["last_error"] = f"ignored the persisted estimate: {error}"
             return None
         if estimate is not None and tuple(estimate.names) != tuple(self.config.free):
-            self._last["last_error"] = (f"ignored the persisted estimate in {path}: it holds "
-                                        f"{', '.join(estimate.names)}, the config frees "
-                                        f"{', '.join(self.config.free)}")
+            self._diagnostics.latest["last_error"] = (
+                f"ignored the persisted estimate in {path}: it holds "
+                f"{', '.join(estimate.names)}, the config frees {', '.join(self.config.free)}")
             return None
         return estimate
 
@@ -275,7 +357,7 @@ class EstimatorCore(SampleIntake, WindowWorker):
     @property
     def latest_stamp_ns(self) -> int | None:
         """Header stamp of the newest buffered joint state [ns] (None when empty)."""
-        return self._joints.last_stamp_ns
+        return self.intake.latest_stamp_ns
 
     @property
     def fused(self) -> ParameterEstimate | None:
@@ -285,19 +367,20 @@ class EstimatorCore(SampleIntake, WindowWorker):
     def diagnostics(self) -> dict:
         """A snapshot: counters, the last window's numbers, buffer use, the last error."""
         with self._lock:
-            snapshot = {key: int(value) for key, value in self.counters.items()}
+            snapshot = {key: int(value) for key, value in self._diagnostics.counters.items()}
             for key in ("windows_done", "windows_accepted", "windows_rejected",
                         "windows_dropped"):
                 snapshot.setdefault(key, 0)
-            last = dict(self._last)
+            last = dict(self._diagnostics.latest)
             outcome = last.pop("last_outcome", None)
             snapshot.update(last)
             if outcome is not None:
                 snapshot["last_window"] = f"{outcome.index}: {outcome.reason}"
-            snapshot["pending_windows"] = len(self._pending)
-            snapshot["buffered_samples"] = len(self._joints)
-            snapshot["buffer_bytes"] = self._joints.nbytes + self._voltage.nbytes
-            filters = self._filter.counters()
+            intake = self.intake
+            snapshot["pending_windows"] = len(self.worker.pending)
+            snapshot["buffered_samples"] = len(intake.joints)
+            snapshot["buffer_bytes"] = intake.joints.nbytes + intake.voltage.nbytes
+            filters = intake.filter.counters()
             snapshot["filter_gated"] = sum(c.gated for c in filters.values())
             snapshot["filter_reinitialised"] = sum(c.reinitialised for c in filters.values())
             snapshot["fused_windows"] = 0 if self._fused is None else self._fused.windows

@@ -2,7 +2,8 @@
 
 :class:`Window` (cut by :class:`~mb_estimation.online.intake.SampleIntake`),
 :class:`WindowOutcome` (what :meth:`~mb_estimation.online.core.EstimatorCore.process` made of
-it), the default estimator :func:`estimate_window` and the acceptance rule :func:`judge`.
+it), the default estimator :func:`estimate_window`, what makes a window unusable before it is
+estimated (:func:`unusable`, :func:`joint_jump`) and the acceptance rule :func:`why_rejected`.
 """
 
 from __future__ import annotations
@@ -113,7 +114,7 @@ def result_estimate(result: EstimationResult, windows: int = 1) -> ParameterEsti
         covariance=np.asarray(result.covariance, dtype=np.float64), windows=windows)
 
 
-def judge(result: EstimationResult, max_cost: float) -> str | None:
+def why_rejected(result: EstimationResult, max_cost: float) -> str | None:
     """Why a window's result is not accepted, or None when it is."""
     if result.status not in ACCEPTED_STATUSES:
         return f"not converged ({result.status} after {result.iterations} iterations)"
@@ -125,3 +126,73 @@ def judge(result: EstimationResult, max_cost: float) -> str | None:
     if not any(result.excited.values()):
         return "no free parameter excited by this window"
     return None
+
+
+def unusable(config: Config, recording: Recording) -> str | None:
+    """Why a window cannot be estimated at all (checked before the worker spends time on it)."""
+    settings = config.node
+    if len(recording.time_s) < 3 or recording.time_s[0] > 0 or recording.time_s[-1] < \
+            settings.window_s:
+        return "joint states do not cover the window"
+    if config.rig_spec.inputs:
+        if len(recording.input_time_s) == 0:
+            return (f"no voltage received on {config.recording.voltage_topic} "
+                    "(a silent or mistyped voltage topic?)")
+        if recording.input_time_s[0] > 0:
+            return "voltage unknown at the window's start (its first message came later)"
+    motion = np.ptp(recording.joint_angles, axis=0)
+    if float(np.max(motion)) < settings.min_motion_rad:
+        return (f"rig at rest (joints moved at most {float(np.max(motion)):.3g} rad < "
+                f"node.min_motion_rad {settings.min_motion_rad:g}): skipped")
+    return joint_jump(recording, settings.max_joint_speed_rad_s, tuple(config.rig_spec.joints))
+
+
+def within_bounds(config: Config, estimate: ParameterEstimate) -> ParameterEstimate:
+    """``estimate`` with its scalar values clipped to the config's box.
+
+    Each window respects the box, but with correlated windows the information-weighted mean of
+    values at a bound (a friction at 0) can leave it.
+    """
+    values = dict(estimate.values)
+    for name, bounds in config.free.items():
+        if name in values and values[name].size == 1:
+            values[name] = np.clip(values[name], bounds.lower, bounds.upper)
+    return dataclasses.replace(estimate, values=values)
+
+
+#: A step between two samples this much beyond the speed limit [rad] is a jump: above encoder
+#: counts (4096 per turn: 1.5e-3 rad) and angle noise at any sample rate.
+JUMP_FLOOR_RAD = 0.02
+
+
+def joint_jump(recording: Recording, max_speed_rad_s: float,
+               joints: tuple[str, ...]) -> str | None:
+    """Why a window holds a jump no rig makes, or None.
+
+    A jump: two consecutive samples of a joint further apart than ``max_speed_rad_s`` times
+    their stamps' distance plus :data:`JUMP_FLOOR_RAD` (a driver restart, an encoder glitch).
+    Fused, it would bend every estimate of the window; the window is rejected instead.
+    """
+    steps = np.abs(np.diff(recording.joint_angles, axis=0))
+    allowed = max_speed_rad_s * np.diff(recording.time_s)[:, None] + JUMP_FLOOR_RAD
+    excess = steps - allowed
+    if not np.any(excess > 0.0):
+        return None
+    k, j = np.unravel_index(int(np.argmax(excess)), excess.shape)
+    return (f"a jump no rig makes: {joints[j]} moved {steps[k, j]:.3g} rad in "
+            f"{1e3 * (recording.time_s[k + 1] - recording.time_s[k]):.3g} ms, "
+            f"{recording.time_s[k]:.3f} s into the window (over "
+            f"node.max_joint_speed_rad_s {max_speed_rad_s:g}): a driver restart or an encoder "
+            "glitch? rejected")
+
+
+def nearest_points(grid_s: np.ndarray, sample_s: np.ndarray) -> np.ndarray:
+    """Indices of the points of ``grid_s`` nearest to the samples at ``sample_s`` [s], each once.
+
+    The shadow states are published there: at the rig's own rate, however fine the
+    estimation grid (a 1 ms grid under a 100 Hz rig would otherwise publish ten per sample).
+    """
+    grid_s = np.asarray(grid_s, dtype=np.float64)
+    right = np.clip(np.searchsorted(grid_s, sample_s), 1, len(grid_s) - 1)
+    left_nearer = np.asarray(sample_s) - grid_s[right - 1] <= grid_s[right] - np.asarray(sample_s)
+    return np.unique(right - left_nearer)

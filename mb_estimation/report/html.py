@@ -272,9 +272,8 @@ def write_report(directory: Path, calibration, *,
     figure_dir = directory / "figures"
     figure_dir.mkdir(parents=True, exist_ok=True)
 
-    parts = [f"<h1>{_text(title)}</h1>", _status(result)]
-    if calibration.verdict is not None:
-        parts.append(_verdict_section(calibration.verdict))
+    parts = [f"<h1>{_text(title)}</h1>", _status(result),
+             _verdict_section(calibration.verdict)]
     notes = [*calibration.notes, *([assessment.note] if assessment.note else [])]
     if notes:
         parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{_text(n)}</li>" for n in notes)
