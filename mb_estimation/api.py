@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,10 +65,12 @@ def _check_free(config: Config) -> None:
 
 def calibrate(config: Config, sources: Sequence[str | Path], output: str | Path, *,
               start_s: float | None = None, end_s: float | None = None,
+              held: Mapping[str, Sequence[str]] | None = None,
               progress: Callable[[Progress], None] | None = None) -> Calibration:
     """Calibrate the config's free parameters from recordings; write the results (calibrate).
 
-    Reads each of ``sources`` (trimmed to ``start_s``..``end_s`` s from its start), sets the
+    Reads each of ``sources`` (trimmed to ``start_s``..``end_s`` s from its start; ``held``: by
+    source, as given, the joints it holds still, where detection is overruled), sets the
     calibration up, fits the plan of stages the config asks for (``progress`` sees its
     events), assesses the fit kept (predictions 0.5 s ahead from the estimated states, open-loop
     replays, the Cramér–Rao bound, what the data determine), judges it and writes
@@ -79,7 +81,8 @@ def calibrate(config: Config, sources: Sequence[str | Path], output: str | Path,
 
     output = writable_folder(output)
     _check_free(config)
-    setup = set_up(config, read_recordings(config, sources), start_s=start_s, end_s=end_s)
+    setup = set_up(config, read_recordings(config, sources), start_s=start_s, end_s=end_s,
+                   held={str(source): joints for source, joints in (held or {}).items()})
     # the checks' simulators compile on the other core while the fit runs
     with compiling_meanwhile(setup.model.compile_checks, config.parameters, setup.grids[0]):
         fitted = fit(setup, progress=progress)

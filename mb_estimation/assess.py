@@ -166,13 +166,17 @@ def input_delay(setup: Setup, result: EstimationResult) -> InputDelay | None:
     Measured on the fit's states through the rigid model
     (:func:`~mb_estimation.estimation.input_delay.apparent_input_delay`); the recordings'
     delays are averaged by their information. None for a rig without input or an input that
-    never changes.
+    never changes. A recording that holds a joint still is left out (the torque that holds it
+    is in that joint's momentum balance).
     """
     if not setup.config.rig_spec.inputs:
         return None
     system = built_system(setup.rig, parameter_arrays(result.parameters))
     found = []
-    for recording, states in zip(setup.recordings, result.recordings, strict=True):
+    for recording, grid, states in zip(setup.recordings, setup.grids, result.recordings,
+                                       strict=True):
+        if any(grid.locked):
+            continue
         recording = delayed_input(setup.config, recording)
         delay = apparent_input_delay(system, states.time_s, states.joint_angles,
                                      states.joint_rates, recording.input_time_s,

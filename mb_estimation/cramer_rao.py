@@ -108,7 +108,9 @@ def _parameter_information(system, perturbed, grid, start, noise) -> np.ndarray:
     for index, step in enumerate(steps):
         columns.append((replay(start + step * np.eye(len(start))[index])[observed] - base)
                        / step)
-    weighted = np.stack([(c / noise).ravel() for c in columns], axis=1)
+    # a joint the recording holds still is held in the replay too: its angle tells nothing
+    scale = np.where(np.asarray(grid.locked_mask) > 0, np.inf, noise)
+    weighted = np.stack([(c / scale).ravel() for c in columns], axis=1)
     return eliminated_information(weighted, len(perturbed))
 
 

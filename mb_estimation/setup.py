@@ -3,7 +3,8 @@
 :func:`set_up` resolves the config once into a :class:`Setup` — the rig and the model its
 hinges declare (:mod:`mb_estimation.models`), the fit's steps, each step's grids, the solver
 settings, the free parameters' box, what reading did to the recordings — and checks what can
-be checked before any fit: the trim within the recordings, each grid long enough. The fit
+be checked before any fit: the trim within the recordings, each grid long enough. A joint that
+a recording holds still (:func:`locked_joints`) is marked on its grids and said in a note. The fit
 (:mod:`mb_estimation.fitting`), its assessment and the writers read the setup; none of them
 goes back to the raw config for what is resolved here.
 """
@@ -11,7 +12,7 @@ goes back to the raw config for what is resolved here.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -127,6 +128,89 @@ def recording_notes(recordings: Sequence[Recording], grids: Sequence[GridData]) 
     return notes
 
 
+#: A joint whose angle spans less than this [rad] (about 1°) in a recording — or less than
+#: :data:`LOCKED_NOISE_RATIO` times its noise — is held still there (a hand, a brake).
+LOCKED_RANGE_RAD = 0.02
+LOCKED_NOISE_RATIO = 10.0
+
+
+def locked_joints(grid: GridData) -> tuple[bool, ...]:
+    """Per joint, whether the recording holds it still: its angle spans almost nothing.
+
+    Less than :data:`LOCKED_RANGE_RAD`, or than :data:`LOCKED_NOISE_RATIO` times its noise (the
+    RMS of the measured angle about its low-passed one). A hand holding the arm still lets it
+    move a few milliradians, far more than the encoder's noise; a joint left free moves at
+    least tenths of a radian as the other swings.
+    """
+    measured = np.asarray(grid.measured_angles)
+    noise = np.sqrt(np.mean((measured - np.asarray(grid.filtered_angles)) ** 2, axis=0))
+    spans = np.ptp(measured, axis=0)
+    return tuple(bool(span < max(LOCKED_RANGE_RAD, LOCKED_NOISE_RATIO * rms))
+                 for span, rms in zip(spans, noise, strict=True))
+
+
+def with_locked_joints(config: Config, level_grids: Sequence[Sequence[GridData]],
+                       held: Mapping[str, Sequence[str]] | None = None
+                       ) -> tuple[tuple[tuple[GridData, ...], ...], list[str]]:
+    """Each recording's grids with its :func:`locked_joints` (decided on the finest grid).
+
+    ``held``: by recording name, the joints it holds still, where that is said rather than
+    detected (``()``: none). And a note per recording with a joint held still. Raises a
+    :class:`~mb_estimation.errors.RecordingError` where a recording moves no joint, or where a
+    joint is held and the fit cannot hold it: compliant hinges, the paper's estimator.
+    """
+    joints, held = tuple(config.rig_spec.joints), dict(held or {})
+    names = [grid.name for grid in level_grids[-1]]
+    for name, said in held.items():
+        if name not in names:
+            raise RecordingError(f"--held {name}=…: not one of the recordings given "
+                                 f"({', '.join(names)})")
+        unknown = [joint for joint in said if joint not in joints]
+        if unknown:
+            raise RecordingError(f"--held {name}={','.join(said)}: {unknown[0]} is not a joint "
+                                 f"of rig {config.rig} (its joints: {', '.join(joints)})")
+    locked = [tuple(joint in held[grid.name] for joint in joints) if grid.name in held
+              else locked_joints(grid) for grid in level_grids[-1]]
+    notes = []
+    for grid, flags in zip(level_grids[-1], locked, strict=True):
+        if not any(flags):
+            continue
+        spans = np.ptp(np.asarray(grid.measured_angles), axis=0)
+        still = ", ".join(f"the {joint} (it spans {span:.2g} rad)"
+                          for joint, flag, span in zip(joints, flags, spans, strict=True) if flag)
+        if all(flags):
+            raise RecordingError(f"{grid.name}: no joint moves ({still}): nothing to fit")
+        how = "is held (--held)" if grid.name in held else "does not move"
+        if config.hinges != "rigid" or config.advanced.estimator == "paper":
+            raise RecordingError(
+                f"{grid.name}: {still} {how}; a joint held still is fitted on rigid hinges by "
+                "the default estimator only (hinges: rigid)")
+        notes.append(f"{grid.name}: {still} {how}: fitted as held still at its median angle "
+                     "(by a torque nobody recorded), its own parameters left to the other "
+                     "recordings")
+    return tuple(tuple(held_still(grid, flags) for grid, flags in zip(grids, locked, strict=True))
+                 for grids in level_grids), notes
+
+
+def held_still(grid: GridData, locked: Sequence[bool]) -> GridData:
+    """``grid`` with the ``locked`` joints held at their median angle (measured and filtered).
+
+    What the hand's few milliradians do to the other joint is far below its noise; held at one
+    angle, the fit, its predictions and its replays all see the joint as the model holds it.
+    """
+    if not any(locked):
+        return grid
+    mask = np.asarray(locked)
+    measured = np.asarray(grid.measured_angles, dtype=np.float64)
+    median = np.median(measured, axis=0)
+    return dataclasses.replace(
+        grid, locked=tuple(bool(flag) for flag in locked),
+        measured_angles=np.where(mask, median, measured),
+        filtered_angles=np.where(mask, median, np.asarray(grid.filtered_angles)),
+        initial_rates=None if grid.initial_rates is None
+        else np.where(mask, 0.0, np.asarray(grid.initial_rates)))
+
+
 class TrimError(RecordingError):
     """``--start``/``--end`` outside a recording (checked before any fit)."""
 
@@ -197,25 +281,27 @@ class Setup:
 
 
 def set_up(config: Config, recordings: Sequence[Recording], *, start_s: float | None = None,
-           end_s: float | None = None) -> Setup:
+           end_s: float | None = None, held: Mapping[str, Sequence[str]] | None = None
+           ) -> Setup:
     """The :class:`Setup` of a calibration of ``recordings`` as ``config`` says.
 
-    Each recording trimmed to ``start_s``..``end_s`` s from its start. Raises a
-    :class:`~mb_estimation.errors.RecordingError` before any fit when the trim lies
-    outside a recording or a recording is too short for a step.
+    Each recording trimmed to ``start_s``..``end_s`` s from its start; ``held``: by recording
+    name, the joints it holds still where detection is overruled (:func:`with_locked_joints`).
+    Raises a :class:`~mb_estimation.errors.RecordingError` before any fit when the trim lies
+    outside a recording, a recording is too short for a step, or a held joint cannot be held.
     """
     recordings = tuple(recordings)
     check_trim(recordings, start_s, end_s)
     rig = rig_of(config)
     steps = fit_steps(config, recordings)
-    level_grids = tuple(on_grid(config, recordings, dt, start_s=start_s, end_s=end_s)
-                        for dt in steps)
+    level_grids, locked_notes = with_locked_joints(config, [
+        on_grid(config, recordings, dt, start_s=start_s, end_s=end_s) for dt in steps], held)
     return Setup(
         config=config, recordings=recordings, rig=rig, model=model_of(config, rig), steps=steps,
         level_grids=level_grids, solver=solver_settings(config),
         lower={name: bounds.lower for name, bounds in config.free.items()},
         upper={name: bounds.upper for name, bounds in config.free.items()},
-        notes=tuple(recording_notes(recordings, level_grids[-1])))
+        notes=tuple(recording_notes(recordings, level_grids[-1]) + locked_notes))
 
 
 def warm_up_recording(config: Config, duration_s: float, rate_hz: float) -> Recording:

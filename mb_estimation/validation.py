@@ -19,7 +19,7 @@ from mb_estimation.multibody import (
     rollout,
 )
 from mb_estimation.multibody.joint_space import JointStates, joint_states
-from mb_estimation.multibody.variational import held_steps
+from mb_estimation.multibody.variational import at_rest_where_locked, held_steps
 from mb_estimation.numerics import jax, jit
 from mb_estimation.rigs import Rig, parameter_arrays
 from mb_estimation.simulation import built_system, rigid_start
@@ -206,14 +206,15 @@ def prediction_check(rig: Rig, values: Mapping[str, object], grid, estimate, *,
 RIGID_VALIDATION_DT = 2.5e-4
 
 
-def _rigid_run(system, state: JointStates, inputs, h: float, substeps: int):
+def _rigid_run(system, state: JointStates, inputs, locked, h: float, substeps: int):
     """The last state and the joint angles ``[n, n_joints]`` after each of ``inputs [n, c]``.
 
     Each input held for ``substeps`` variational steps of ``h``
-    (:func:`~mb_estimation.multibody.variational.variational_step`).
+    (:func:`~mb_estimation.multibody.variational.variational_step`); the ``locked`` joints
+    ``[n_joints]`` (1 where locked) kept where they are.
     """
     def sample(state, u):
-        state = held_steps(system, state, u, h, substeps)
+        state = held_steps(system, state, u, h, substeps, locked)
         return state, state.angles
 
     return jax.lax.scan(sample, state, inputs)
@@ -224,14 +225,17 @@ _rigid_chunk = jit(_rigid_run, static_argnames=("h", "substeps"))
 
 
 @functools.partial(jit, static_argnames=("h", "substeps"))
-def _rigid_angles(system, angles, rates, inputs, h: float, substeps: int):
+def _rigid_angles(system, angles, rates, inputs, locked, h: float, substeps: int):
     """Joint angles ``[S, n, n_joints]`` of the rigid tree from ``S`` starts at once.
 
     ``angles``, ``rates [S, n_joints]``; ``inputs [S, n, c]`` each held for ``substeps``
-    variational steps of ``h``.
+    variational steps of ``h``; the ``locked`` joints (1 there) at rest where they start.
     """
-    return jax.vmap(lambda a, r, u: _rigid_run(system, joint_states(system, a, r), u, h,
-                                               substeps)[1])(angles, rates, inputs)
+    def run(a, r, u):
+        start = joint_states(system, a, at_rest_where_locked(r, locked))
+        return _rigid_run(system, start, u, locked, h, substeps)[1]
+
+    return jax.vmap(run)(angles, rates, inputs)
 
 
 def _rigid_substeps(grid, simulation_dt: float) -> int:
@@ -256,7 +260,8 @@ def rigid_prediction_check(rig: Rig, values: Mapping[str, object], grid, estimat
     def run(batch):
         return _rigid_angles(system, np.asarray(estimate.joint_angles)[batch],
                              np.asarray(estimate.joint_rates)[batch],
-                             _held(grid, batch, steps), grid.dt / substeps, substeps)
+                             _held(grid, batch, steps), grid.locked_mask, grid.dt / substeps,
+                             substeps)
 
     return _scored_prediction(grid, starts, steps, _in_batches(starts, run),
                               grid.dt / substeps)
@@ -266,18 +271,19 @@ def rigid_replay(system, grid, start, simulation_dt: float = RIGID_VALIDATION_DT
                  chunks: int | None = None) -> np.ndarray:
     """Joint angles ``[n+1, n_joints]`` of the rigid tree ``system`` driven by ``grid``'s input.
 
-    From the joint state ``start`` = (angles, rates) [rad, rad/s] at the grid's first point;
-    second-order steps of at most ``simulation_dt``, run in chunks of :data:`REPLAY_CHUNK`
-    held inputs (one compiled program for every recording length); only the first ``chunks``
-    of them when given (the rest of the rows then repeat nothing: they are cut).
+    From the joint state ``start`` = (angles, rates) [rad, rad/s] at the grid's first point
+    (the joints the recording holds still at rest there, and kept there); second-order steps of
+    at most ``simulation_dt``, run in chunks of :data:`REPLAY_CHUNK` held inputs (one compiled
+    program for every recording length); only the first ``chunks`` of them when given (the
+    rest of the rows then repeat nothing: they are cut).
     """
     substeps = _rigid_substeps(grid, simulation_dt)
-    held = _padded(grid.inputs)
+    held, locked = _padded(grid.inputs), grid.locked_mask
     joints = start.shape[0] // 2
-    state = rigid_start(system, start[:joints], start[joints:])
+    state = rigid_start(system, start[:joints], at_rest_where_locked(start[joints:], locked))
     pieces = [np.asarray(start[None, :joints])]
     for first in range(0, len(held) if chunks is None else chunks * REPLAY_CHUNK, REPLAY_CHUNK):
-        state, chunk = _rigid_chunk(system, state, held[first:first + REPLAY_CHUNK],
+        state, chunk = _rigid_chunk(system, state, held[first:first + REPLAY_CHUNK], locked,
                                     grid.dt / substeps, substeps)
         pieces.append(np.asarray(chunk))
     return np.concatenate(pieces)[:len(grid.inputs) + 1]
@@ -356,9 +362,11 @@ def compile_validation(rig: Rig, values: Mapping[str, object], grid, *,
         h = grid.dt / substeps
         _rigid_angles.lower(system, arrays(PREDICTION_BATCH, joints),
                             arrays(PREDICTION_BATCH, joints),
-                            arrays(PREDICTION_BATCH, steps, inputs), h, substeps).compile()
+                            arrays(PREDICTION_BATCH, steps, inputs), arrays(joints), h,
+                            substeps).compile()
         state = jax.eval_shape(joint_states, system, arrays(joints), arrays(joints))
-        _rigid_chunk.lower(system, state, arrays(REPLAY_CHUNK, inputs), h, substeps).compile()
+        _rigid_chunk.lower(system, state, arrays(REPLAY_CHUNK, inputs), arrays(joints), h,
+                           substeps).compile()
         return
 
     substeps = _substeps(grid, simulation_dt)

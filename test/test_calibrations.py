@@ -113,6 +113,44 @@ def test_eight_seconds_of_release_replay_within_the_noise(rigid_rig, tmp_path):
     assert [p.status for p in run.assessment.identified.parameters] == [DETERMINED] * 4
 
 
+def test_a_free_swing_with_the_arm_held_still_gives_the_pendulum(rigid_rig, tmp_path):
+    """The pendulum swinging from 1 rad, the arm held still by hand, no input topic recorded.
+
+    The independent reference's arm made immovable (its inertia 10⁶ times the rig's) is the
+    held arm. ``calibrate`` of the bag as recorded: the missing input and the held arm are
+    each said in one line; J_Byy and b2 come within 3 std of the truth and 1 % (J_Byy), while
+    the arm's own values, left at a start 3 times off, play no part; the verdict trusts them.
+    """
+    truth = rigid_rig[0]
+    held = {name: (list(v) if name == "tilt" else float(v))
+            for name, v in truth.parameters.items()}
+    held["J_Azz"] = 1e6 * held["J_Azz"]
+    time_s = np.arange(3001) / 1000.0
+    run = simulate_reference(held, (0.0, 1.0), (0.0, 0.0), time_s, voltage=(time_s, 0 * time_s),
+                             method="rk4", step=1e-4)
+    assert np.ptp(run["theta"][:, 0]) < 0.1 * NOISE_RAD  # the arm is held
+    angles = run["theta"] + NOISE_RAD * np.random.default_rng(3).standard_normal((3001, 2))
+    stamps = 1_700_000_000 * 10**9 + np.round(time_s * 1e9).astype(np.int64)
+    bag = write_rig_bag(tmp_path / "free_swing", joint_time_ns=stamps,
+                        joint_names=["arm", "pendulum"], joint_positions=angles,
+                        joint_states_topic="/joint_states")
+    start = apply_overrides(truth, free=["J_Byy", "b2"], set_values={
+        "J_Azz": 3.0 * float(truth.parameters["J_Azz"]), "b1": 3.0 * float(truth.parameters["b1"]),
+        "J_Byy": 0.01, "b2": 1e-4})
+    calibration = calibrate(start, [bag], tmp_path / "out")
+    notes = calibration.notes
+    assert sum("/control_voltage in the recording" in note and "unforced" in note
+               for note in notes) == 1, notes
+    assert sum("the arm (it spans" in note and "held still" in note for note in notes) == 1, notes
+    for name in ("J_Byy", "b2"):
+        value, std = float(calibration.result.parameters[name]), float(
+            calibration.result.std[name][0])
+        assert abs(value - float(truth.parameters[name])) <= 3 * std, (name, value, std)
+    assert abs(float(calibration.result.parameters["J_Byy"]) / float(truth.parameters["J_Byy"])
+               - 1) < 0.01
+    assert calibration.verdict.trustworthy, calibration.verdict.lines()
+
+
 def _light_pendulum(mass_kg: float):
     """Table G.5's rig, rigid, with a pendulum of ``mass_kg`` (its inertias, b2 scaled alike)."""
     scale = mass_kg / 0.428

@@ -54,7 +54,11 @@ from mb_estimation.multibody.joint_space import (
     tree_motion,
     tree_pose,
 )
-from mb_estimation.multibody.variational import variational_residuals, variational_step
+from mb_estimation.multibody.variational import (
+    at_rest_where_locked,
+    variational_residuals,
+    variational_step,
+)
 from mb_estimation.numerics import jax
 from mb_estimation.rigs import get_rig, parameter_arrays
 from mb_estimation.scenarios import multisine_torque
@@ -255,6 +259,46 @@ def test_variational_step_forward_follows_the_reference_at_second_order(truth):
     assert 3.5 < errors[0] / errors[1] < 4.5, errors  # second order
 
 
+def test_a_locked_arm_is_the_limit_of_an_immovable_one_and_its_derivatives_hold(truth):
+    """The rigid step with the arm locked: the limit of an arm that cannot move.
+
+    The pendulum swings as on the reference's arm made 10⁶ times heavier (within 1e-4 rad over
+    0.3 s at 1 ms); the arm keeps its angle exactly, whatever its start rate; the step's
+    implicit derivatives match central differences.
+    """
+    reference = _reference_parameters(truth)
+    times = np.arange(301) / 1000.0
+    run = simulate_reference({**reference, "J_Azz": 1e6 * reference["J_Azz"]}, (0.3, 1.0),
+                             (0.0, 0.0), times, method="rk4", step=1e-4)
+    locked, rig = jnp.asarray([1.0, 0.0]), get_rig("furuta")
+
+    def forward(b2, start_rates):
+        system = rig.build(parameter_arrays({**truth.parameters, "b2": b2}))
+        start = joint_states(system, jnp.asarray([0.3, 1.0]),
+                             at_rest_where_locked(start_rates, locked))
+
+        def sample(state, _):
+            state = variational_step(system, state, jnp.zeros(1), 1e-3, locked)
+            return state, state.angles
+
+        return jax.lax.scan(sample, start, None, length=len(times) - 1)[1]
+
+    # one program: the run and its derivative along (δb2 = 1, δθ̇_pendulum = 1)
+    run_and_derivative = jax.jit(lambda b2, rates: jax.jvp(
+        forward, (b2, rates), (jnp.ones(()), jnp.asarray([0.0, 1.0]))))
+    b2 = jnp.asarray(float(truth.parameters["b2"]))
+    angles = np.asarray(run_and_derivative(b2, jnp.asarray([0.7, 0.0]))[0])
+    assert np.all(angles[:, 0] == 0.3)  # its start rate ignored: locked means at rest
+    assert np.max(np.abs(angles - run["theta"][1:])) < 1e-4
+    tangent = np.asarray(run_and_derivative(b2, jnp.zeros(2))[1])
+    step = 1e-6
+    central = (np.asarray(run_and_derivative(b2 + step, jnp.asarray([0.0, step]))[0])
+               - np.asarray(run_and_derivative(b2 - step, jnp.asarray([0.0, -step]))[0])
+               ) / (2 * step)
+    np.testing.assert_allclose(tangent, central, rtol=1e-5, atol=1e-8)
+    assert np.all(tangent[:, 0] == 0.0)
+
+
 @pytest.mark.slow  # 28 s, nearly all compiling
 def test_rigid_prediction_of_the_true_model_is_at_the_noise(truth):
     """The true values from the true states predict 0.5 s within the noise scored against.
@@ -398,7 +442,8 @@ def test_joint_jacobian_blocks_match_finite_differences(truth):
     structure = ModelStructure(rig, free, JointCoordinates())
     n = 12
     data = StepData(jnp.asarray(grid.measured_angles[:n]), jnp.asarray(grid.inputs[:n - 1]),
-                    jnp.asarray(grid.observed[:n]), jnp.asarray(1e-3), jnp.asarray(30.0))
+                    jnp.asarray(grid.observed[:n]), jnp.asarray(1e-3), jnp.asarray(30.0),
+                    jnp.zeros(2))
     angles = jnp.asarray(grid.filtered_angles[:n])
     states = JointStates(angles, 0.01 * jnp.gradient(angles, 1e-3, axis=0) + 0.003)
     lin = jax.jit(linearize, static_argnums=0)(structure, fixed, free_values, states, data)

@@ -263,7 +263,8 @@ def test_jacobian_blocks_match_finite_differences(furuta_case):
     structure = ModelStructure(rig, free)
     # the whole recording and the free set of the chunked test below: one compiled linearize
     data = StepData(jnp.asarray(grid.measured_angles), jnp.asarray(grid.inputs),
-                    jnp.asarray(grid.observed), jnp.asarray(STEP), jnp.asarray(10.0))
+                    jnp.asarray(grid.observed), jnp.asarray(STEP), jnp.asarray(10.0),
+                    jnp.zeros(2))
     states = states_from_angles(structure, fixed, free_values,
                              jnp.asarray(grid.filtered_angles), jnp.asarray(STEP))
     lin = jax.jit(linearize, static_argnums=0)(structure, fixed, free_values, states, data)
@@ -321,7 +322,8 @@ def test_chunked_linearization_assembled_on_the_host_is_the_whole_recordings(
     n = grid.num_steps
     assert 2 * 64 + 1 < n < 3 * 64 + 1
     data = StepData(jnp.asarray(grid.measured_angles[:n]), jnp.asarray(grid.inputs[:n - 1]),
-                    jnp.asarray(grid.observed[:n]), jnp.asarray(STEP), jnp.asarray(10.0))
+                    jnp.asarray(grid.observed[:n]), jnp.asarray(STEP), jnp.asarray(10.0),
+                    jnp.zeros(2))
     whole = jax.jit(linearize, static_argnums=0)(structure, fixed, free_values, states, data)
     size = bucket_length(n)
     chunked = linearization(Compiler(), structure, fixed, free_values, states, data, size)

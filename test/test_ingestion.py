@@ -1,14 +1,16 @@
 """Ingestion of real-world recordings (DESIGN §5): PlotJuggler CSV, stamps, messy samples, gaps."""
 
 import dataclasses
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from mb_estimation.config import ConfigError, JointMapping, load_config, parse_config
-from mb_estimation.io.bags import BagError, write_rig_bag
-from mb_estimation.io.recordings import choose_stamps, read_recording
+from mb_estimation.io.bags import BagError, read_joint_states, write_rig_bag
+from mb_estimation.io.recordings import assemble_recording, choose_stamps, read_recording
+from mb_estimation.rigs.parameters import RIGS
 from mb_estimation.signals import Recording, prepare_recording
 
 REPO = Path(__file__).resolve().parents[1]
@@ -187,12 +189,35 @@ def test_bad_recordings_give_one_clear_error(tmp_path):
                       joints={"arm": JointMapping("arm"), "pendulum": JointMapping("joint1")})
     with pytest.raises(BagError, match="joint 'arm' .* it has joint0, joint1"):
         read_recording(path, renamed)
-    with pytest.raises(BagError, match="topic '/control_voltage' not in"):
-        read_recording(path, _config())
-    bag = write_rig_bag(tmp_path / "bag", joint_time_ns=(stamps * 1e9).astype(np.int64),
+
+
+def test_a_recording_without_its_input_is_unforced_and_says_so(tmp_path):
+    """No messages on the voltage topic (a free swing): input 0 throughout, one note naming it.
+
+    A CSV export or a bag without the topic, and a bag with the topic but no message on it.
+    """
+    stamps, receive, positions = _joint_samples()
+    csv = _write_csv(tmp_path / "r.csv", stamps, receive, positions)
+    time_ns = (stamps * 1e9).astype(np.int64)
+    bag = write_rig_bag(tmp_path / "bag", joint_time_ns=time_ns,
                         joint_names=["joint0", "joint1"], joint_positions=positions)
-    with pytest.raises(BagError, match="not in bag.*voltage_script"):
-        read_recording(bag, _config())
+    config = _config()
+    silent = assemble_recording("silent", read_joint_states(bag, "/joint_states"),
+                                (np.zeros(0, np.int64), np.zeros(0)), config.recording,
+                                RIGS["furuta"])
+    for recording, why in (
+            (read_recording(csv, config), r"no /control_voltage in the recording \(its "
+                                          r"topics: /effort_control, /joint_states\)"),
+            (read_recording(bag, config), r"no /control_voltage in the recording \(its "
+                                          r"topics: joint_states\)"),
+            (silent, r"/control_voltage has no messages")):
+        path = recording.name
+        grid = prepare_recording(recording, 0.01, 20.0)
+        assert np.all(grid.inputs == 0.0), path
+        assert grid.time_s[0] == pytest.approx(0.0, abs=0.011)  # no data lost before an input
+        unforced = [note for note in recording.notes if "unforced" in note]
+        assert len(unforced) == 1 and re.match(why + r": unforced, input 0", unforced[0]), (
+            recording.notes)
 
 
 @pytest.mark.skipif(not PEER.is_dir(), reason="shared/data not present")

@@ -99,7 +99,7 @@ def level_table(problem) -> None:
     args = (fixed, free_values, jax.tree_util.tree_map(lambda a: a[:n], states),
             jax.tree_util.tree_map(lambda a: a[1:n + 1], states), grid.inputs[:n],
             grid.measured_angles[1:n + 1], grid.observed[1:n + 1], np.asarray(grid.dt),
-            np.asarray(10.0))
+            np.asarray(10.0), grid.locked_mask)
     lowered = jax.jit(functools.partial(transition_jacobians, structure)).lower(*args)
     print("| LLVM level | compile [s] | run per chunk [ms] |")
     print("|---|---|---|")

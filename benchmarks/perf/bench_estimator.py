@@ -216,7 +216,7 @@ def time_scipy(problem: EstimationProblem, max_nfev: int, x_scale: str,
     base_free = {k: values[k] for k in free.names}
     data = StepData(jnp.asarray(grid.measured_angles), jnp.asarray(grid.inputs),
                     jnp.asarray(grid.observed), jnp.asarray(grid.dt),
-                    jnp.asarray(np.sqrt(SETTINGS.kappa)))
+                    jnp.asarray(np.sqrt(SETTINGS.kappa)), jnp.asarray(grid.locked_mask))
     base_states = jax.jit(functools.partial(states_from_angles, structure))(
         fixed, base_free, jnp.asarray(grid.filtered_angles), jnp.asarray(grid.dt))
     residual_fn = jax.jit(functools.partial(_residual_vector, structure))

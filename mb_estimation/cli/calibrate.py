@@ -11,6 +11,7 @@ from mb_estimation.cli.common import (
     check_bags,
     load_config,
 )
+from mb_estimation.errors import UserError
 
 
 def add_calibrate(commands) -> None:
@@ -29,8 +30,26 @@ def add_calibrate(commands) -> None:
     add_recordings_argument(calibrate)
     add_config_options(calibrate)
     add_method_options(calibrate)
+    calibrate.add_argument(
+        "--held", action="append", default=[], metavar="RECORDING=JOINTS",
+        help="the joints RECORDING holds still (comma-separated, or none), where the automatic "
+        "choice is wrong: a joint whose angle spans less than 0.02 rad, or ten times its noise, "
+        "is taken as held (a free swing with the arm held by hand); repeat per recording")
     calibrate.add_argument("--output", required=True, metavar="DIR", help="output folder")
     calibrate.set_defaults(handler=calibrate_command)
+
+
+def held_joints(values: list[str], recordings: list[str]) -> dict[str, tuple[str, ...]]:
+    """``--held RECORDING=JOINTS`` as ``{recording: joints}`` (``none``: no joint)."""
+    held = {}
+    for value in values:
+        recording, separator, joints = value.rpartition("=")
+        if not separator or recording not in recordings:
+            raise UserError(f"--held {value}: give RECORDING=JOINTS, RECORDING one of the "
+                            f"recordings given ({', '.join(recordings)})")
+        names = tuple(name.strip() for name in joints.split(",") if name.strip())
+        held[recording] = () if names == ("none",) else names
+    return held
 
 
 def calibrate_command(args) -> int:
@@ -40,10 +59,11 @@ def calibrate_command(args) -> int:
     from mb_estimation.estimation.result import FitStatus
 
     check_bags(args.bags)
+    held = held_joints(args.held, args.bags)
     config = load_config(args)
     output = Path(args.output)
     calibration = calibrate(config, args.bags, output, start_s=args.start, end_s=args.end,
-                            progress=fit_progress(args.quiet, config))
+                            held=held, progress=fit_progress(args.quiet, config))
     print_calibration(calibration)
     result = calibration.result
     print_written(output, result)

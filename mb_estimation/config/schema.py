@@ -253,7 +253,8 @@ class RecordingSettings:
     joints: dict[str, JointMapping] = setting(
         factory=dict, doc="per rig joint `{name: N, offset: O, sign: ±1}` (recorded = "
         "sign·model + offset [rad]), or just the recorded name")
-    voltage_topic: str = setting("/control_voltage", "the motor voltage topic")
+    voltage_topic: str = setting("/control_voltage", "the motor voltage topic (a recording "
+                                 "without messages on it is unforced: input 0)")
     voltage_type: str = setting(FLOAT64, "`std_msgs/msg/Float64`, "
                                 "`std_msgs/msg/Float64MultiArray` or `sensor_msgs/msg/JointState` "
                                 "(its effort)")
@@ -263,7 +264,7 @@ class RecordingSettings:
     stamp_source: str = setting("auto", "`header` stamps, `receive` (bag) times, or `auto` "
                                 "(header stamps when sane)")
     voltage_script: tuple[tuple[float, float], ...] | None = setting(
-        None, "input for recordings without a voltage topic: `[[t, value], ...]`, each value "
+        None, "the input where it is known but not recorded: `[[t, value], ...]`, each value "
         "held from t [s] on (t from the first joint-state sample); the voltage topic is then "
         "not read")
     use_driver_velocities: bool = setting(False, "the driver's joint velocities (low-passed) "

@@ -39,6 +39,10 @@ from mb_estimation.numerics import jax
 
 jnp = jax.numpy
 
+#: The weight of a locked joint's momentum residuals relative to a moving joint's: the torque
+#: that holds it still is unknown, so its residuals may be a thousand times the force noise.
+LOCKED_TORQUE_WEIGHT = 1e-3
+
 
 class Formulation(Protocol):
     """How the estimator describes a recording's states and the dynamics between them.
@@ -61,8 +65,13 @@ class Formulation(Protocol):
     def initial_residual(self, system, state, dt):
         """The first state's residual [N m s]."""
 
-    def transition_residual(self, system, previous, current, inputs, dt, measured_angles):
-        """The residual of one step ``previous → current`` [N m s]."""
+    def transition_residual(self, system, previous, current, inputs, dt, measured_angles,
+                            locked):
+        """The residual of one step ``previous → current`` [N m s].
+
+        ``locked [n_joints]``: 1 where the recording holds a joint still (by an unknown torque),
+        else 0.
+        """
 
     def observe(self, system, state):
         """The rig's joint angles [rad] in ``state``."""
@@ -108,8 +117,8 @@ class MaximalCoordinates:
 
     @staticmethod
     def transition_residual(system, previous: BodyStates, current: BodyStates, inputs, dt,
-                            measured_angles):
-        """(3.7)-(3.8)."""
+                            measured_angles, locked):
+        """(3.7)-(3.8); no joint locked (the calibration's set-up refuses locked joints here)."""
         return impulse_residuals(system, previous, current, inputs, dt)
 
     @staticmethod
@@ -182,9 +191,15 @@ class JointCoordinates:
 
     @staticmethod
     def transition_residual(system, previous: JointStates, current: JointStates, inputs, dt,
-                            measured_angles):
-        """The momentum residuals, weighted at the recorded angles of the step's end."""
-        weights = body_impulse_norm_weights(system, measured_angles)
+                            measured_angles, locked):
+        """The momentum residuals, weighted at the recorded angles of the step's end.
+
+        A ``locked`` joint is held by a torque nobody recorded: its momentum residuals, where
+        that torque acts, weigh :data:`LOCKED_TORQUE_WEIGHT` of the others' (that torque is
+        force noise a thousand times larger), so they shape its momenta, not the parameters.
+        """
+        weights = body_impulse_norm_weights(system, measured_angles) * jnp.where(
+            locked > 0.5, LOCKED_TORQUE_WEIGHT, 1.0)[None, :]
         return variational_residuals(system, previous, current, inputs, dt, weights)
 
     @staticmethod

@@ -153,7 +153,7 @@ def linearization(compiler, structure: ModelStructure, fixed, free_values, state
                      data.measured_angles[0], data.observed[0], data.dt, data.sqrt_kappa)
     chunks, count = transition_chunks(states, data, CHUNK_TRANSITIONS)
     parts = [compiler(transition_jacobians, structure, fixed, free_values, *chunk, data.dt,
-                      data.sqrt_kappa) for chunk in chunks]
+                      data.sqrt_kappa, data.locked) for chunk in chunks]
 
     def pieces(name):
         """``(first row, rows)`` of one block: block 0's, then each chunk's up to ``count``."""

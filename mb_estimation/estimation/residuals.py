@@ -54,7 +54,8 @@ class StepData:
     """Data of one recording on the grid, as arrays (see :class:`~mb_estimation.signals.GridData`).
 
     ``measured_angles [n, n_joints]`` [rad], ``inputs [n-1, n_inputs]`` (held means per step),
-    ``observed [n]`` (1 or 0), ``dt`` [s] and ``sqrt_kappa`` (``√κ``) as 0-d arrays.
+    ``observed [n]`` (1 or 0), ``dt`` [s] and ``sqrt_kappa`` (``√κ``) as 0-d arrays, ``locked
+    [n_joints]`` (1 where the recording holds a joint still, else 0).
     """
 
     measured_angles: jax.Array
@@ -62,6 +63,7 @@ class StepData:
     observed: jax.Array
     dt: jax.Array
     sqrt_kappa: jax.Array
+    locked: jax.Array
 
 
 @jax.tree_util.register_dataclass
@@ -96,17 +98,17 @@ def initial_block(structure: ModelStructure, fixed, free_values, state, measured
 
 
 def transition_block(structure: ModelStructure, fixed, free_values, previous, current, inputs,
-                     measured_angles, observed, dt, sqrt_kappa):
+                     measured_angles, observed, dt, sqrt_kappa, locked):
     """Residual block k ≥ 1: ``[√κ Δp_k; Δy_k]`` from ``(x_{k-1}, x_k, χ)``."""
     system = structure.system(fixed, free_values)
     impulse = structure.formulation.transition_residual(system, previous, current, inputs, dt,
-                                                        measured_angles)
+                                                        measured_angles, locked)
     observation = observation_residuals(structure, system, current, measured_angles, observed)
     return jnp.concatenate([sqrt_kappa * impulse, observation])
 
 
 def transition_residuals(structure: ModelStructure, fixed, free_values, previous, current,
-                         inputs, measured_angles, observed, dt, sqrt_kappa):
+                         inputs, measured_angles, observed, dt, sqrt_kappa, locked):
     """Residual blocks ``[c, m]`` of ``c`` transitions (a chunk, or all of a recording).
 
     Transition ``j`` goes from ``previous[j]`` to ``current[j]`` under ``inputs[j]`` and is
@@ -114,7 +116,7 @@ def transition_residuals(structure: ModelStructure, fixed, free_values, previous
     """
     def block(previous, current, inputs, measured, observed):
         return transition_block(structure, fixed, free_values, previous, current, inputs,
-                                measured, observed, dt, sqrt_kappa)
+                                measured, observed, dt, sqrt_kappa, locked)
 
     return jax.vmap(block)(previous, current, inputs, measured_angles, observed)
 
@@ -125,7 +127,7 @@ def recording_residuals(structure: ModelStructure, fixed, free_values, states, d
                           data.observed[0], data.dt, data.sqrt_kappa)
     rest = transition_residuals(structure, fixed, free_values, states[:-1], states[1:],
                                 data.inputs, data.measured_angles[1:], data.observed[1:],
-                                data.dt, data.sqrt_kappa)
+                                data.dt, data.sqrt_kappa, data.locked)
     return jnp.concatenate([first[None], rest])
 
 
@@ -200,7 +202,8 @@ def first_jacobians(structure: ModelStructure, fixed, free_values, state, measur
 
 
 def transition_jacobians(structure: ModelStructure, fixed, free_values, previous, current,
-                         inputs, measured_angles, observed, dt, sqrt_kappa) -> JacobianParts:
+                         inputs, measured_angles, observed, dt, sqrt_kappa, locked
+                         ) -> JacobianParts:
     """Residual and Jacobian blocks of ``c`` transitions (see :func:`transition_residuals`)."""
     free = structure.free
     formulation = structure.formulation
@@ -215,7 +218,7 @@ def transition_jacobians(structure: ModelStructure, fixed, free_values, previous
                 structure, fixed, values,
                 moved(previous, previous_configuration, previous_velocity),
                 moved(current, current_configuration, current_velocity),
-                inputs, measured, observed, dt, sqrt_kappa)
+                inputs, measured, observed, dt, sqrt_kappa, locked)
 
         return JacobianParts(*_jacobians_by_part(residual, half_size, free.size,
                                                  formulation.jacobian_passes))
@@ -230,7 +233,7 @@ def linearize(structure: ModelStructure, fixed, free_values, states,
                             data.observed[0], data.dt, data.sqrt_kappa)
     transitions = transition_jacobians(structure, fixed, free_values, states[:-1], states[1:],
                                        data.inputs, data.measured_angles[1:], data.observed[1:],
-                                       data.dt, data.sqrt_kappa)
+                                       data.dt, data.sqrt_kappa, data.locked)
     both = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first,
                                   transitions)
     return joined(structure.formulation, both)

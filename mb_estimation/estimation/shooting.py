@@ -164,8 +164,11 @@ class _NormalEquations:
         by the exact box QP. Raises ``LinAlgError`` when the damped system is singular.
         """
         g_s, g_v = self.gradient(residual)
-        damped = self.h_ss + damping * (np.einsum("sii->si", self.h_ss)[:, :, None]
-                                        * np.eye(self.h_ss.shape[-1]))
+        diagonal = np.einsum("sii->si", self.h_ss)
+        largest = np.max(diagonal, axis=1, keepdims=True)
+        # a start direction no residual depends on (a locked joint's) stays where it is
+        flat = np.where(diagonal <= 1e-12 * largest, largest, 0.0)
+        damped = self.h_ss + (damping * diagonal + flat)[:, :, None] * np.eye(diagonal.shape[-1])
         inverse = np.linalg.inv(damped)
         schur = (self.h_vv + damping * np.diag(self.parameter_curvature)
                  - np.einsum("sji,sjk,skl->il", self.h_sv, inverse, self.h_sv))

@@ -27,7 +27,7 @@ from mb_estimation.multibody import (
 )
 from mb_estimation.multibody.joint_space import joint_rates as tree_joint_rates
 from mb_estimation.multibody.joint_space import joint_states
-from mb_estimation.multibody.variational import held_steps
+from mb_estimation.multibody.variational import at_rest_where_locked, held_steps
 from mb_estimation.numerics import jax
 from mb_estimation.rigs import Rig, parameter_arrays
 
@@ -40,7 +40,8 @@ class Segments:
 
     ``recording [S]`` and ``begin [S]`` (grid index where the simulation starts); ``measured
     [S, m+1, n_joints]`` angles [rad]; ``weights [S, m+1]`` (1 where a sample is scored, 0 in
-    the lead and at unobserved steps); ``inputs [S, m, n_inputs]``; ``dt`` the grid step [s].
+    the lead and at unobserved steps); ``inputs [S, m, n_inputs]``; ``locked [S, n_joints]``
+    (1 where the recording holds a joint still); ``dt`` the grid step [s].
     """
 
     recording: np.ndarray
@@ -48,6 +49,7 @@ class Segments:
     measured: np.ndarray
     weights: np.ndarray
     inputs: np.ndarray
+    locked: np.ndarray
     dt: float
 
 
@@ -55,7 +57,8 @@ def segments_of(grids: Sequence, segment_s: float, lead_s: float) -> Segments:
     """Cut recordings on a common grid into segments of ``lead_s + segment_s`` [s]."""
     dt = float(grids[0].dt)
     lead, length = int(round(lead_s / dt)), max(1, int(round(segment_s / dt)))
-    parts = {"recording": [], "begin": [], "measured": [], "weights": [], "inputs": []}
+    parts = {"recording": [], "begin": [], "measured": [], "weights": [], "inputs": [],
+             "locked": []}
     for index, grid in enumerate(grids):
         count = (grid.num_steps - 1 - lead) // length
         for segment in range(count):
@@ -68,6 +71,7 @@ def segments_of(grids: Sequence, segment_s: float, lead_s: float) -> Segments:
             parts["measured"].append(np.asarray(grid.measured_angles[window]))
             parts["weights"].append(weights)
             parts["inputs"].append(np.asarray(grid.inputs[begin:begin + lead + length]))
+            parts["locked"].append(grid.locked_mask)
     if not parts["begin"]:
         raise RecordingError(f"the recordings are shorter than one shooting segment "
                              f"({lead_s + segment_s:g} s)")
@@ -76,7 +80,7 @@ def segments_of(grids: Sequence, segment_s: float, lead_s: float) -> Segments:
 
 def segment_residuals(rig: Rig, names: tuple[str, ...], frictionless: tuple[bool, ...],
                       rigid: bool, h, substeps, fixed, joint_state, free_values, measured,
-                      weights, inputs):
+                      weights, inputs, locked):
     """Weighted wrapped angle errors ``[(m+1)·n_joints]`` [rad] of one simulated lane, its end.
 
     Simulated from ``joint_state = (angles, rates)`` with the free values ``[p]``, steps
@@ -84,22 +88,24 @@ def segment_residuals(rig: Rig, names: tuple[str, ...], frictionless: tuple[bool
     without the dry friction rows of the ``frictionless``
     hinges: the SPOOK stepper with the config's hinges, or (``rigid``) the rigid tree's
     second-order variational step in joint coordinates
-    (:func:`~mb_estimation.multibody.variational.variational_step`). The end state
-    ``[2 n_joints]`` is the last sample's joint angles and rates: for the rigid tree the whole
-    state, so a lane that starts there goes on exactly.
+    (:func:`~mb_estimation.multibody.variational.variational_step`), the ``locked`` joints
+    (1 there; rigid only) at rest where they start. The end state ``[2 n_joints]`` is the last
+    sample's joint angles and rates: for the rigid tree the whole state, so a lane that starts
+    there goes on exactly.
     """
     values = {**fixed, **{name: free_values[i] for i, name in enumerate(names)}}
     system = without_dry_friction(rig.build(parameter_arrays(values)), frictionless)
     joints = joint_state.shape[0] // 2
     if rigid:
         def sample(state, u):
-            state = held_steps(system, state, u, h, substeps)
+            state = held_steps(system, state, u, h, substeps, locked)
             return state, state.angles
 
-        last, angles = jax.lax.scan(
-            sample, joint_states(system, joint_state[:joints], joint_state[joints:]), inputs)
+        start = joint_states(system, joint_state[:joints],
+                             at_rest_where_locked(joint_state[joints:], locked))
+        last, angles = jax.lax.scan(sample, start, inputs)
         angles = jnp.concatenate([joint_state[None, :joints], angles])
-        end = jnp.concatenate([last.angles, tree_joint_rates(system, last)])
+        end = jnp.concatenate([last.angles, tree_joint_rates(system, last, locked)])
     else:
         start = states_from_joints(system, joint_state[:joints], joint_state[joints:])
         states, _ = rollout(system, start, h, inputs.shape[0], lambda k, _: inputs[k],
@@ -112,7 +118,7 @@ def segment_residuals(rig: Rig, names: tuple[str, ...], frictionless: tuple[bool
 
 
 def linearize_segments(static, step, fixed, joint_states, free_values, measured, weights,
-                       inputs):
+                       inputs, locked):
     """Each lane's residuals and end state, and their Jacobians in its start state and values.
 
     ``static = (rig, names, frictionless, rigid)`` and ``step = (h, substeps)`` as
@@ -122,10 +128,10 @@ def linearize_segments(static, step, fixed, joint_states, free_values, measured,
     h, substeps = step
 
     def one(lane):
-        joint_state, y, w, u = lane
+        joint_state, y, w, u, lock = lane
 
         def simulated(state, values):
-            value = segment_residuals(*static, h, substeps, fixed, state, values, y, w, u)
+            value = segment_residuals(*static, h, substeps, fixed, state, values, y, w, u, lock)
             return value, value  # the value as auxiliary output: simulated once, not twice
 
         ((residual_state, residual_values), (end_state, end_values)), (residual, end) = \
@@ -134,20 +140,20 @@ def linearize_segments(static, step, fixed, joint_states, free_values, measured,
 
     # Every lane of the batch at once: the stepper's solve is plain array operations (no
     # LAPACK), so the step's many small operations run once for all lanes.
-    return jax.vmap(one)((joint_states, measured, weights, inputs))
+    return jax.vmap(one)((joint_states, measured, weights, inputs, locked))
 
 
 def segments_residuals(static, step, fixed, joint_states, free_values, measured, weights,
-                       inputs):
+                       inputs, locked):
     """The residuals and end states of :func:`linearize_segments` alone (plain simulations)."""
     h, substeps = step
 
     def one(lane):
-        joint_state, y, w, u = lane
+        joint_state, y, w, u, lock = lane
         return segment_residuals(*static, h, substeps, fixed, joint_state, free_values, y, w,
-                                 u)
+                                 u, lock)
 
-    return jax.vmap(one)((joint_states, measured, weights, inputs))
+    return jax.vmap(one)((joint_states, measured, weights, inputs, locked))
 
 
 #: Rigid segments are simulated in lanes of this many grid steps, :data:`LANE_BATCH` lanes per
@@ -163,12 +169,14 @@ class Lanes:
 
     ``measured [S, count, steps+1, n_joints]``, ``weights [S, count, steps+1]`` (a lane's first
     sample, the last one's end, unscored; samples past the segment's end unscored), ``inputs
-    [S, count, steps, n_inputs]``; ``batch``: lanes per compiled call (None: all segments).
+    [S, count, steps, n_inputs]``, ``locked [S, n_joints]`` (as :class:`Segments`);
+    ``batch``: lanes per compiled call (None: all segments).
     """
 
     measured: np.ndarray
     weights: np.ndarray
     inputs: np.ndarray
+    locked: np.ndarray
     batch: int | None
 
     @property
@@ -188,7 +196,8 @@ def lanes_of(segments: Segments, steps: int | None = None, batch: int | None = N
     samples = np.arange(count)[:, None] * steps + np.arange(steps + 1)
     lane_weights = weights[:, samples]
     lane_weights[:, 1:, 0] = 0.0
-    return Lanes(measured[:, samples], lane_weights, inputs[:, samples[:, :-1]], batch)
+    return Lanes(measured[:, samples], lane_weights, inputs[:, samples[:, :-1]],
+                 segments.locked, batch)
 
 
 def _in_batches(run, batch: int | None, states: np.ndarray, values, *data):
@@ -211,7 +220,7 @@ def chained(run, lanes: Lanes, starts: np.ndarray, values: np.ndarray,
             derivatives: bool = True) -> tuple[np.ndarray, ...]:
     """Each segment's residuals ``[S, R]`` from its lanes, run one after the other.
 
-    ``run(states, values, measured, weights, inputs)``: :func:`linearize_segments` (with
+    ``run(states, values, measured, weights, inputs, locked)``: :func:`linearize_segments` (with
     ``derivatives``) or :func:`segments_residuals`, compiled. Lane ``r + 1`` of a segment
     starts from the end of lane ``r``; with ``derivatives`` the Jacobians in the segment's
     start ``[S, R, 2 n_joints]`` and in the values ``[S, R, p]`` follow by the chain rule.
@@ -221,7 +230,8 @@ def chained(run, lanes: Lanes, starts: np.ndarray, values: np.ndarray,
     to_values = np.zeros((len(starts), starts.shape[1], len(values)))
     residuals, in_start, in_values = [], [], []
     for lane in range(lanes.count):
-        data = (lanes.measured[:, lane], lanes.weights[:, lane], lanes.inputs[:, lane])
+        data = (lanes.measured[:, lane], lanes.weights[:, lane], lanes.inputs[:, lane],
+                lanes.locked)
         if not derivatives:
             residual, state = _in_batches(run, lanes.batch, state, values, *data)
             residuals.append(residual)

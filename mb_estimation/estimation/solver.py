@@ -196,7 +196,8 @@ def _solver(problem: EstimationProblem, settings: SolverSettings
         structure, fixed, tuple(problem.recordings),
         tuple(StepData(np.asarray(r.measured_angles), np.asarray(r.inputs),
                        np.asarray(r.observed), np.asarray(r.dt, dtype=np.float64),
-                       np.asarray(np.sqrt(settings.kappa))) for r in problem.recordings),
+                       np.asarray(np.sqrt(settings.kappa)), r.locked_mask)
+              for r in problem.recordings),
         problem.lower, problem.upper, settings)
     return solver, free_values
 

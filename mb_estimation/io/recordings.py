@@ -6,7 +6,8 @@ Everything a real driver does is handled here from the config's ``recording`` se
   leading slash;
 * the voltage from a std_msgs/Float64 or Float64MultiArray topic (receive time; held from each
   message to the next), from a joint's effort entry, or scripted in the config
-  (``voltage_script``) for recordings without one; driver velocities are not used unless
+  (``voltage_script``); a recording without messages on the voltage topic is unforced (input
+  0: a free swing), said in its notes; driver velocities are not used unless
   ``use_driver_velocities`` (then for the initial state velocities);
 * time from the header stamps or the receive times (``stamp_source``; ``auto`` takes the stamps
   unless they fail a sanity check, and says why);
@@ -19,18 +20,34 @@ to the data is listed in ``Recording.notes``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
 from mb_estimation.config import Config, RecordingSettings
-from mb_estimation.io.bags import BagError, JointStates, read_float64, read_joint_states
+from mb_estimation.io.bags import (
+    BagError,
+    JointStates,
+    read_bag_summary,
+    read_float64,
+    read_joint_states,
+)
 from mb_estimation.io.plotjuggler import PlotJugglerCsv
 from mb_estimation.message_types import JOINT_STATE
 from mb_estimation.rigs.parameters import RIGS
 from mb_estimation.signals import Recording
 from mb_estimation.signals.preprocess import sorted_unique
 from mb_estimation.stamps import NS_PER_S
+
+
+@dataclass(frozen=True)
+class Unforced:
+    """The voltage of a recording without it: zero throughout (a free swing); ``why`` says so."""
+
+    why: str
+
 
 #: Seconds per nanosecond: the float 1e-9 (times in seconds stay bit for bit as they were).
 _S_PER_NS = 1 / NS_PER_S
@@ -47,23 +64,20 @@ def read_recording(path: str | Path, config: Config) -> Recording:
     settings = config.recording
     path = Path(path)
     needs_voltage = bool(RIGS[config.rig].inputs) and settings.voltage_script is None
-    reads_voltage_topic = needs_voltage and settings.voltage_type != JOINT_STATE
     if path.suffix.lower() == ".csv":
         export = PlotJugglerCsv(path)
-        joints = export.joint_states(settings.joint_states_topic)
-        voltage = (export.float64(settings.voltage_topic, settings.voltage_index)
-                   if reads_voltage_topic else None)
+        joints, topics = export.joint_states(settings.joint_states_topic), export.topics()
+        read_voltage = export.float64
     else:
         joints = read_joint_states(path, settings.joint_states_topic)
-        voltage = None
-        if reads_voltage_topic:
-            try:
-                voltage = read_float64(path, settings.voltage_topic, settings.voltage_index)
-            except BagError as error:
-                if "not in bag" not in str(error):
-                    raise
-                raise BagError(f"{error}. No voltage topic? Give the input as "
-                               "recording.voltage_script in the config") from None
+        topics, read_voltage = read_bag_summary(path).topics, partial(read_float64, path)
+    voltage = None
+    if needs_voltage and settings.voltage_type != JOINT_STATE:
+        topic = settings.voltage_topic
+        voltage = (read_voltage(topic, settings.voltage_index)
+                   if topic.strip("/") in {t.strip("/") for t in topics}
+                   else Unforced(f"no {topic} in the recording (its topics: "
+                                 f"{', '.join(topics) or 'none'})"))
     return assemble_recording(str(path), joints, voltage, settings, RIGS[config.rig])
 
 
@@ -125,7 +139,8 @@ def assemble_recording(name: str, joints: JointStates, voltage, settings: Record
     """A :class:`Recording` from raw samples, following ``settings``. Pure (no I/O).
 
     ``joints`` as :func:`~mb_estimation.io.bags.read_joint_states` returns them;
-    ``voltage`` is ``(receive_time_ns, values)`` of the voltage topic, or None.
+    ``voltage`` is ``(receive_time_ns, values)`` of the voltage topic, :class:`Unforced` where
+    the recording has none, or None (the input from the config's script or an effort entry).
     """
     notes: list[str] = []
     names = joints.names
@@ -137,7 +152,9 @@ def assemble_recording(name: str, joints: JointStates, voltage, settings: Record
                            f"it in the config's recording.joints")
     if len(joints.receive_time_ns) == 0:
         raise BagError(f"{name}: no joint states on {settings.joint_states_topic}")
-    uses_voltage_topic = voltage is not None
+    if isinstance(voltage, tuple) and len(voltage[1]) == 0:
+        voltage = Unforced(f"{settings.voltage_topic} has no messages")
+    uses_voltage_topic = isinstance(voltage, tuple)
     time_ns, stamp_note = choose_stamps(joints.time_ns, joints.receive_time_ns,
                                         settings.stamp_source,
                                         shared_with_receive_clock=uses_voltage_topic)
@@ -153,6 +170,10 @@ def assemble_recording(name: str, joints: JointStates, voltage, settings: Record
             script = np.asarray(settings.voltage_script, float)
             input_time_s, inputs = script[:, 0], script[:, 1:]
             notes.append(f"input from the config's voltage_script ({len(script)} values)")
+        elif isinstance(voltage, Unforced):
+            input_time_s, inputs = np.zeros(1), np.zeros((1, 1))
+            notes.append(f"{voltage.why}: unforced, input 0 (a free swing; if the rig was "
+                         "driven, set recording.voltage_topic)")
         elif not uses_voltage_topic:
             efforts = joints.efforts
             joint = settings.voltage_joint
@@ -162,9 +183,6 @@ def assemble_recording(name: str, joints: JointStates, voltage, settings: Record
             input_time_s, inputs = time_s, efforts[:, names.index(joint)][:, None]
         else:
             voltage_ns, values = voltage
-            if len(values) == 0:
-                raise BagError(f"{name}: no voltage: {settings.voltage_topic} has no messages "
-                               "(give the input as recording.voltage_script in the config)")
             input_time_s, inputs = (np.asarray(voltage_ns) - start_ns) * _S_PER_NS, values[:, None]
         input_time_s, inputs = _finite_rows(name, "voltage", input_time_s,
                                             np.asarray(inputs, float), notes)

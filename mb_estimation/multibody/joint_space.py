@@ -287,10 +287,18 @@ def lagrangian_angle_gradient(system: Multibody, pose: TreePose, motion: TreeMot
     return jnp.stack(gradient)
 
 
-def joint_rates(system: Multibody, state: JointStates):
-    """Joint rates ``θ̇ = M(θ)⁻¹ p`` [rad/s] of a joint state (the inverse Legendre map)."""
-    return small_solve.solve_positive_definite(joint_mass_matrix(system, state.angles),
-                                               state.momenta)
+def joint_rates(system: Multibody, state: JointStates, locked=None):
+    """Joint rates ``θ̇ = M(θ)⁻¹ p`` [rad/s] of a joint state (the inverse Legendre map).
+
+    ``locked [n_joints]`` (1 where a joint is locked, else 0; None: none is): those joints at
+    rest, the others' rates from their own momenta (``M`` and ``p`` restricted to them).
+    """
+    matrix = joint_mass_matrix(system, state.angles)
+    if locked is None:
+        return small_solve.solve_positive_definite(matrix, state.momenta)
+    moving = 1.0 - locked
+    return small_solve.solve_positive_definite(
+        matrix * moving[:, None] * moving[None, :] + jnp.diag(locked), state.momenta * moving)
 
 
 def joint_states(system: Multibody, angles, rates) -> JointStates:

@@ -108,7 +108,7 @@ def variational_residuals(system: Multibody, state: JointStates, next_state: Joi
 NEWTON_ITERATIONS = 3
 
 
-def variational_step(system: Multibody, state: JointStates, inputs, h,
+def variational_step(system: Multibody, state: JointStates, inputs, h, locked=None,
                      newton_iterations: int = NEWTON_ITERATIONS) -> JointStates:
     """The rigid tree's next joint state: the step of :func:`variational_residuals` forward.
 
@@ -118,47 +118,73 @@ def variational_step(system: Multibody, state: JointStates, inputs, h,
     Forward-mode derivatives are those of the solution (implicit function theorem: ``d x_{k+1}
     = -(∂r/∂x_{k+1})⁻¹ d r`` with ``d r`` the residuals' change at fixed ``x_{k+1}``), not
     of the Newton iterations: the same at convergence, and a fraction of their cost.
+
+    ``locked [n_joints]`` (1 where a joint is locked, else 0; None: none is): a locked joint
+    keeps its angle, whatever torque that takes (its rows ``r_a`` carry that unknown torque,
+    so they give way to ``θ_{k+1} = θ_k``). Start it at rest (:func:`at_rest_where_locked`).
     """
-    return _solved_step(newton_iterations, system, state, inputs, h)
+    return _solved_step(newton_iterations, system, state, inputs, h,
+                        _no_joint_locked(state) if locked is None else locked)
 
 
-def held_steps(system: Multibody, state: JointStates, inputs, h, substeps) -> JointStates:
-    """``substeps`` :func:`variational_step` s of ``h`` [s] with ``inputs`` held (one sample)."""
-    return jax.lax.fori_loop(0, substeps,
-                             lambda _, current: variational_step(system, current, inputs, h),
-                             state)
+def held_steps(system: Multibody, state: JointStates, inputs, h, substeps, locked=None
+               ) -> JointStates:
+    """``substeps`` :func:`variational_step` s of ``h`` [s] with ``inputs`` held (one sample).
+
+    ``locked``: as :func:`variational_step` takes it.
+    """
+    return jax.lax.fori_loop(
+        0, substeps, lambda _, current: variational_step(system, current, inputs, h, locked),
+        state)
 
 
-def _step_residual(system: Multibody, state: JointStates, inputs, h, unknowns):
-    """:func:`variational_residuals` (unweighted) at the next state ``unknowns = (θ, p)``."""
+def _no_joint_locked(state: JointStates):
+    return jnp.zeros(state.angles.shape[-1])
+
+
+def at_rest_where_locked(rates, locked):
+    """Joint ``rates`` [rad/s] with those of the ``locked`` joints (1 there, else 0) zero."""
+    return rates if locked is None else rates * (1.0 - locked)
+
+
+def _step_residual(system: Multibody, state: JointStates, inputs, h, locked, unknowns):
+    """:func:`variational_residuals` (unweighted) at the next state ``unknowns = (θ, p)``.
+
+    A ``locked`` joint's ``r_a`` row is ``θ_{k+1} - θ_k`` instead (:func:`variational_step`).
+    """
     joints = state.angles.shape[-1]
     following = JointStates(unknowns[:joints], unknowns[joints:])
-    return variational_residuals(system, state, following, inputs, h, jnp.eye(joints))
+    residual = variational_residuals(system, state, following, inputs, h, jnp.eye(joints))
+    kept = jnp.where(locked > 0.5, following.angles - state.angles, residual[:joints])
+    return jnp.concatenate([kept, residual[joints:]])
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
-def _solved_step(newton_iterations: int, system: Multibody, state: JointStates, inputs, h
-                 ) -> JointStates:
+def _solved_step(newton_iterations: int, system: Multibody, state: JointStates, inputs, h,
+                 locked) -> JointStates:
     """:func:`variational_step`'s Newton solve."""
     joints = state.angles.shape[-1]
 
     def newton(_, unknowns):
-        matrix = jax.jacfwd(lambda x: _step_residual(system, state, inputs, h, x))(unknowns)
+        matrix = jax.jacfwd(lambda x: _step_residual(system, state, inputs, h, locked, x))(
+            unknowns)
         return unknowns - small_solve.solve_small(
-            matrix, _step_residual(system, state, inputs, h, unknowns))
+            matrix, _step_residual(system, state, inputs, h, locked, unknowns))
 
-    guess = jnp.concatenate([state.angles + h * joint_rates(system, state), state.momenta])
+    guess = jnp.concatenate([state.angles + h * joint_rates(system, state, locked),
+                             state.momenta])
     solution = jax.lax.fori_loop(0, newton_iterations, newton, guess)
     return JointStates(solution[:joints], solution[joints:])
 
 
 @_solved_step.defjvp
 def _solved_step_derivative(newton_iterations, primals, tangents):
-    system, state, inputs, h = primals
+    system, state, inputs, h, locked = primals
     following = _solved_step(newton_iterations, *primals)
     unknowns = jnp.concatenate([following.angles, following.momenta])
     _, change = jax.jvp(lambda *args: _step_residual(*args, unknowns), primals, tangents)
-    matrix = jax.jacfwd(lambda x: _step_residual(system, state, inputs, h, x))(unknowns)
+    matrix = jax.jacfwd(lambda x: _step_residual(system, state, inputs, h, locked, x))(
+        unknowns)
     moved = -small_solve.solve_small(matrix, change)
     joints = state.angles.shape[-1]
     return following, JointStates(moved[:joints], moved[joints:])

@@ -67,6 +67,8 @@ class GridData:
         dt: the grid step h [s].
         initial_rates: low-passed driver joint velocities on the grid ``[n, n_joints]``
             [rad/s] for the initial states, or None (velocities from the filtered angles).
+        locked: per joint, whether the recording holds it still (by a torque nobody recorded:
+            a hand, a brake); empty where none is.
     """
 
     name: str
@@ -77,6 +79,14 @@ class GridData:
     observed: np.ndarray
     dt: float
     initial_rates: np.ndarray | None = None
+    locked: tuple[bool, ...] = ()
+
+    @property
+    def locked_mask(self) -> np.ndarray:
+        """``[n_joints]``: 1.0 where the recording holds a joint still (:attr:`locked`), else 0."""
+        if not self.locked:
+            return np.zeros(self.measured_angles.shape[1])
+        return np.asarray(self.locked, dtype=np.float64)
 
     @property
     def num_steps(self) -> int:
