@@ -128,25 +128,30 @@ def recording_notes(recordings: Sequence[Recording], grids: Sequence[GridData]) 
     return notes
 
 
-#: A joint whose angle spans less than this [rad] (about 1°) in a recording — or less than
-#: :data:`LOCKED_NOISE_RATIO` times its noise — is held still there (a hand, a brake).
-LOCKED_RANGE_RAD = 0.02
+#: A joint is held still in a recording (a hand, a brake) where its angle spans at most
+#: :data:`LOCKED_NOISE_RATIO` times its noise, or less than :data:`LOCKED_RANGE_RAD` [rad]
+#: (about 1°) while another joint moves over :data:`LOCKED_SPAN_RATIO` times as far.
 LOCKED_NOISE_RATIO = 10.0
+LOCKED_RANGE_RAD = 0.02
+LOCKED_SPAN_RATIO = 100.0
 
 
 def locked_joints(grid: GridData) -> tuple[bool, ...]:
     """Per joint, whether the recording holds it still: its angle spans almost nothing.
 
-    Less than :data:`LOCKED_RANGE_RAD`, or than :data:`LOCKED_NOISE_RATIO` times its noise (the
-    RMS of the measured angle about its low-passed one). A hand holding the arm still lets it
-    move a few milliradians, far more than the encoder's noise; a joint left free moves at
-    least tenths of a radian as the other swings.
+    Nothing beyond its noise (:data:`LOCKED_NOISE_RATIO` times the RMS of the measured angle
+    about its low-passed one), or under a degree while another joint swings a hundred times
+    as far (:data:`LOCKED_RANGE_RAD`, :data:`LOCKED_SPAN_RATIO`): a hand holding the arm still
+    lets it move a few milliradians, far more than the encoder's noise, while the pendulum
+    swings radians; a joint left free moves with the other.
     """
     measured = np.asarray(grid.measured_angles)
     noise = np.sqrt(np.mean((measured - np.asarray(grid.filtered_angles)) ** 2, axis=0))
     spans = np.ptp(measured, axis=0)
-    return tuple(bool(span < max(LOCKED_RANGE_RAD, LOCKED_NOISE_RATIO * rms))
-                 for span, rms in zip(spans, noise, strict=True))
+    return tuple(bool(span <= LOCKED_NOISE_RATIO * rms or (
+        span < LOCKED_RANGE_RAD and LOCKED_SPAN_RATIO * span < np.max(np.delete(spans, j),
+                                                                      initial=0.0)))
+        for j, (span, rms) in enumerate(zip(spans, noise, strict=True)))
 
 
 def with_locked_joints(config: Config, level_grids: Sequence[Sequence[GridData]],

@@ -33,8 +33,9 @@ def add_calibrate(commands) -> None:
     calibrate.add_argument(
         "--held", action="append", default=[], metavar="RECORDING=JOINTS",
         help="the joints RECORDING holds still (comma-separated, or none), where the automatic "
-        "choice is wrong: a joint whose angle spans less than 0.02 rad, or ten times its noise, "
-        "is taken as held (a free swing with the arm held by hand); repeat per recording")
+        "choice is wrong: a joint whose angle spans no more than ten times its noise, or under "
+        "0.02 rad while the other moves a hundred times as far, is taken as held (a free swing "
+        "with the arm held by hand); repeat per recording")
     calibrate.add_argument("--output", required=True, metavar="DIR", help="output folder")
     calibrate.set_defaults(handler=calibrate_command)
 

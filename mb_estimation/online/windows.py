@@ -101,8 +101,9 @@ def estimate_window(config: Config, recording: Recording) -> EstimationResult:
     same number of steps and the compiled solver is reused.
     """
     first = float(recording.time_s[0])
+    # a window of a driven rig: the node's motion rules judge it, no joint is taken as held
     return fit(set_up(window_config(config), [recording], start_s=-first,
-                      end_s=config.node.window_s - first)).joint
+                      end_s=config.node.window_s - first, held={recording.name: ()})).joint
 
 
 def result_estimate(result: EstimationResult, windows: int = 1) -> ParameterEstimate:
