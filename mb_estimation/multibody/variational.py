@@ -144,7 +144,7 @@ def _no_joint_locked(state: JointStates):
 
 def at_rest_where_locked(rates, locked):
     """Joint ``rates`` [rad/s] with those of the ``locked`` joints (1 there, else 0) zero."""
-    return rates if locked is None else rates * (1.0 - locked)
+    return rates * (1.0 - locked)
 
 
 def _step_residual(system: Multibody, state: JointStates, inputs, h, locked, unknowns):
