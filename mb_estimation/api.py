@@ -81,8 +81,12 @@ def calibrate(config: Config, sources: Sequence[str | Path], output: str | Path,
 
     output = writable_folder(output)
     _check_free(config)
-    setup = set_up(config, read_recordings(config, sources), start_s=start_s, end_s=end_s,
-                   held={str(source): joints for source, joints in (held or {}).items()})
+    recordings = read_recordings(config, sources)
+    # ``held`` by source as given, set_up's by recording name (a source's name as read)
+    names = {str(source): recording.name for source, recording in zip(sources, recordings,
+                                                                       strict=True)}
+    setup = set_up(config, recordings, start_s=start_s, end_s=end_s, held={
+        names.get(str(source), str(source)): joints for source, joints in (held or {}).items()})
     # the checks' simulators compile on the other core while the fit runs
     with compiling_meanwhile(setup.model.compile_checks, config.parameters, setup.grids[0]):
         fitted = fit(setup, progress=progress)

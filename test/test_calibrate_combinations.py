@@ -197,17 +197,24 @@ def test_what_can_be_checked_before_the_fit_is(short_recording, options, message
 
 
 def test_held_joints_are_checked_before_the_fit(short_recording):
-    """``--held``: a recording given, the rig's joints, a fit that can hold them (compliant: no)."""
+    """``--held``: a recording given, the rig's joints, a fit that can hold them (compliant: no).
+
+    The recording named as it was given (here with a trailing slash, which its name as read
+    drops).
+    """
     folder, config, bag = short_recording
-    for value, message in (
-            ("nope=arm", r"--held nope=arm: give RECORDING=JOINTS, RECORDING one of the "
-                         r"recordings given"),
-            (f"{bag}=elbow", r"elbow is not a joint of rig furuta \(its joints: arm, pendulum\)"),
-            (f"{bag}=arm", r"the arm \(it spans .* rad\) is held \(--held\); a joint held "
-                           r"still is fitted on rigid hinges")):
+    held = r"the arm \(it spans .* rad\) is held \(--held\); a joint held still is fitted on " \
+           r"rigid hinges"
+    for source, value, message in (
+            (str(bag), "nope=arm", r"--held nope=arm: give RECORDING=JOINTS, RECORDING one of "
+                                   r"the recordings given"),
+            (str(bag), f"{bag}=elbow", r"elbow is not a joint of rig furuta \(its joints: arm, "
+                                       r"pendulum\)"),
+            (str(bag), f"{bag}=arm", held),
+            (f"{bag}/", f"{bag}/=arm", held)):
         out, err = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            status = main(["calibrate", str(bag), "--config", str(config), "--output",
+            status = main(["calibrate", source, "--config", str(config), "--output",
                            str(folder / "unused"), "--held", value])
         assert status == 2 and len(err.getvalue().strip().splitlines()) == 1, err.getvalue()
         assert re.search(message, err.getvalue()), err.getvalue()
