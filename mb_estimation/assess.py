@@ -21,8 +21,10 @@ import numpy as np
 from mb_estimation import lie
 from mb_estimation.cramer_rao import CramerRao
 from mb_estimation.estimation import EstimationResult
+from mb_estimation.estimation.agreement import Agreement, agreements
 from mb_estimation.estimation.identifiability import Identifiability, identifiability
 from mb_estimation.estimation.input_delay import InputDelay, apparent_input_delay
+from mb_estimation.estimation.solver import excited_by_data
 from mb_estimation.fitting import Fit, Keep, LevelFit, SimulationFit
 from mb_estimation.rigs import parameter_arrays
 from mb_estimation.setup import Setup, delayed_input
@@ -311,7 +313,14 @@ class Assessment:
     simulations follow the recordings (None without one kept); ``step_dependence``: each
     value's change over the last two joint levels (none when the simulation-error fit is kept:
     its values do not come from the step); ``bound``: the Cramér–Rao bound (rigid hinges);
-    ``identified``: what the data determine; ``delay``: the input's apparent delay.
+    ``identified``: what the data determine; ``delay``: the input's apparent delay;
+    ``model_error_correlation_s``: where the kept fit's model does not follow the data (its
+    simulations, or the joint fit's predictions, miss by more than the noise allows), the
+    result's std include the model's error (:func:`with_model_error`), and this is how long
+    its residuals stayed correlated [s]; None where the std are the model-is-right ones;
+    ``agreement``: per parameter two recordings or more determine, how their own fits agree
+    (where they do not, the result's std of it is scaled by their spread:
+    :func:`with_disagreement`).
     """
 
     result: EstimationResult
@@ -326,6 +335,64 @@ class Assessment:
     bound: CramerRao | None = None
     delay: InputDelay | None = None
     note: str | None = None
+    model_error_correlation_s: float | None = None
+    agreement: tuple[Agreement, ...] = ()
+
+
+def with_model_error(result: EstimationResult) -> EstimationResult:
+    """``result`` with the std and covariance that include its model's error.
+
+    Those of ``result.correlated`` (the residuals' correlation in time); what the data
+    determine follows from them.
+    """
+    correlated = result.correlated
+    return _with_std(result, {name: np.atleast_1d(np.asarray(correlated.std[name], dtype=float))
+                              for name in result.free}, correlated.covariance)
+
+
+def _with_std(result: EstimationResult, std: dict, covariance: np.ndarray) -> EstimationResult:
+    """``result`` with other std and covariance, and what the data determine by them."""
+    excited = {name: excited_by_data("quaternion" if np.size(result.parameters[name]) == 4
+                                     else "scalar", std[name], result.parameters[name])
+               for name in result.free}
+    return dataclasses.replace(result, std=std, covariance=covariance, excited=excited)
+
+
+def recordings_agreement(result: EstimationResult, correlated: bool
+                         ) -> tuple[Agreement, ...]:
+    """Per scalar free parameter that two recordings or more determine, their agreement.
+
+    Each recording's own fit one step from the pooled values
+    (:func:`~mb_estimation.estimation.agreement.agreements`); ``correlated``: with the std
+    that include the model's error, as the result's.
+    """
+    if len(result.shares) < 2:
+        return ()
+    rows = result.tangent_rows
+    scalars = {name: float(np.ravel(result.parameters[name])[0]) for name in result.free
+               if len(rows[name]) == 1}
+    return agreements(scalars, {name: int(rows[name][0]) for name in scalars},
+                      [recording.name for recording in result.recordings], result.shares,
+                      correlated)
+
+
+def with_disagreement(result: EstimationResult, agreement: Sequence[Agreement]
+                      ) -> EstimationResult:
+    """``result`` with the std of each parameter the recordings disagree on scaled up.
+
+    By its :attr:`~mb_estimation.estimation.agreement.Agreement.scale` (the spread between
+    the recordings' own fits); its rows and columns of the covariance with it.
+    """
+    scales = {row.name: row.scale for row in agreement if not row.agree}
+    if not scales:
+        return result
+    factor = np.ones(len(result.covariance))
+    rows = result.tangent_rows
+    for name, scale in scales.items():
+        factor[rows[name]] = scale
+    return _with_std(result, {name: np.asarray(result.std[name]) * scales.get(name, 1.0)
+                              for name in result.free},
+                     result.covariance * np.outer(factor, factor))
 
 
 def assess(setup: Setup, fit: Fit) -> Assessment:
@@ -336,12 +403,21 @@ def assess(setup: Setup, fit: Fit) -> Assessment:
     result, predictions = kept.result, kept.predictions
     if predictions is None:
         predictions = model.predictions(result.parameters, grids, result.recordings)
+    mismatch = prediction_mismatch(noise, predictions)
+    # Where the model does not follow the data, its error is in the residuals: the std say so.
+    follows = (kept.following.follows if kept.refit_kept else
+               mismatch is None or mismatch.ratio <= PREDICTION_NOISE_RATIO)
+    model_error_s = None
+    if not follows and result.correlated is not None:
+        result, model_error_s = with_model_error(result), result.correlated.correlation_s
+    agreement = recordings_agreement(result, model_error_s is not None)
+    result = with_disagreement(result, agreement)
     bound = model.cramer_rao(result.parameters, result.free, grids, result.recordings, noise)
     return Assessment(
         result=result, refit_kept=kept.refit_kept, predictions=predictions,
         replays=model.replays(result.parameters, grids, result.recordings), noise_rad=noise,
-        mismatch=prediction_mismatch(noise, predictions),
-        identified=identifiability_of(setup, result, bound),
+        mismatch=mismatch, identified=identifiability_of(setup, result, bound),
+        model_error_correlation_s=model_error_s, agreement=agreement,
         following=kept.following if kept.refit_kept else None,
         step_dependence=() if kept.refit_kept else step_dependence(fit.levels),
         bound=bound, delay=input_delay(setup, result), note=kept.note)

@@ -70,16 +70,18 @@ def parameters_document(calibration: Calibration) -> dict:
     """The content of parameters.yaml.
 
     ``parameters``: each free parameter's value, std, unit, whether the data excite it, its
-    ``status`` (what the data determine), ``settled`` (step dependence) where assessed and
-    its ``cramer_rao_std`` where the bound was computed; ``fixed``: every other value;
-    ``fit``; ``method``; ``refinement`` (:func:`stages_document`); the predictions
-    (``validation``), the combinations the data determine (``identifiability``) and the
-    ``verdict``.
+    ``status`` (what the data determine), ``settled`` (step dependence) where assessed, its
+    ``cramer_rao_std`` where the bound was computed and, where two recordings or more
+    determine it, ``recordings`` (each one's own fit and whether they agree); ``fixed``:
+    every other value; ``fit`` (with whether the std include the model's error); ``method``;
+    ``refinement`` (:func:`stages_document`); the predictions (``validation``), the
+    combinations the data determine (``identifiability``) and the ``verdict``.
     """
     result, assessment = calibration.result, calibration.assessment
     spec = calibration.setup.config.rig_spec
     bound, identified = assessment.bound, assessment.identified
     dependence = {row.name: row for row in assessment.step_dependence}
+    agreement = {row.name: row for row in assessment.agreement}
     free = {}
     for name in result.free:
         entry = free[name] = {
@@ -95,6 +97,18 @@ def parameters_document(calibration: Calibration) -> dict:
         entry["status"] = identified.standing(name).status
         if name in dependence:
             entry["settled"] = dependence[name].settled
+        if name in agreement:
+            row = agreement[name]
+            entry["recordings"] = {
+                "own_fit": {recording: {"value": value, "std": std} for recording, value, std
+                            in zip(row.recordings, row.values, row.std, strict=True)},
+                "chi_square": row.chi_square, "dof": row.dof, "p_value": row.p_value,
+                "agree": row.agree, "std_scaled_by": row.scale}
+    if assessment.model_error_correlation_s is not None:
+        std_note = {"std_include_model_error": True,
+                         "residual_correlation_s": assessment.model_error_correlation_s}
+    else:
+        std_note = {"std_include_model_error": False}
     fixed = {name: plain_value(value) for name, value in result.parameters.items()
              if name not in result.free}
     fit = {
@@ -105,6 +119,7 @@ def parameters_document(calibration: Calibration) -> dict:
         "wall_time_s": round(result.wall_time_s, 3),
         "compile_time_s": round(result.compile_time_s, 3), "steps": result.num_steps,
         "recordings": [r.name for r in result.recordings],
+        **std_note,
     }
     document = {"rig": spec.name, "parameters": free, "fixed": fixed, "fit": fit,
                 "method": calibration.method}

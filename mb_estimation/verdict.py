@@ -117,7 +117,8 @@ def verdict(setup: Setup, assessment: Assessment) -> Verdict:
     Where the kept simulation-error stage's own simulations follow the recordings, a
     prediction that misses is not held against the model: it starts from the joint fit's
     states, whose error a sensitive motion (a light pendulum whipped round) amplifies over the
-    horizon. A std far above the Cramér–Rao bound is advice, not a finding.
+    horizon. A std far above the Cramér–Rao bound is advice, not a finding; so is a std that
+    includes the model's error.
     """
     config, model = setup.config, setup.model
     result, identified = assessment.result, assessment.identified
@@ -147,10 +148,17 @@ def verdict(setup: Setup, assessment: Assessment) -> Verdict:
         if standing.status == NOT_DETERMINED and standing.name not in grouped:
             spread = ("the data hold nothing of it" if not np.isfinite(standing.relative_std)
                       else f"its std is {100 * standing.relative_std:.0f} % of its value")
-            action = ("fix it: the arm never turns about that axis" if standing.name in
-                      _NEVER_EXCITED and config.rig == "furuta" else
-                      f"record {_motion_that_shows(standing.name)}, or fix it at a trusted "
-                      "value")
+            if standing.name in _NEVER_EXCITED and config.rig == "furuta":
+                action = "fix it: the arm never turns about that axis"
+            elif assessment.model_error_correlation_s is not None:
+                spread += ", the model's error included"
+                action = ("give the model what the rig does that it lacks (see the miss "
+                          f"below), or record {_motion_that_shows(standing.name)} at more "
+                          f"than one operating point; or fix {standing.name} at a trusted "
+                          "value")
+            else:
+                action = (f"record {_motion_that_shows(standing.name)}, or fix it at a "
+                          "trusted value")
             findings.append(Finding(f"{standing.name} is not determined ({spread})", action))
     moved = [row for row in moves if not row.settled]
     if moved:
@@ -163,6 +171,14 @@ def verdict(setup: Setup, assessment: Assessment) -> Verdict:
             f"the input acts {1e3 * delay.delay_s:.3g} ms (± {1e3 * delay.std_s:.2g}) "
             f"{'after' if delay.delay_s > 0 else 'before'} its recorded stamps",
             f"state it in the config: recording.input_delay_s: {delay.delay_s:.4g}"))
+    for row in assessment.agreement:
+        if not row.agree:
+            findings.append(Finding(
+                f"the recordings disagree on {row}: its std is scaled by {row.scale:.2g} to "
+                "their spread",
+                "the model lacks something that differs between these recordings (the "
+                "operating point: speed, amplitude, load; a driver or friction term): see "
+                "the other findings; the pooled value is a compromise between them"))
     followed = following is not None and following.follows
     if prediction is not None and prediction.ratio > PREDICTION_NOISE_RATIO and not followed:
         findings.append(Finding(
@@ -170,7 +186,14 @@ def verdict(setup: Setup, assessment: Assessment) -> Verdict:
             f"({model.description}) misses {prediction.name} by {prediction.ratio:.0f}× the "
             "fit's noise", model.mispredicts_action(refined)))
     advice = []
-    if bound is not None and not refined:
+    correlated_s = assessment.model_error_correlation_s
+    if correlated_s is not None:
+        advice.append(
+            f"the std include the model's error: the fit's residuals stay correlated over "
+            f"{correlated_s:.2g} s, so each counts as less than independent data (the sandwich "
+            "covariance with their correlation in time, Newey–West); a value the model's "
+            "error biases the same way all through a recording is not covered")
+    elif bound is not None and not refined:
         loose = []
         for standing in identified.parameters:
             name = standing.name

@@ -113,6 +113,30 @@ def test_eight_seconds_of_release_replay_within_the_noise(rigid_rig, tmp_path):
     assert [p.status for p in run.assessment.identified.parameters] == [DETERMINED] * 4
 
 
+def _free_swing_bag(folder, truth, seed, **values):
+    """3 s of the pendulum swinging from 1 rad, the arm held still by hand, no input topic.
+
+    The reference's arm made immovable (its inertia 10⁶ times the rig's) is the held arm.
+    """
+    held = {name: (list(v) if name == "tilt" else float(v))
+            for name, v in truth.parameters.items()}
+    held.update(values, J_Azz=1e6 * held["J_Azz"])
+    time_s = np.arange(3001) / 1000.0
+    run = simulate_reference(held, (0.0, 1.0), (0.0, 0.0), time_s, voltage=(time_s, 0 * time_s),
+                             method="rk4", step=1e-4)
+    assert np.ptp(run["theta"][:, 0]) < 0.1 * NOISE_RAD  # the arm is held
+    angles = run["theta"] + NOISE_RAD * np.random.default_rng(seed).standard_normal((3001, 2))
+    stamps = 1_700_000_000 * 10**9 + np.round(time_s * 1e9).astype(np.int64)
+    return write_rig_bag(folder, joint_time_ns=stamps, joint_names=["arm", "pendulum"],
+                         joint_positions=angles, joint_states_topic="/joint_states")
+
+
+def _swing_start(truth):
+    return apply_overrides(truth, free=["J_Byy", "b2"], set_values={
+        "J_Azz": 3.0 * float(truth.parameters["J_Azz"]), "b1": 3.0 * float(truth.parameters["b1"]),
+        "J_Byy": 0.01, "b2": 1e-4})
+
+
 def test_a_free_swing_with_the_arm_held_still_gives_the_pendulum(rigid_rig, tmp_path):
     """The pendulum swinging from 1 rad, the arm held still by hand, no input topic recorded.
 
@@ -122,22 +146,8 @@ def test_a_free_swing_with_the_arm_held_still_gives_the_pendulum(rigid_rig, tmp_
     the arm's own values, left at a start 3 times off, play no part; the verdict trusts them.
     """
     truth = rigid_rig[0]
-    held = {name: (list(v) if name == "tilt" else float(v))
-            for name, v in truth.parameters.items()}
-    held["J_Azz"] = 1e6 * held["J_Azz"]
-    time_s = np.arange(3001) / 1000.0
-    run = simulate_reference(held, (0.0, 1.0), (0.0, 0.0), time_s, voltage=(time_s, 0 * time_s),
-                             method="rk4", step=1e-4)
-    assert np.ptp(run["theta"][:, 0]) < 0.1 * NOISE_RAD  # the arm is held
-    angles = run["theta"] + NOISE_RAD * np.random.default_rng(3).standard_normal((3001, 2))
-    stamps = 1_700_000_000 * 10**9 + np.round(time_s * 1e9).astype(np.int64)
-    bag = write_rig_bag(tmp_path / "free_swing", joint_time_ns=stamps,
-                        joint_names=["arm", "pendulum"], joint_positions=angles,
-                        joint_states_topic="/joint_states")
-    start = apply_overrides(truth, free=["J_Byy", "b2"], set_values={
-        "J_Azz": 3.0 * float(truth.parameters["J_Azz"]), "b1": 3.0 * float(truth.parameters["b1"]),
-        "J_Byy": 0.01, "b2": 1e-4})
-    calibration = calibrate(start, [bag], tmp_path / "out")
+    bag = _free_swing_bag(tmp_path / "free_swing", truth, seed=3)
+    calibration = calibrate(_swing_start(truth), [bag], tmp_path / "out")
     notes = calibration.notes
     assert sum("/control_voltage in the recording" in note and "unforced" in note
                for note in notes) == 1, notes
@@ -149,6 +159,36 @@ def test_a_free_swing_with_the_arm_held_still_gives_the_pendulum(rigid_rig, tmp_
     assert abs(float(calibration.result.parameters["J_Byy"]) / float(truth.parameters["J_Byy"])
                - 1) < 0.01
     assert calibration.verdict.trustworthy, calibration.verdict.lines()
+
+
+def test_recordings_that_disagree_are_named_and_their_spread_is_in_the_std(rigid_rig,
+                                                                          tmp_path):
+    """Two free swings of one pendulum whose bearing was re-set in between (b2 2×), pooled.
+
+    Each recording's own fit is read from the pooled fit: on J_Byy they agree, and its std
+    stays the model-is-right one; on b2 they disagree, the verdict says so with each one's
+    value, and b2's std is scaled to their spread, which then covers both truths.
+    """
+    truth = rigid_rig[0]
+    b2 = float(truth.parameters["b2"])
+    bags = [_free_swing_bag(tmp_path / "before", truth, seed=3),
+            _free_swing_bag(tmp_path / "after", truth, seed=4, b2=2.0 * b2)]
+    calibration = calibrate(_swing_start(truth), bags, tmp_path / "out")
+    agreement = {row.name: row for row in calibration.assessment.agreement}
+    assert set(agreement) == {"J_Byy", "b2"}
+    assert agreement["J_Byy"].agree and agreement["J_Byy"].scale == 1.0
+    assert not agreement["b2"].agree and agreement["b2"].scale > 2.0
+    for own, std, right in zip(agreement["b2"].values, agreement["b2"].std, (b2, 2.0 * b2),
+                               strict=True):
+        assert abs(own - right) < 3 * std, (own, std, right)
+    value, std = float(calibration.result.parameters["b2"]), float(
+        calibration.result.std["b2"][0])
+    assert abs(value - b2) < 3 * std and abs(value - 2.0 * b2) < 3 * std
+    lines = "\n".join(calibration.verdict.lines())
+    assert "the recordings disagree on b2:" in lines and "disagree on J_Byy" not in lines
+    written = yaml.safe_load((tmp_path / "out" / "parameters.yaml").read_text())
+    assert written["parameters"]["b2"]["recordings"]["agree"] is False
+    assert written["parameters"]["b2"]["std"] == pytest.approx(std)
 
 
 def _light_pendulum(mass_kg: float):

@@ -8,6 +8,7 @@ import itertools
 import numpy as np
 import pytest
 from finite_differences import assert_parameter_columns
+from scipy.signal import lfilter
 
 from mb_estimation.config import apply_overrides, load_config
 from mb_estimation.estimation import (
@@ -19,6 +20,8 @@ from mb_estimation.estimation import (
 )
 from mb_estimation.estimation.compiled import Compiler
 from mb_estimation.estimation.covariance import (
+    correlated_middle,
+    correlation_lags,
     gravity_frame,
     parameter_covariance,
     parameter_std,
@@ -169,6 +172,57 @@ def test_round_off_information_does_not_hide_a_determined_parameter():
     assert np.isinf(covariance[3, 3])
     np.testing.assert_allclose(covariance[:3, :3], np.linalg.inv(columns.T @ columns),
                                rtol=1e-8)
+
+
+def test_correlated_middle_is_the_bartlett_weighted_sum_of_lagged_products():
+    scores = np.random.default_rng(5).standard_normal((300, 3))
+    lags = 7
+    expected = scores.T @ scores
+    for lag in range(1, lags + 1):
+        product = scores[lag:].T @ scores[:-lag]
+        expected += (1 - lag / (lags + 1)) * (product + product.T)
+    np.testing.assert_allclose(correlated_middle(scores, lags), expected, rtol=1e-12)
+    np.testing.assert_allclose(correlated_middle(scores, 0), scores.T @ scores, rtol=1e-12)
+
+
+def test_correlation_lags_are_short_for_white_residuals_and_a_quarter_period_for_a_sine():
+    rng = np.random.default_rng(6)
+    # white: the autocorrelation's sign at each lag a coin toss, the first non-positive soon
+    assert correlation_lags(rng.standard_normal((5000, 2))) <= 8
+    time_s = np.arange(5000) * 0.002
+    swing = np.sin(2 * np.pi * time_s / 0.5) + 0.05 * rng.standard_normal(5000)
+    # the sine's autocorrelation first reaches zero at a quarter period: 0.125 s, 62.5 samples
+    assert abs(correlation_lags(np.column_stack([rng.standard_normal(5000), swing])) - 62) <= 2
+    assert correlation_lags(np.zeros((100, 1))) == 1
+
+
+def test_the_correlated_sandwich_covers_an_error_that_lasts_and_the_plain_one_does_not():
+    """A model error that lasts: its std are covered, the model-is-right ones are not.
+
+    A straight-line fit through data with AR(1) errors (ρ = 0.95): over many draws, the
+    slope's actual spread against the std each covariance reports. The model-is-right one
+    (independent residuals) is about √((1+ρ)/(1-ρ)) ≈ 6× too small; the one with the residuals'
+    correlation in time is within a quarter of the truth (measured: 0.81 of it, the median).
+    """
+    rng = np.random.default_rng(7)
+    count, rho, draws = 4000, 0.95, 300
+    design = np.column_stack([np.ones(count), np.linspace(-1.0, 1.0, count)])
+    information = design.T @ design
+    slopes, plain, correlated = [], [], []
+    for _ in range(draws):
+        shocks = rng.standard_normal(count)
+        errors = lfilter([1.0], [1.0, -rho], shocks, zi=[rho * shocks[0] / np.sqrt(1 - rho**2)])[0]
+        fitted = np.linalg.solve(information, design.T @ errors)
+        residuals = errors - design @ fitted
+        slopes.append(fitted[1])
+        variance = residuals @ residuals / (count - 2)
+        plain.append(np.sqrt(parameter_covariance(information, variance * information)[1, 1]))
+        middle = correlated_middle(design * residuals[:, None],
+                                   correlation_lags(residuals[:, None]))
+        correlated.append(np.sqrt(parameter_covariance(information, middle)[1, 1]))
+    actual = np.std(slopes)
+    assert np.median(plain) < actual / 4
+    assert 0.75 * actual < np.median(correlated) < 1.25 * actual
 
 
 # --- preprocessing ------------------------------------------------------------------------------

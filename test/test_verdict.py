@@ -204,3 +204,19 @@ def test_the_verdict_reads_the_setups_box_not_the_raw_config():
     at_minus_one = verdict(wider, _assessment(_result(b2=-1.0), identified=identified))
     assert "fix it at 0" in at_zero.findings[0].action
     assert "fix it at 0" not in at_minus_one.findings[0].action
+
+
+def test_std_with_the_models_error_are_said_and_not_taken_for_a_loose_fit():
+    result = _result()
+    names = ("J_Azz", "J_Byy")
+    bound = CramerRao(names, np.eye(2), {name: 0.002 * VALUES[name] for name in names},
+                      np.eye(2))
+    judged = verdict(_setup(), _assessment(
+        result, bound=bound, model_error_correlation_s=0.17,
+        identified=_identified(J_Byy=NOT_DETERMINED)))
+    (advice,) = judged.advice  # not "the data allow tighter values": the model misses
+    assert advice.startswith("the std include the model's error: the fit's residuals stay "
+                             "correlated over 0.17 s")
+    problems = _problems(judged)
+    assert "J_Byy is not determined (its std is 1 % of its value, the model's error " \
+           "included) → give the model what the rig does that it lacks" in problems

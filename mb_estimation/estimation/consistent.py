@@ -40,6 +40,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from mb_estimation.estimation.agreement import RecordingShare
+from mb_estimation.estimation.covariance import CorrelatedCovariance
 from mb_estimation.estimation.formulations import joint_motion_on
 from mb_estimation.estimation.result import EstimationResult, IterationRecord
 from mb_estimation.estimation.shooting import (
@@ -127,9 +129,10 @@ def simulation_refit(result: EstimationResult, problem: EstimationProblem,
 def with_refit(result: EstimationResult, refit: ShootingResult) -> EstimationResult:
     """The joint fit ``result`` with the parameters of its :func:`simulation_refit`.
 
-    The refit parameters' values, std, covariance and excitation flags are the refit's; the
-    others (a quaternion such as ``tilt``, a parameter left out) keep the joint fit's value
-    and std, without correlation with the refit ones; the states stay the joint fit's;
+    The refit parameters' values, std, covariance (also with the residuals' correlation),
+    recording shares and excitation flags are the refit's; the others (a quaternion such as
+    ``tilt``, a parameter left out) keep the joint fit's value and std, without correlation
+    with the refit ones; the states stay the joint fit's;
     iterations and times add up.
     """
     parameters = {**result.parameters,
@@ -138,27 +141,39 @@ def with_refit(result: EstimationResult, refit: ShootingResult) -> EstimationRes
     excited = {**result.excited,
                **{name: excited_by_data("scalar", std[name], parameters[name])
                   for name in refit.names}}
-    rows = _tangent_rows(result)
+    rows = result.tangent_rows
     at = np.array([row for name in refit.names for row in rows[name]], dtype=int)
-    covariance = np.array(result.covariance, dtype=np.float64)
-    covariance[at, :] = 0.0
-    covariance[:, at] = 0.0
-    covariance[np.ix_(at, at)] = refit.covariance
+
+    def merged(joint_covariance, refit_covariance):
+        covariance = np.array(joint_covariance, dtype=np.float64)
+        covariance[at, :] = 0.0
+        covariance[:, at] = 0.0
+        covariance[np.ix_(at, at)] = refit_covariance
+        return covariance
+
+    correlated = None
+    if result.correlated is not None and refit.correlated is not None:
+        correlated = CorrelatedCovariance(
+            merged(result.correlated.covariance, refit.correlated.covariance),
+            {**result.correlated.std, **{name: np.atleast_1d(refit.correlated.std[name])
+                                         for name in refit.names}},
+            max(result.correlated.correlation_s, refit.correlated.correlation_s))
+    def merged_share(joint: RecordingShare, refitted: RecordingShare) -> RecordingShare:
+        score = np.array(joint.score, dtype=np.float64)
+        score[at] = refitted.score
+        return RecordingShare(merged(joint.information, refitted.information),
+                              merged(joint.middle, refitted.middle),
+                              merged(joint.correlated_middle, refitted.correlated_middle), score)
+
+    shares = tuple(merged_share(j, r) for j, r in zip(result.shares, refit.shares, strict=True)) \
+        if result.shares and refit.shares else ()
     return dataclasses.replace(
-        result, parameters=parameters, std=std, excited=excited, covariance=covariance,
+        result, parameters=parameters, std=std, excited=excited,
+        covariance=merged(result.covariance, refit.covariance), correlated=correlated,
+        shares=shares,
         iterations=result.iterations + refit.iterations,
         compile_time_s=result.compile_time_s + refit.compile_time_s,
         solve_time_s=result.solve_time_s + refit.solve_time_s,
         message=(f"{result.message}; through the simulator (step {refit.step_s:g} s): "
                  f"{refit.status} after {refit.iterations} iterations, angle MSE "
                  f"{refit.cost:.4g} rad²"))
-
-
-def _tangent_rows(result: EstimationResult) -> dict[str, np.ndarray]:
-    """Each free parameter's rows in the covariance: one per scalar, three per quaternion."""
-    rows, start = {}, 0
-    for name in result.free:
-        size = 3 if np.size(result.parameters[name]) == 4 else 1
-        rows[name] = np.arange(start, start + size)
-        start += size
-    return rows

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from mb_estimation.estimation.agreement import RecordingShare
+    from mb_estimation.estimation.covariance import CorrelatedCovariance
 
 
 class FitStatus(str, enum.Enum):
@@ -111,6 +116,12 @@ class EstimationResult:
         message: one human-readable line.
         history: one :class:`IterationRecord` per accepted iterate, starting with the guess.
         compile_time_s / solve_time_s: compilation (first use of a problem shape) and the rest.
+        correlated: ``covariance`` and ``std`` again with the residuals' correlation in time
+            (what a model error moves the values by); the calibration reports them where the
+            model does not follow the data (None: not computed).
+        shares: per recording, its share of the fit's normal equations at the fitted values
+            (:class:`~mb_estimation.estimation.agreement.RecordingShare`): how far each
+            recording's own fit would go from the pooled values.
     """
 
     parameters: dict[str, np.ndarray]
@@ -128,10 +139,22 @@ class EstimationResult:
     history: tuple[IterationRecord, ...] = field(repr=False)
     compile_time_s: float = 0.0
     solve_time_s: float = 0.0
+    correlated: CorrelatedCovariance | None = None
+    shares: tuple[RecordingShare, ...] = ()
 
     @property
     def converged(self) -> bool:
         return FitStatus(self.status).converged
+
+    @property
+    def tangent_rows(self) -> dict[str, np.ndarray]:
+        """Each free parameter's rows in the covariance: one per scalar, three per quaternion."""
+        rows, start = {}, 0
+        for name in self.free:
+            size = 3 if np.size(self.parameters[name]) == 4 else 1
+            rows[name] = np.arange(start, start + size)
+            start += size
+        return rows
 
     @property
     def wall_time_s(self) -> float:

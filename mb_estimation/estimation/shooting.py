@@ -42,7 +42,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mb_estimation.estimation.agreement import RecordingShare
 from mb_estimation.estimation.compiled import Compiler
+from mb_estimation.estimation.covariance import CorrelatedCovariance
 from mb_estimation.estimation.levenberg_marquardt import (
     INITIAL_DAMPING,
     Termination,
@@ -57,6 +59,7 @@ from mb_estimation.estimation.shooting_segments import (
     Segments,
     amplification,
     chained,
+    correlated_statistics,
     lanes_of,
     linearize_segments,
     segments_of,
@@ -129,6 +132,8 @@ class ShootingResult:
     compile_time_s: float
     tried: tuple[float, ...]  # the segment lengths fitted [s]
     amplification: float
+    correlated: CorrelatedCovariance | None = None  # with the residuals' correlation in time
+    shares: tuple[RecordingShare, ...] = ()  # per recording, in the values' units
 
     @property
     def converged(self) -> bool:
@@ -479,6 +484,9 @@ def _shoot(rig: Rig, parameters: dict, names: tuple[str, ...], lower: dict, uppe
     information = normal.parameter_information
     covariance = np.linalg.pinv(information) * (cost / dof) * np.outer(scale, scale)
     std = np.sqrt(np.maximum(np.diag(covariance), 0.0))
+    correlated, shares = correlated_statistics(normal.jac_state, normal.jac_values,
+                                               state.residual, lanes.weights, segments,
+                                               cost / dof, scale, names)
     return ShootingResult(
         names=names, values=dict(zip(names, values.tolist(), strict=True)),
         std=dict(zip(names, std.tolist(), strict=True)), covariance=covariance, cost=cost / scored,
@@ -487,5 +495,5 @@ def _shoot(rig: Rig, parameters: dict, names: tuple[str, ...], lower: dict, uppe
         segments=int(starts.shape[0]), segment_s=settings.segment_s, step_s=float(step[0]),
         solve_time_s=time.perf_counter() - started - compiler.seconds,
         compile_time_s=compiler.seconds,
-        tried=(settings.segment_s,), amplification=amplification(normal.jac_state, joints)
-    ), dict(zip(keys, starts, strict=True))
+        tried=(settings.segment_s,), amplification=amplification(normal.jac_state, joints),
+        correlated=correlated, shares=shares), dict(zip(keys, starts, strict=True))

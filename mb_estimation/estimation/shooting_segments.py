@@ -18,6 +18,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from mb_estimation.errors import RecordingError
+from mb_estimation.estimation.agreement import RecordingShare
+from mb_estimation.estimation.covariance import (
+    CorrelatedCovariance,
+    correlated_middle,
+    correlation_lags,
+    parameter_covariance,
+)
 from mb_estimation.multibody import (
     joint_angles,
     joint_rates,
@@ -267,3 +274,45 @@ def amplification(jac_state: np.ndarray, joints: int, rate_scale_s: float = 1.0)
     first = np.where(scored.any(axis=1), norms[np.arange(len(norms)), scored.argmax(axis=1)],
                      1.0)
     return float(np.max(norms / first[:, None]))
+
+
+def correlated_statistics(jac_state, jac_values, residual, lane_weights, segments: Segments,
+                          variance: float, scale, names
+                          ) -> tuple[CorrelatedCovariance, tuple[RecordingShare, ...]]:
+    """A shooting fit's covariance with its residuals' correlation in time, and the shares.
+
+    Per recording, its share of the fit's normal equations, in the values' units (``names``).
+
+    ``jac_state [S, R, n]``, ``jac_values [S, R, p]`` (in the values scaled by ``scale``),
+    ``residual [S, R]``, ``lane_weights`` (:class:`Lanes`); ``variance``: the residuals' (the
+    independent middle is ``variance · TᵀT``). ``T = J_v - J_s (J_sᵀJ_s)⁺ J_sᵀJ_v`` per
+    segment: the values' Jacobian with the segment's start state eliminated (3.32). The
+    correlated middle takes the recording's segments' scored samples in time order: the scores
+    ``T_kᵀ r_k`` summed per sample over the joints, over the lags its angle errors stay
+    positively correlated (:func:`correlation_lags`); the longest of those is the covariance's
+    ``correlation_s``.
+    """
+    eliminated = np.einsum("sij,sjk->sik", np.linalg.pinv(np.einsum(
+        "sri,srj->sij", jac_state, jac_state)), np.einsum("sri,srk->sik", jac_state, jac_values))
+    projected = jac_values - np.einsum("sri,sik->srk", jac_state, eliminated)
+    count, joints = len(residual), segments.measured.shape[-1]
+    per_sample = (projected * residual[:, :, None]).reshape(count, -1, joints,
+                                                             projected.shape[-1]).sum(axis=2)
+    errors = residual.reshape(count, -1, joints)
+    scored = lane_weights.reshape(count, -1) > 0.0
+    unscale = np.outer(scale, scale)
+    shares, longest = [], 0
+    for recording in np.unique(segments.recording):
+        order = [i for i in np.argsort(segments.begin) if segments.recording[i] == recording]
+        lags = correlation_lags(np.concatenate([errors[i][scored[i]] for i in order]))
+        scores = np.concatenate([per_sample[i][scored[i]] for i in order])
+        information = np.einsum("srk,srl->kl", projected[order], projected[order])
+        shares.append(RecordingShare(information / unscale, variance * information / unscale,
+                                     correlated_middle(scores, lags) / unscale,
+                                     scores.sum(axis=0) / scale))
+        longest = max(longest, lags)
+    covariance = parameter_covariance(sum(share.information for share in shares),
+                                      sum(share.correlated_middle for share in shares))
+    std = np.sqrt(np.diag(covariance))
+    return CorrelatedCovariance(covariance, dict(zip(names, std.tolist(), strict=True)),
+                                longest * float(segments.dt)), tuple(shares)

@@ -21,7 +21,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mb_estimation.estimation.agreement import RecordingShare
 from mb_estimation.estimation.covariance import (
+    CorrelatedCovariance,
+    correlated_middle,
+    correlation_lags,
     parameter_covariance,
     parameter_std,
     projected_blocks,
@@ -256,8 +260,20 @@ def _result(solver: RecordingProblem, state: LMState, status: FitStatus,
     information = sum(np.asarray(b.information) for b in blocks)
     middle = sum(np.asarray(b.middle) for b in blocks)
     covariance = parameter_covariance(information, middle)
-    std = parameter_std(information, middle, free,
-                        np.asarray(compiler(_gravity, structure, fixed, free_values)))
+    gravity = np.asarray(compiler(_gravity, structure, fixed, free_values))
+    std = parameter_std(information, middle, free, gravity)
+    # per recording, its share; the middle again with the residuals' correlation in time
+    lags = [correlation_lags(r) for r in state.residuals]
+    shares = tuple(
+        RecordingShare(np.asarray(b.information), np.asarray(b.middle),
+                       correlated_middle(np.asarray(b.scores)[:grid.num_steps], lag),
+                       np.asarray(b.scores)[:grid.num_steps].sum(axis=0))
+        for b, grid, lag in zip(blocks, grids, lags, strict=True))
+    correlated = sum(share.correlated_middle for share in shares)
+    with_correlation = CorrelatedCovariance(
+        parameter_covariance(information, correlated),
+        parameter_std(information, correlated, free, gravity),
+        max(lag * grid.dt for lag, grid in zip(lags, grids, strict=True)))
     excited = {name: excited_by_data(kind, std[name], np.asarray(free_values[name]))
                for name, kind in zip(free.names, free.kinds, strict=True)}
 
@@ -288,7 +304,9 @@ def _result(solver: RecordingProblem, state: LMState, status: FitStatus,
     parameters = {k: np.asarray(v) for k, v in {**fixed, **free_values}.items()}
     return EstimationResult(
         parameters=parameters, free=free.names, std=std, excited=excited, covariance=covariance,
-        recordings=tuple(estimates), cost=final.cost, observation_mse=final.observation_mse,
-        impulse_mse=final.impulse_mse, iterations=state.iteration,
+        correlated=with_correlation, shares=shares, recordings=tuple(estimates),
+        cost=final.cost,
+        observation_mse=final.observation_mse, impulse_mse=final.impulse_mse,
+        iterations=state.iteration,
         status=status, message=message, history=tuple(history),
         compile_time_s=compiler.seconds, solve_time_s=total - compiler.seconds)

@@ -119,8 +119,9 @@ def _verdict_section(verdict) -> str:
     css = "" if verdict.trustworthy else ' class="warn"'
     items = "".join(f"<li>{_text(f.problem)}<br>→ {_text(f.action)}</li>"
                     for f in verdict.findings)
+    notes = "".join(f"<p>Note: {_text(text)}</p>" for text in verdict.advice)
     return (f"<h2>Verdict</h2><p{css}><strong>{_text(head)}</strong>: "
-            f"{_text(verdict.summary)}</p>" + (f"<ul>{items}</ul>" if items else ""))
+            f"{_text(verdict.summary)}</p>" + (f"<ul>{items}</ul>" if items else "") + notes)
 
 
 def _parameter_rows(result: EstimationResult, units: Mapping[str, str]):

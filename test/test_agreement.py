@@ -1,0 +1,98 @@
+"""Each recording's own fit against the others': Cochran's Q on linear models of known answer.
+
+For a linear model one Gauss–Newton step is exact, so a recording's own fit read from its share
+of the pooled normal equations is its least-squares fit alone.
+"""
+
+import numpy as np
+import pytest
+from scipy.stats import chi2
+
+from mb_estimation.estimation.agreement import DISAGREEMENT_P, RecordingShare, agreements
+
+NOISE = 0.1
+
+
+def _shares(truths, rng, count=400, blind=None):
+    """Recordings ``y_r = X_r θ_r + e`` (one truth each), fitted together.
+
+    Returns the pooled values and each recording's share at them (its ``X_r``; ``blind``: the
+    column a recording's design leaves at zero).
+    """
+    designs = []
+    for index, _ in enumerate(truths):
+        design = np.column_stack([np.ones(count), rng.standard_normal(count)])
+        if blind is not None and index == blind[0]:
+            design[:, blind[1]] = 0.0
+        designs.append(design)
+    data = [x @ np.asarray(t) + NOISE * rng.standard_normal(count)
+            for x, t in zip(designs, truths, strict=True)]
+    pooled = np.linalg.solve(sum(x.T @ x for x in designs),
+                             sum(x.T @ y for x, y in zip(designs, data, strict=True)))
+    shares = []
+    for x, y in zip(designs, data, strict=True):
+        residual = x @ pooled - y  # model minus data, as the fits' residuals
+        shares.append(RecordingShare(x.T @ x, NOISE**2 * x.T @ x, NOISE**2 * x.T @ x,
+                                     x.T @ residual))
+    return pooled, designs, data, shares
+
+
+def _agreements(pooled, shares):
+    return agreements({"a": pooled[0], "b": pooled[1]}, {"a": 0, "b": 1},
+                      [f"r{i}" for i in range(len(shares))], shares, correlated=False)
+
+
+def test_a_recordings_own_fit_is_its_least_squares_fit_alone():
+    pooled, designs, data, shares = _shares([(1.0, 2.0), (1.0, 2.0), (1.0, 2.0)],
+                                            np.random.default_rng(1))
+    for x, y, share in zip(designs, data, shares, strict=True):
+        change, covariance = share.own_fit(correlated=False)
+        np.testing.assert_allclose(pooled + change, np.linalg.lstsq(x, y, rcond=None)[0],
+                                   rtol=1e-10)
+        np.testing.assert_allclose(covariance, NOISE**2 * np.linalg.inv(x.T @ x), rtol=1e-10)
+
+
+def test_recordings_of_one_truth_agree_at_the_rate_chi_square_says():
+    """Over many draws of three recordings of one truth, Q is χ² on 2.
+
+    A disagreement is called about as rarely as DISAGREEMENT_P says.
+    """
+    rng = np.random.default_rng(2)
+    q_values, called = [], 0
+    for _ in range(400):
+        pooled, _, _, shares = _shares([(1.0, 2.0)] * 3, rng, count=100)
+        for row in _agreements(pooled, shares):
+            q_values.append(row.chi_square)
+            assert row.dof == 2
+            called += not row.agree
+    assert abs(np.mean(q_values) - 2.0) < 0.2  # χ² on 2 has mean 2
+    assert np.mean(np.array(q_values) > chi2.isf(0.05, 2)) == pytest.approx(0.05, abs=0.02)
+    assert called <= 3  # 800 comparisons at p < 1e-3: about one
+
+
+def test_recordings_of_different_truths_disagree_and_the_std_scales_to_their_spread():
+    pooled, designs, data, shares = _shares([(1.0, 2.0), (1.0, 2.5)],
+                                            np.random.default_rng(3))
+    by_name = {row.name: row for row in _agreements(pooled, shares)}
+    slope = by_name["b"]
+    own = [np.linalg.lstsq(x, y, rcond=None)[0][1] for x, y in zip(designs, data, strict=True)]
+    np.testing.assert_allclose(slope.values, own, rtol=1e-10)
+    weights = 1.0 / np.square(slope.std)
+    mean = np.sum(weights * own) / np.sum(weights)
+    assert slope.chi_square == pytest.approx(np.sum(weights * (np.array(own) - mean) ** 2))
+    assert not slope.agree and slope.p_value < DISAGREEMENT_P
+    assert slope.scale == pytest.approx(np.sqrt(slope.chi_square / slope.dof))
+    assert "b: " in str(slope) and "(r0)" in str(slope) and "χ² = " in str(slope)
+    assert by_name["a"].agree and by_name["a"].scale == 1.0
+
+
+def test_a_recording_that_determines_nothing_of_a_parameter_is_left_out_of_its_comparison():
+    pooled, _, _, shares = _shares([(1.0, 2.0), (1.0, 2.0), (1.0, 2.0)],
+                                   np.random.default_rng(4), blind=(0, 1))
+    by_name = {row.name: row for row in _agreements(pooled, shares)}
+    assert by_name["b"].recordings == ("r1", "r2") and by_name["b"].dof == 1
+    assert by_name["a"].recordings == ("r0", "r1", "r2")
+    # one recording alone is no comparison
+    pooled, _, _, shares = _shares([(1.0, 2.0), (1.0, 2.0)], np.random.default_rng(5),
+                                   blind=(0, 1))
+    assert [row.name for row in _agreements(pooled, shares)] == ["a"]
