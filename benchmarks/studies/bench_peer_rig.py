@@ -8,10 +8,10 @@ For each step-response recording (PlotJuggler CSV, 2V ... 6V, 01, 0575): calibra
 then the simulation-error stage through the rigid model where it is kept; ``--refinement
 off``: the joint fit alone; ``on``: the stage kept whatever it predicts), and print per
 recording: J_Byy with its std, how many std it lies from 1.5e-5, its status and whether the
-std include the model's error (the residuals' correlation time); the arm's inertia about the motor axis
-I = J_shaft + J_Azz + m_A l1² + m_B lA² + J_Bxx (what the arm's motion sees with the pendulum
-hanging), the input gain K, the ratios I/K and b1/K, J_Azz's standing, the 0.5 s prediction
-error, the verdict's findings and whether the stage was kept.
+std include the model's error (the residuals' correlation time); the arm's inertia about the
+motor axis I = J_shaft + J_Azz + m_A l1² + m_B lA² + J_Bxx (what the arm's motion sees with
+the pendulum hanging), the input gain K, the ratios I/K and b1/K, J_Azz's standing, the 0.5 s
+prediction error, the verdict's findings and whether the stage was kept.
 Then the spread of each across the recordings (max/min - 1).
 """
 
