@@ -152,10 +152,9 @@ def verdict(setup: Setup, assessment: Assessment) -> Verdict:
                 action = "fix it: the arm never turns about that axis"
             elif assessment.model_error_correlation_s is not None:
                 spread += ", the model's error included"
-                action = ("give the model what the rig does that it lacks (see the miss "
-                          f"below), or record {_motion_that_shows(standing.name)} at more "
-                          f"than one operating point; or fix {standing.name} at a trusted "
-                          "value")
+                action = ("give the model what the rig does that it lacks, or record "
+                          f"{_motion_that_shows(standing.name)} at more than one operating "
+                          f"point; or fix {standing.name} at a trusted value")
             else:
                 action = (f"record {_motion_that_shows(standing.name)}, or fix it at a "
                           "trusted value")

@@ -305,8 +305,6 @@ def _result(solver: RecordingProblem, state: LMState, status: FitStatus,
     return EstimationResult(
         parameters=parameters, free=free.names, std=std, excited=excited, covariance=covariance,
         correlated=with_correlation, shares=shares, recordings=tuple(estimates),
-        cost=final.cost,
-        observation_mse=final.observation_mse, impulse_mse=final.impulse_mse,
-        iterations=state.iteration,
-        status=status, message=message, history=tuple(history),
+        cost=final.cost, observation_mse=final.observation_mse, impulse_mse=final.impulse_mse,
+        iterations=state.iteration, status=status, message=message, history=tuple(history),
         compile_time_s=compiler.seconds, solve_time_s=total - compiler.seconds)
