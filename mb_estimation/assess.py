@@ -21,7 +21,7 @@ import numpy as np
 from mb_estimation import lie
 from mb_estimation.cramer_rao import CramerRao
 from mb_estimation.estimation import EstimationResult
-from mb_estimation.estimation.agreement import Agreement, agreements
+from mb_estimation.estimation.agreement import Agreement, agreements, ratio_agreements
 from mb_estimation.estimation.identifiability import Identifiability, identifiability
 from mb_estimation.estimation.input_delay import InputDelay, apparent_input_delay
 from mb_estimation.estimation.solver import excited_by_data
@@ -320,7 +320,8 @@ class Assessment:
     its residuals stayed correlated [s]; None where the std are the model-is-right ones;
     ``agreement``: per parameter two recordings or more determine, how their own fits agree
     (where they do not, the result's std of it is scaled by their spread:
-    :func:`with_disagreement`).
+    :func:`with_disagreement`), then per combination the pooled fit determines
+    (:func:`ratios_agreement`).
     """
 
     result: EstimationResult
@@ -376,6 +377,26 @@ def recordings_agreement(result: EstimationResult, correlated: bool
                       correlated)
 
 
+def ratios_agreement(setup: Setup, result: EstimationResult, identified: Identifiability,
+                     correlated: bool) -> tuple[Agreement, ...]:
+    """Per combination the pooled fit determines (``identified``), the recordings' agreement.
+
+    E.g. ``b1/K`` and the arm's whole inertia over K where each step determines those but not
+    K itself (:func:`~mb_estimation.estimation.agreement.ratio_agreements`).
+    """
+    if len(result.shares) < 2 or not identified.determined_ratios:
+        return ()
+    rows = result.tangent_rows
+    offsets = rest_inertia_offsets(setup, result)
+    values = {name: float(np.ravel(result.parameters[name])[0]) + offsets.get(name, 0.0)
+              for name in result.free if len(rows[name]) == 1}
+    return ratio_agreements(
+        [(ratio.expression, ratio.numerator, ratio.denominator, ratio.power)
+         for ratio in identified.determined_ratios],
+        values, {name: int(rows[name][0]) for name in values},
+        [recording.name for recording in result.recordings], result.shares, correlated)
+
+
 def with_disagreement(result: EstimationResult, agreement: Sequence[Agreement]
                       ) -> EstimationResult:
     """``result`` with the std of each parameter the recordings disagree on scaled up.
@@ -413,10 +434,12 @@ def assess(setup: Setup, fit: Fit) -> Assessment:
     agreement = recordings_agreement(result, model_error_s is not None)
     result = with_disagreement(result, agreement)
     bound = model.cramer_rao(result.parameters, result.free, grids, result.recordings, noise)
+    identified = identifiability_of(setup, result, bound)
+    agreement += ratios_agreement(setup, result, identified, model_error_s is not None)
     return Assessment(
         result=result, refit_kept=kept.refit_kept, predictions=predictions,
         replays=model.replays(result.parameters, grids, result.recordings), noise_rad=noise,
-        mismatch=mismatch, identified=identifiability_of(setup, result, bound),
+        mismatch=mismatch, identified=identified,
         model_error_correlation_s=model_error_s, agreement=agreement,
         following=kept.following if kept.refit_kept else None,
         step_dependence=() if kept.refit_kept else step_dependence(fit.levels),

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from mb_estimation.calibration import Calibration
+from mb_estimation.estimation.agreement import Agreement
 from mb_estimation.fitting import StageKind
 from mb_estimation.io.files import PLAIN_FILE
 from mb_estimation.io.parameter_files import gravity_tilt, plain_value, write_parameter_files
@@ -66,6 +67,18 @@ def validation_document(predictions) -> dict:
         for check in predictions]}
 
 
+def _agreement_document(row: Agreement, scaled: bool = True) -> dict:
+    """Each recording's own fit of a parameter or a combination, and whether they agree.
+
+    ``scaled``: with what the parameter's std is scaled by (not for a combination).
+    """
+    document = {"own_fit": {recording: {"value": value, "std": std} for recording, value, std
+                            in zip(row.recordings, row.values, row.std, strict=True)},
+                "chi_square": row.chi_square, "dof": row.dof, "p_value": row.p_value,
+                "agree": row.agree}
+    return {**document, "std_scaled_by": row.scale} if scaled else document
+
+
 def parameters_document(calibration: Calibration) -> dict:
     """The content of parameters.yaml.
 
@@ -98,12 +111,7 @@ def parameters_document(calibration: Calibration) -> dict:
         if name in dependence:
             entry["settled"] = dependence[name].settled
         if name in agreement:
-            row = agreement[name]
-            entry["recordings"] = {
-                "own_fit": {recording: {"value": value, "std": std} for recording, value, std
-                            in zip(row.recordings, row.values, row.std, strict=True)},
-                "chi_square": row.chi_square, "dof": row.dof, "p_value": row.p_value,
-                "agree": row.agree, "std_scaled_by": row.scale}
+            entry["recordings"] = _agreement_document(agreement[name])
     if assessment.model_error_correlation_s is not None:
         std_note = {"std_include_model_error": True,
                          "residual_correlation_s": assessment.model_error_correlation_s}
@@ -131,8 +139,11 @@ def parameters_document(calibration: Calibration) -> dict:
     document["identifiability"] = {
         "undetermined": [str(c) for c in identified.undetermined],
         "determined_combinations": [
-            {"combination": str(r).split(" = ")[0], "value": float(r.value),
-             "relative_std": float(r.relative_std)} for r in identified.determined_ratios]}
+            {"combination": r.expression, "value": float(r.value),
+             "relative_std": float(r.relative_std),
+             **({"recordings": _agreement_document(agreement[r.expression], scaled=False)}
+                if r.expression in agreement else {})}
+            for r in identified.determined_ratios]}
     document["verdict"] = calibration.verdict.as_dict()
     return document
 

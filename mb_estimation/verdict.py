@@ -172,9 +172,10 @@ def verdict(setup: Setup, assessment: Assessment) -> Verdict:
             f"state it in the config: recording.input_delay_s: {delay.delay_s:.4g}"))
     for row in assessment.agreement:
         if not row.agree:
+            scaled = (f": its std is scaled by {row.scale:.2g} to their spread"
+                      if row.name in result.free else "")
             findings.append(Finding(
-                f"the recordings disagree on {row}: its std is scaled by {row.scale:.2g} to "
-                "their spread",
+                f"the recordings disagree on {row}{scaled}",
                 "the model lacks something that differs between these recordings (the "
                 "operating point: speed, amplitude, load; a driver or friction term): see "
                 "the other findings; the pooled value is a compromise between them"))

@@ -8,7 +8,12 @@ import numpy as np
 import pytest
 from scipy.stats import chi2
 
-from mb_estimation.estimation.agreement import DISAGREEMENT_P, RecordingShare, agreements
+from mb_estimation.estimation.agreement import (
+    DISAGREEMENT_P,
+    RecordingShare,
+    agreements,
+    ratio_agreements,
+)
 
 NOISE = 0.1
 
@@ -96,3 +101,27 @@ def test_a_recording_that_determines_nothing_of_a_parameter_is_left_out_of_its_c
     pooled, _, _, shares = _shares([(1.0, 2.0), (1.0, 2.0)], np.random.default_rng(5),
                                    blind=(0, 1))
     assert [row.name for row in _agreements(pooled, shares)] == ["a"]
+
+
+def _ratio_agreements(pooled, shares):
+    return ratio_agreements([("a/b", "a", "b", 1.0)], {"a": pooled[0], "b": pooled[1]},
+                            {"a": 0, "b": 1}, [f"r{i}" for i in range(len(shares))], shares,
+                            correlated=False)
+
+
+def test_recordings_that_differ_in_scale_agree_on_the_ratio_they_share():
+    """Like steps at other speeds: each asks for another scale, all for one ratio."""
+    pooled, designs, data, shares = _shares([(1.0, 2.0), (2.0, 4.0), (1.5, 3.0)],
+                                            np.random.default_rng(6))
+    assert not any(row.agree for row in _agreements(pooled, shares))
+    (ratio,) = _ratio_agreements(pooled, shares)
+    assert ratio.agree and ratio.dof == 2
+    for x, y, own, std in zip(designs, data, ratio.values, ratio.std, strict=True):
+        fitted = np.linalg.lstsq(x, y, rcond=None)[0]
+        covariance = NOISE**2 * np.linalg.inv(x.T @ x)
+        assert own == pytest.approx(fitted[0] / fitted[1], rel=1e-10)
+        gradient = np.array([1.0 / fitted[1], -fitted[0] / fitted[1] ** 2])
+        assert std == pytest.approx(np.sqrt(gradient @ covariance @ gradient), rel=1e-10)
+    pooled, _, _, shares = _shares([(1.0, 2.0), (1.0, 4.0)], np.random.default_rng(7))
+    (ratio,) = _ratio_agreements(pooled, shares)
+    assert not ratio.agree

@@ -100,6 +100,21 @@ class Agreement:
                 f"(p = {self.p_value:.2g})")
 
 
+def _compared(name: str, taking_part: Sequence[tuple[str, float, float]]) -> Agreement:
+    """Cochran's Q of ``(recording, own value, own std)`` rows (two or more)."""
+    recordings, estimates, deviations = (tuple(column) for column in zip(*taking_part,
+                                                                         strict=True))
+    weights = 1.0 / np.square(deviations)
+    mean = float(np.sum(weights * estimates) / np.sum(weights))
+    return Agreement(name, recordings, estimates, deviations,
+                     float(np.sum(weights * np.square(np.subtract(estimates, mean)))),
+                     len(taking_part) - 1)
+
+
+def _determines(value: float, std: float) -> bool:
+    return bool(np.isfinite(std) and 0.0 < std <= DETERMINES_RELATIVE_STD * abs(value))
+
+
 def agreements(values: Mapping[str, float], rows: Mapping[str, int], names: Sequence[str],
                shares: Sequence[RecordingShare], correlated: bool) -> tuple[Agreement, ...]:
     """Per scalar parameter, the :class:`Agreement` of the recordings that determine it.
@@ -116,15 +131,41 @@ def agreements(values: Mapping[str, float], rows: Mapping[str, int], names: Sequ
         taking_part = []
         for recording, (change, covariance) in zip(names, own, strict=True):
             estimate, std = value + float(change[row]), float(np.sqrt(covariance[row, row]))
-            if np.isfinite(std) and 0.0 < std <= DETERMINES_RELATIVE_STD * abs(estimate):
+            if _determines(estimate, std):
                 taking_part.append((recording, estimate, std))
-        if len(taking_part) < 2:
-            continue
-        recordings, estimates, deviations = (tuple(column) for column in zip(*taking_part,
-                                                                             strict=True))
-        weights = 1.0 / np.square(deviations)
-        mean = float(np.sum(weights * estimates) / np.sum(weights))
-        found.append(Agreement(name, recordings, estimates, deviations,
-                               float(np.sum(weights * np.square(np.subtract(estimates, mean)))),
-                               len(taking_part) - 1))
+        if len(taking_part) >= 2:
+            found.append(_compared(name, taking_part))
+    return tuple(found)
+
+
+def ratio_agreements(ratios: Sequence[tuple[str, str, str, float]],
+                     values: Mapping[str, float], rows: Mapping[str, int],
+                     names: Sequence[str], shares: Sequence[RecordingShare], correlated: bool
+                     ) -> tuple[Agreement, ...]:
+    """As :func:`agreements`, for combinations ``numerator / denominator**power``.
+
+    ``ratios``: ``(name, numerator, denominator, power)``; ``values``: the pooled values as
+    the combination reads them (an inertia with the fixed rest it adds to). Each recording's
+    own combination and its std from its own fit (first order: the relative variance
+    ``V_nn/n² + p² V_dd/d² - 2p V_nd/(n d)``).
+    """
+    own = [share.own_fit(correlated) for share in shares]
+    found = []
+    for name, numerator, denominator, power in ratios:
+        top, bottom = rows[numerator], rows[denominator]
+        taking_part = []
+        for recording, (change, covariance) in zip(names, own, strict=True):
+            upper = values[numerator] + float(change[top])
+            lower = values[denominator] + float(change[bottom])
+            if upper <= 0.0 or lower <= 0.0:
+                continue
+            ratio = upper / lower**power
+            relative = (covariance[top, top] / upper**2
+                        + power**2 * covariance[bottom, bottom] / lower**2
+                        - 2.0 * power * covariance[top, bottom] / (upper * lower))
+            std = ratio * float(np.sqrt(max(relative, 0.0)))
+            if _determines(ratio, std):
+                taking_part.append((recording, ratio, std))
+        if len(taking_part) >= 2:
+            found.append(_compared(name, taking_part))
     return tuple(found)

@@ -88,15 +88,18 @@ class Ratio:
     relative_std: float
     shown: tuple[str, str] = ()  # numerator and denominator as the data see them
 
-    def __str__(self) -> str:
+    @property
+    def expression(self) -> str:
+        """The combination in symbols, e.g. ``b1/K``."""
         numerator, denominator = self.shown or (self.numerator, self.denominator)
         if self.power == 1.0:
-            text = f"{numerator}/{denominator}"
-        elif self.power == -1.0:
-            text = f"{numerator}·{denominator}"
-        else:
-            text = f"{numerator}/{denominator}^{self.power:.2g}"
-        return f"{text} = {self.value:.4g} (±{100 * self.relative_std:.2g} %)"
+            return f"{numerator}/{denominator}"
+        if self.power == -1.0:
+            return f"{numerator}·{denominator}"
+        return f"{numerator}/{denominator}^{self.power:.2g}"
+
+    def __str__(self) -> str:
+        return f"{self.expression} = {self.value:.4g} (±{100 * self.relative_std:.2g} %)"
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from mb_estimation.config import Config, RecordingSettings
 from mb_estimation.io.bags import (
     BagError,
     JointStates,
+    matching_topic,
     read_bag_summary,
     read_float64,
     read_joint_states,
@@ -75,7 +76,7 @@ def read_recording(path: str | Path, config: Config) -> Recording:
     if needs_voltage and settings.voltage_type != JOINT_STATE:
         topic = settings.voltage_topic
         voltage = (read_voltage(topic, settings.voltage_index)
-                   if topic.strip("/") in {t.strip("/") for t in topics}
+                   if matching_topic(topics, topic) is not None
                    else Unforced(f"no {topic} in the recording (its topics: "
                                  f"{', '.join(topics) or 'none'})"))
     return assemble_recording(str(path), joints, voltage, settings, RIGS[config.rig])

@@ -217,14 +217,20 @@ def read_bag_summary(path: str | Path) -> BagSummary:
         return _summary_from_reader(bag, reader)
 
 
-def resolve_topic(summary: BagSummary, topic: str) -> str:
-    """Exact topic name, else the unique topic equal up to a leading slash."""
-    if topic in summary.topics:
+def matching_topic(topics, topic: str) -> str | None:
+    """Exact topic name, else the unique topic equal up to a leading slash (None: no such)."""
+    if topic in topics:
         return topic
-    matches = [t for t in summary.topics if t.lstrip("/") == topic.lstrip("/")]
-    if len(matches) == 1:
-        return matches[0]
-    raise BagError(f"topic {topic!r} not in bag {summary.path}: {summary.describe()}")
+    matches = [t for t in topics if t.lstrip("/") == topic.lstrip("/")]
+    return matches[0] if len(matches) == 1 else None
+
+
+def resolve_topic(summary: BagSummary, topic: str) -> str:
+    """:func:`matching_topic` of the bag, or a :class:`BagError` naming its topics."""
+    found = matching_topic(summary.topics, topic)
+    if found is None:
+        raise BagError(f"topic {topic!r} not in bag {summary.path}: {summary.describe()}")
+    return found
 
 
 def read_topic(path: str | Path, topic: str, msgtype: str | None = None) -> list[tuple[int, Any]]:
