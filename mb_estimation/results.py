@@ -112,11 +112,9 @@ def parameters_document(calibration: Calibration) -> dict:
             entry["settled"] = dependence[name].settled
         if name in agreement:
             entry["recordings"] = _agreement_document(agreement[name])
+    std_note = {"std_include_model_error": assessment.model_error_correlation_s is not None}
     if assessment.model_error_correlation_s is not None:
-        std_note = {"std_include_model_error": True,
-                         "residual_correlation_s": assessment.model_error_correlation_s}
-    else:
-        std_note = {"std_include_model_error": False}
+        std_note["residual_correlation_s"] = assessment.model_error_correlation_s
     fixed = {name: plain_value(value) for name, value in result.parameters.items()
              if name not in result.free}
     fit = {

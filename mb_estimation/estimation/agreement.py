@@ -12,7 +12,9 @@ refit). Per scalar parameter, the recordings that determine it are compared by C
 
 χ² with ``n - 1`` degrees of freedom where they agree. Where they do not, the pooled std is
 scaled by ``√(Q / (n - 1))`` (the Particle Data Group's scale factor for inconsistent
-measurements): the spread between the recordings becomes part of the std.
+measurements): the spread between the recordings becomes part of the std. The combinations the
+pooled fit determines (``b1/K`` where K alone is open) are compared the same way
+(:func:`ratio_agreements`), each recording's own combination to first order.
 
 Pure NumPy and SciPy: no I/O, no JAX.
 """
@@ -28,7 +30,8 @@ from scipy.stats import chi2
 from mb_estimation.estimation.covariance import information_inverse, parameter_covariance
 
 #: Recordings disagree on a parameter when Cochran's Q has a probability below this where
-#: they agree (one calibration in a thousand of a rig the model follows is called inconsistent).
+#: they agree (of the parameters compared on a rig the model follows, one in a thousand is
+#: called inconsistent).
 DISAGREEMENT_P = 1e-3
 #: A recording takes part in the comparison of a parameter it determines: its own std at most
 #: this fraction of its own value (as :mod:`~mb_estimation.estimation.identifiability`).

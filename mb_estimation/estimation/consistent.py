@@ -132,8 +132,7 @@ def with_refit(result: EstimationResult, refit: ShootingResult) -> EstimationRes
     The refit parameters' values, std, covariance (also with the residuals' correlation),
     recording shares and excitation flags are the refit's; the others (a quaternion such as
     ``tilt``, a parameter left out) keep the joint fit's value and std, without correlation
-    with the refit ones; the states stay the joint fit's;
-    iterations and times add up.
+    with the refit ones; the states stay the joint fit's; iterations and times add up.
     """
     parameters = {**result.parameters,
                   **{name: np.asarray(value) for name, value in refit.values.items()}}
@@ -158,6 +157,7 @@ def with_refit(result: EstimationResult, refit: ShootingResult) -> EstimationRes
             {**result.correlated.std, **{name: np.atleast_1d(refit.correlated.std[name])
                                          for name in refit.names}},
             max(result.correlated.correlation_s, refit.correlated.correlation_s))
+
     def merged_share(joint: RecordingShare, refitted: RecordingShare) -> RecordingShare:
         score = np.array(joint.score, dtype=np.float64)
         score[at] = refitted.score
