@@ -13,7 +13,7 @@ writers read it and compute none of it again.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -369,12 +369,18 @@ def recordings_agreement(result: EstimationResult, correlated: bool
     """
     if len(result.shares) < 2:
         return ()
+    values, rows = _scalar_values(result)
+    return agreements(values, rows, [recording.name for recording in result.recordings],
+                      result.shares, correlated)
+
+
+def _scalar_values(result: EstimationResult, offsets: Mapping[str, float] | None = None
+                   ) -> tuple[dict[str, float], dict[str, int]]:
+    """The scalar free parameters' values (plus ``offsets``) and their covariance rows."""
     rows = result.tangent_rows
-    scalars = {name: float(np.ravel(result.parameters[name])[0]) for name in result.free
-               if len(rows[name]) == 1}
-    return agreements(scalars, {name: int(rows[name][0]) for name in scalars},
-                      [recording.name for recording in result.recordings], result.shares,
-                      correlated)
+    values = {name: float(np.ravel(result.parameters[name])[0]) + (offsets or {}).get(name, 0.0)
+              for name in result.free if len(rows[name]) == 1}
+    return values, {name: int(rows[name][0]) for name in values}
 
 
 def ratios_agreement(setup: Setup, result: EstimationResult, identified: Identifiability,
@@ -386,15 +392,12 @@ def ratios_agreement(setup: Setup, result: EstimationResult, identified: Identif
     """
     if len(result.shares) < 2 or not identified.determined_ratios:
         return ()
-    rows = result.tangent_rows
-    offsets = rest_inertia_offsets(setup, result)
-    values = {name: float(np.ravel(result.parameters[name])[0]) + offsets.get(name, 0.0)
-              for name in result.free if len(rows[name]) == 1}
+    values, rows = _scalar_values(result, rest_inertia_offsets(setup, result))
     return ratio_agreements(
         [(ratio.expression, ratio.numerator, ratio.denominator, ratio.power)
          for ratio in identified.determined_ratios],
-        values, {name: int(rows[name][0]) for name in values},
-        [recording.name for recording in result.recordings], result.shares, correlated)
+        values, rows, [recording.name for recording in result.recordings], result.shares,
+        correlated)
 
 
 def with_disagreement(result: EstimationResult, agreement: Sequence[Agreement]

@@ -28,14 +28,12 @@ import numpy as np
 from scipy.stats import chi2
 
 from mb_estimation.estimation.covariance import information_inverse, parameter_covariance
+from mb_estimation.estimation.identifiability import NOT_DETERMINED_RELATIVE_STD
 
 #: Recordings disagree on a parameter when Cochran's Q has a probability below this where
 #: they agree (of the parameters compared on a rig the model follows, one in a thousand is
 #: called inconsistent).
 DISAGREEMENT_P = 1e-3
-#: A recording takes part in the comparison of a parameter it determines: its own std at most
-#: this fraction of its own value (as :mod:`~mb_estimation.estimation.identifiability`).
-DETERMINES_RELATIVE_STD = 0.5
 
 
 @dataclass(frozen=True)
@@ -115,7 +113,8 @@ def _compared(name: str, taking_part: Sequence[tuple[str, float, float]]) -> Agr
 
 
 def _determines(value: float, std: float) -> bool:
-    return bool(np.isfinite(std) and 0.0 < std <= DETERMINES_RELATIVE_STD * abs(value))
+    """Whether a recording's own fit determines a value: as the identifiability reads it."""
+    return bool(np.isfinite(std) and 0.0 < std <= NOT_DETERMINED_RELATIVE_STD * abs(value))
 
 
 def agreements(values: Mapping[str, float], rows: Mapping[str, int], names: Sequence[str],

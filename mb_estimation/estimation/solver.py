@@ -264,11 +264,11 @@ def _result(solver: RecordingProblem, state: LMState, status: FitStatus,
     std = parameter_std(information, middle, free, gravity)
     # per recording, its share; the middle again with the residuals' correlation in time
     lags = [correlation_lags(r) for r in state.residuals]
-    shares = tuple(
-        RecordingShare(np.asarray(b.information), np.asarray(b.middle),
-                       correlated_middle(np.asarray(b.scores)[:grid.num_steps], lag),
-                       np.asarray(b.scores)[:grid.num_steps].sum(axis=0))
-        for b, grid, lag in zip(blocks, grids, lags, strict=True))
+    scores = [np.asarray(b.scores)[:grid.num_steps] for b, grid in zip(blocks, grids,
+                                                                         strict=True)]
+    shares = tuple(RecordingShare(np.asarray(b.information), np.asarray(b.middle),
+                                  correlated_middle(s, lag), s.sum(axis=0))
+                   for b, s, lag in zip(blocks, scores, lags, strict=True))
     correlated = sum(share.correlated_middle for share in shares)
     with_correlation = CorrelatedCovariance(
         parameter_covariance(information, correlated),
