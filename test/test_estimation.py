@@ -202,7 +202,7 @@ def test_the_correlated_sandwich_covers_an_error_that_lasts_and_the_plain_one_do
     A straight-line fit through data with AR(1) errors (ρ = 0.95): over many draws, the
     slope's actual spread against the std each covariance reports. The model-is-right one
     (independent residuals) is about √((1+ρ)/(1-ρ)) ≈ 6× too small; the one with the residuals'
-    correlation in time is within a quarter of the truth (measured: 0.81 of it, the median).
+    correlation in time is within a quarter of the truth.
     """
     rng = np.random.default_rng(7)
     count, rho, draws = 4000, 0.95, 300
