@@ -6,6 +6,7 @@ one way through: read the recordings → set up (:func:`~mb_estimation.setup.set
 (:func:`~mb_estimation.fitting.fit`) → assess (:func:`~mb_estimation.assess.assess`) → judge
 (:func:`~mb_estimation.verdict.verdict`) → write (:func:`~mb_estimation.results.write_results`,
 the report). :func:`cross_validate` scores fixed parameters by states-only fits,
+:func:`compare_models` scores the driver and sensor terms by recording-wise cross-validation,
 :func:`sweep_and_write` fits over a grid of method settings, :func:`write_simulated_bag`
 simulates a scenario into a bag with its ground truth. Whatever can be checked before a fit
 (the output folder, the recordings, the trim, the free set) is checked first.
@@ -31,18 +32,27 @@ from mb_estimation.estimation import EstimationResult
 from mb_estimation.fitting import Progress, fit, plan_of
 from mb_estimation.io.bags import BagError, write_rig_bag
 from mb_estimation.io.files import writable_folder
-from mb_estimation.io.parameter_files import write_crossval
+from mb_estimation.io.parameter_files import write_crossval, write_model_comparison
 from mb_estimation.io.recordings import read_recording
 from mb_estimation.message_types import JOINT_STATE
+from mb_estimation.model_terms import (
+    Candidate,
+    Choice,
+    candidate_sets,
+    choose,
+    held_out_score,
+    scores_table,
+    term_parameters,
+)
 from mb_estimation.numerics import compiling_meanwhile
 from mb_estimation.results import write_results
 from mb_estimation.setup import Setup, model_of, set_up
 from mb_estimation.signals import Recording, recorded_joint_states
 from mb_estimation.verdict import verdict
 
-__all__ = ["SIMULATED_START_TIME_S", "SimulatedBag", "SweepPoint", "SweepRun", "calibrate",
-           "cross_validate", "mean_score", "read_recordings", "sweep", "sweep_and_write",
-           "write_simulated_bag"]
+__all__ = ["SIMULATED_START_TIME_S", "ModelComparison", "SimulatedBag", "SweepPoint", "SweepRun",
+           "calibrate", "compare_models", "cross_validate", "mean_score", "read_recordings",
+           "sweep", "sweep_and_write", "write_simulated_bag"]
 
 # Simulated bags start at this wall-clock time [s since the Unix epoch]: a stamp of 0 means
 # "unset" to many ROS tools.
@@ -122,6 +132,83 @@ def cross_validate(config: Config, sources: Sequence[str | Path],
     if output is not None:
         write_crossval(output, rows, mean_score(rows))
     return rows
+
+
+@dataclass(frozen=True)
+class ModelComparison:
+    """What :func:`compare_models` found: every candidate's held-out scores and the choice."""
+
+    recordings: tuple[str, ...]
+    candidates: tuple[Candidate, ...]
+    choice: Choice
+    written: Path | None = None
+
+
+def compare_models(config: Config, sources: Sequence[str | Path], terms: Sequence[str],
+                   output: str | Path | None = None, *, start_s: float | None = None,
+                   end_s: float | None = None,
+                   say: Callable[[str], None] | None = None) -> ModelComparison:
+    """Which of the driver and sensor ``terms`` the recordings support (compare-models).
+
+    Every subset of ``terms`` (:mod:`mb_estimation.model_terms`) is added to the config's free
+    parameters and scored by recording-wise cross-validation: each recording is held out in
+    turn, the others calibrated together (the calibration's own fit), and the held-out one
+    predicted 0.5 s ahead from its states estimated with those values fixed. The choice is the
+    fewest terms no larger set predicts better (:func:`~mb_estimation.model_terms.choose`).
+    ``say`` sees a line per fit. Writes ``output``/model_comparison.yaml when ``output`` is
+    given. Every candidate's config and every recording is checked before the first fit.
+    """
+    if len(sources) < 2:
+        raise ConfigError("compare-models needs two recordings or more: each one is predicted "
+                          "by a fit on the others")
+    if output is not None:
+        writable_folder(output)
+    recordings = read_recordings(config, sources)
+    names = tuple(recording.name for recording in recordings)
+    sets = candidate_sets(terms)
+    configs = []
+    for terms_on in sets:
+        free = dict.fromkeys([*config.free_names, *term_parameters(terms_on)])
+        configs.append(apply_overrides(config, free=list(free), sources={"free": "--terms"}))
+        _check_free(configs[-1])
+    folds = [[recording for other, recording in enumerate(recordings) if other != held]
+             for held in range(len(recordings))]
+    set_up(configs[-1], recordings, start_s=start_s, end_s=end_s)  # the data checked once
+    candidates, total, count = [], len(sets) * len(recordings), 0
+    for terms_on, candidate_config in zip(sets, configs, strict=True):
+        rms = []
+        for held, training in enumerate(folds):
+            count += 1
+            if say is not None:
+                say(f"[{count}/{total}] {' + '.join(terms_on) or 'no term'}: calibrating on "
+                    f"{len(training)} recording(s), predicting {names[held]}")
+            setup = set_up(candidate_config, training, start_s=start_s, end_s=end_s)
+            values = _kept_result(setup, None).parameters
+            rms.append(_held_out_prediction_rms(candidate_config, values, recordings[held],
+                                                start_s, end_s))
+        rms = np.asarray(rms)
+        candidates.append(Candidate(terms_on, np.array([held_out_score(r) for r in rms]), rms))
+    comparison = ModelComparison(names, tuple(candidates), choose(candidates, names))
+    if output is not None:
+        comparison = dataclasses.replace(comparison, written=write_model_comparison(
+            output, terms, names, scores_table(candidates, names), comparison.choice))
+    return comparison
+
+
+def _held_out_prediction_rms(config: Config, values: Mapping[str, object],
+                             recording: Recording, start_s: float | None,
+                             end_s: float | None) -> np.ndarray:
+    """RMS angle error [rad] per joint of ``recording`` predicted 0.5 s ahead with ``values``.
+
+    From its states estimated with every parameter fixed at ``values`` (a states-only fit).
+    """
+    fixed = dataclasses.replace(config, free={}, parameters={
+        name: tuple(np.ravel(value)) if np.size(value) > 1 else float(np.ravel(value)[0])
+        for name, value in values.items()})
+    setup = set_up(fixed, [recording], start_s=start_s, end_s=end_s)
+    states = fit(setup, plan_of(setup, estimate_parameters=False)).joint
+    check = setup.model.predictions(states.parameters, setup.grids, states.recordings)[0]
+    return np.asarray(check.rms[-1])
 
 
 def mean_score(rows: Sequence[dict]) -> float:

@@ -40,6 +40,9 @@ from mb_estimation.validation import (
 #: seventh of 1e-3 rad noise; segments are lengthened up to whole recordings unless the
 #: motion amplifies its start (unstable).
 RIGID_SHOOTING_DT = 1e-3
+#: ... and the kept fit's finest: 1/8 of it, where the fit's values still move by more than
+#: half their std from the step (fast motions, e.g. a whirling pendulum).
+RIGID_FINEST_KEPT_DIVISOR = 8
 RIGID_LONGEST_SEGMENT_S = 16.0
 
 #: How long the predictions look ahead [s] and over how much of its start a replay is fitted.
@@ -84,7 +87,8 @@ class Rigid:
         """The simulation-error stage's step [s] and shooting settings."""
         return RIGID_SHOOTING_DT, ShootingSettings(
             segment_s=segment_s, lead_s=0.0, rigid=True,
-            longest_segment_s=RIGID_LONGEST_SEGMENT_S, kept_step_divisor=2)
+            longest_segment_s=RIGID_LONGEST_SEGMENT_S, kept_step_divisor=2,
+            max_kept_step_divisor=RIGID_FINEST_KEPT_DIVISOR)
 
     def simulate(self, values: Mapping[str, object], scenario: str, **settings
                  ) -> SimulatedRecording:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mb_estimation.config import Config
+from mb_estimation.config.parameters import ripple_parameters_in_use
 from mb_estimation.errors import RecordingError
 from mb_estimation.estimation import (
     EstimationProblem,
@@ -25,6 +26,7 @@ from mb_estimation.estimation import (
     compile_model,
     refinement_steps,
 )
+from mb_estimation.model_terms import terms_note
 from mb_estimation.models import Compliant, Model, Rigid
 from mb_estimation.rigs import Rig, get_rig
 from mb_estimation.rigs.parameters import DRY_FRICTION_PARAMETERS
@@ -41,12 +43,15 @@ def rig_of(config: Config) -> Rig:
     """The rig a config describes: its model, its constraint rows, and its friction.
 
     Dry friction only on the hinges whose friction parameters are free or non-zero (the other
-    hinges' friction rows would carry nothing).
+    hinges' friction rows would carry nothing); the arm's torque ripple only where one of its
+    amplitudes is.
     """
     flags = tuple(any(name in config.free or np.any(np.asarray(config.parameters[name]) != 0)
                       for name in names if name in config.parameters)
                   for names in DRY_FRICTION_PARAMETERS[config.rig])
-    return get_rig(config.rig, config.friction, config.advanced.drift_correction, flags)
+    ripple = (config.ripple_per_revolution
+              if ripple_parameters_in_use(config.rig_spec, config.parameters, config.free) else 0)
+    return get_rig(config.rig, config.friction, config.advanced.drift_correction, flags, ripple)
 
 
 def model_of(config: Config, rig: Rig | None = None) -> Model:
@@ -306,7 +311,9 @@ def set_up(config: Config, recordings: Sequence[Recording], *, start_s: float | 
         level_grids=level_grids, solver=solver_settings(config),
         lower={name: bounds.lower for name, bounds in config.free.items()},
         upper={name: bounds.upper for name, bounds in config.free.items()},
-        notes=tuple(recording_notes(recordings, level_grids[-1]) + locked_notes))
+        notes=tuple(recording_notes(recordings, level_grids[-1]) + locked_notes
+                    + [note for note in [terms_note(config.parameters, config.free,
+                                                    config.ripple_per_revolution)] if note]))
 
 
 def warm_up_recording(config: Config, duration_s: float, rate_hz: float) -> Recording:

@@ -24,7 +24,7 @@ LAYERS = (
     ("numerics", "stamps", "message_types", "errors", "signals", "pseudo_inverse"),
     ("lie",),
     ("multibody",),
-    ("rigs",),
+    ("rigs", "model_terms"),
     ("estimation", "scenarios"),
     ("simulation", "validation", "cramer_rao", "models"),
     ("config",),

@@ -23,11 +23,11 @@ from mb_estimation.estimation.levenberg_marquardt import (
 )
 from mb_estimation.estimation.result import FitStatus
 from mb_estimation.estimation.shooting import (
-    _NormalEquations,
     _Shooting,
     amplification,
     segments_of,
 )
+from mb_estimation.estimation.shooting_normal import NormalEquations, step_bias_of
 from mb_estimation.fitting import fit
 from mb_estimation.results import parameters_document
 from mb_estimation.setup import rig_of, set_up
@@ -44,6 +44,33 @@ def _linear_problem(seed=3, segments=3, samples=20, states=4, values=2):
             rng.normal(size=(segments, samples)))
 
 
+def test_the_step_bias_is_the_fit_minus_its_extrapolation_to_step_zero():
+    """Richardson extrapolation recovers the bias a simulator's step gives the values.
+
+    A linear simulator whose output errs by ``e h²``: fitted at h, the values carry the bias
+    ``-(JᵀJ)⁻¹Jᵀe h²``; its residuals at h and h/2 give that bias back.
+    """
+    jac_state, jac_values, measured = _linear_problem()
+    error = np.random.default_rng(7).normal(size=measured.shape)  # e h² at the fit's step h
+    stacked = _stacked(jac_state, jac_values)
+
+    def fitted(simulator_error):  # the least-squares fit of sim(x) = J x + error to measured
+        return np.linalg.lstsq(stacked, (measured - simulator_error).reshape(-1), rcond=None)[0]
+
+    point, truth = fitted(error), fitted(np.zeros_like(error))
+    starts, values = point[:12].reshape(3, 4), point[12:]
+
+    def residual(simulator_error):
+        return (np.einsum("sri,si->sr", jac_state, starts) + jac_values @ values
+                + simulator_error - measured)
+
+    normal = NormalEquations.of(jac_state, jac_values)
+    bias = step_bias_of(normal, residual(error), residual(error / 4.0), starts, values,
+                        np.ones(2), np.full(2, -np.inf), np.full(2, np.inf), ("a", "b"))
+    np.testing.assert_allclose([bias["a"], bias["b"]], values - truth[12:], atol=1e-12)
+    assert np.max(np.abs(values - truth[12:])) > 1e-3  # a bias there is to find
+
+
 def test_the_bounded_step_is_the_box_qp_optimum():
     """A value whose unbounded step leaves the box stops at the bound.
 
@@ -51,7 +78,7 @@ def test_the_bounded_step_is_the_box_qp_optimum():
     """
     jac_state, jac_values, residual = _linear_problem()
     starts, values, scale = np.zeros((3, 4)), np.zeros(2), np.array([2.0, 0.5])
-    normal = _NormalEquations.of(jac_state, jac_values * scale)
+    normal = NormalEquations.of(jac_state, jac_values * scale)
     (_, free_values), _, _ = normal.step(0.0, residual, starts, values, scale,
                                          np.full(2, -np.inf), np.full(2, np.inf))
     lower, upper = np.full(2, -np.inf), np.full(2, np.inf)
@@ -118,7 +145,7 @@ def test_segment_eliminated_step_is_the_least_squares_step_and_predicts_its_cost
     # system, and the cost it predicts is the cost there.
     jac_state, jac_values, residual = _linear_problem()
     starts, values, scale = np.zeros((3, 4)), np.zeros(2), np.array([2.0, 0.5])
-    normal = _NormalEquations.of(jac_state, jac_values * scale)
+    normal = NormalEquations.of(jac_state, jac_values * scale)
     (new_starts, new_values), _, predicted = normal.step(
         0.0, residual, starts, values, scale, np.full(2, -np.inf), np.full(2, np.inf))
     stacked = _stacked(jac_state, jac_values)

@@ -1,4 +1,4 @@
-"""``mb-estimation crossval``: score parameters on recordings by a states-only fit."""
+"""``mb-estimation crossval`` and ``compare-models``: scores on recordings not fitted on."""
 
 from __future__ import annotations
 
@@ -41,4 +41,54 @@ def crossval_command(args) -> int:
         print(f"{row['path']}: CV {row['mse']:.4e} (observation {row['observation_mse']:.3e}, "
               f"impulse {row['impulse_mse']:.3e})")
     print(f"mean CV score {mean_score(rows):.4e}")
+    return 0
+
+
+def add_compare_models(commands) -> None:
+    """The compare-models command and its options."""
+    compare = commands.add_parser(
+        "compare-models", help="which driver and sensor terms the recordings support",
+        description="Recording-wise cross-validation of the driver and sensor terms: every "
+        "subset of --terms is added to the free parameters; each recording is held out in "
+        "turn, the others calibrated together, and the held-out one predicted 0.5 s ahead from "
+        "its estimated states. Prints the table and the choice (the fewest terms that no "
+        "larger set predicts better) with its reason; writes model_comparison.yaml with "
+        "--output. Terms: offsets (encoder_offset2, the pendulum encoder's zero), dry "
+        "(coulomb1, coulomb2: dry friction torques that do not grow with the load), ripple "
+        "(ripple_cos1, ripple_sin1: the arm's torque ripple, its period from the config's "
+        "ripple_per_revolution).")
+    add_recordings_argument(compare)
+    add_config_options(compare)
+    add_method_options(compare)
+    compare.add_argument("--terms", metavar="TERM,...",
+                         help="the terms to compare: offsets, dry, ripple (default: all three "
+                         "where the config has ripple_per_revolution, else offsets,dry)")
+    compare.add_argument("--output", metavar="DIR", help="folder for model_comparison.yaml")
+    compare.set_defaults(handler=compare_models_command)
+
+
+def compare_models_command(args) -> int:
+    """A line per fit, then the table of held-out scores and the choice."""
+    from mb_estimation.api import compare_models
+    from mb_estimation.cli.common import UserError
+    from mb_estimation.model_terms import term_names
+
+    check_bags(args.bags)
+    config = load_config(args)
+    try:
+        terms = term_names(args.terms or ("offsets,dry,ripple" if config.ripple_per_revolution
+                                          else "offsets,dry"))
+    except ValueError as error:
+        raise UserError(f"--terms: {error}") from None
+    comparison = compare_models(config, args.bags, terms, args.output, start_s=args.start,
+                                end_s=args.end, say=None if args.quiet else print)
+    width = max(len(candidate.label) for candidate in comparison.candidates)
+    print(f"held-out prediction 0.5 s ahead, RMS over the joints [rad]: "
+          f"{'terms':<{width}}  mean      " + "  ".join(comparison.recordings))
+    for candidate in comparison.candidates:
+        print(f"  {candidate.label:<{width}}  {candidate.mean_score:.3e} "
+              + "  ".join(f"{score:.3e}" for score in candidate.scores))
+    print(f"chosen: {comparison.choice.candidate.label} ({comparison.choice.reason})")
+    if comparison.written is not None:
+        print(f"wrote {comparison.written}")
     return 0

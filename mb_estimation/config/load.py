@@ -17,9 +17,10 @@ from typing import Any
 import yaml
 
 from mb_estimation.config.builtin import resolve_config
-from mb_estimation.config.checks import check_keys, choice, describe, fail
+from mb_estimation.config.checks import check_keys, choice, describe, fail, integer
 from mb_estimation.config.parameters import (
     DEFAULT_PENDULUM_FRICTION,
+    check_ripple,
     parse_free,
     parse_parameters,
 )
@@ -113,8 +114,16 @@ def parse_config(data: Any, source: str = "<config>") -> Config:
 
     hinges = choice(data.get("hinges") or "rigid", HINGE_DECLARATIONS, source, "hinges",
                     "hinge declaration")
+    ripple = 0
+    if data.get("ripple_per_revolution") is not None:
+        if rig.name != "furuta":
+            fail(source, "ripple_per_revolution", f"only the furuta rig has a torque ripple; "
+                                                  f"remove this key for rig {rig.name}")
+        ripple = integer(data["ripple_per_revolution"], source, "ripple_per_revolution",
+                         minimum=1)
     parameters = parse_parameters(data.get("parameters"), rig, source)
     free = parse_free(data.get("free"), rig, friction, parameters, source)
+    check_ripple(rig, ripple, parameters, free, source)
     return Config(
         rig=rig.name,
         friction=friction,
@@ -126,6 +135,7 @@ def parse_config(data: Any, source: str = "<config>") -> Config:
         node=parse_node(data.get("node"), source),
         advanced=parse_advanced(data.get("advanced"), source),
         hinges=hinges,
+        ripple_per_revolution=ripple,
         source=source,
     )
 

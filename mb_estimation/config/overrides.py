@@ -25,6 +25,7 @@ from mb_estimation.config.load import Loader
 from mb_estimation.config.parameters import (
     check_friction_use,
     check_initial_value,
+    check_ripple,
     default_bounds,
     parameter_value,
     resolve_parameter,
@@ -196,6 +197,9 @@ def apply_overrides(
         where = f"set by {origin}" if name in set_by else f"from {config.source}"
         check_initial_value(rig.parameter(name), parameters[name], bounds, origin,
                             f"parameters.{name}", f"{where}; bounds of free parameter {name}")
+
+    check_ripple(rig, config.ripple_per_revolution, parameters, free_bounds,
+                 origin_of("free") if free is not None else config.source)
 
     changes = {"step_s": step_s, "simulation_refinement": simulation_refinement,
                "kappa": kappa, "max_iterations": max_iterations}

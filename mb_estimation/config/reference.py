@@ -35,6 +35,9 @@ TOP_LEVEL = (
     ("hinges", "`rigid`", "`rigid`: ball bearings, stiff shafts (the rigid-limit model); "
      "`compliant`: the hinge compliance and damping parameters are the rig's physics"),
     ("friction", "`dry`", "pendulum only: `viscous`, `dry` or `stribeck`"),
+    ("ripple_per_revolution", "none (no ripple)", "furuta only: periods per arm revolution of "
+     "the motor's torque ripple (cogging), whose amplitudes are the `ripple_cos*`/`ripple_sin*` "
+     "parameters; required where one of them is free or non-zero"),
     ("parameters", "required", "the rig's model parameters (below); those with a default may "
      "be left out"),
     ("free", "none (the states alone)", "the parameters to estimate: `NAME: {lower: L, "

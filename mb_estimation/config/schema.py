@@ -16,6 +16,9 @@ internals). Parameter names, units and admissible ranges come from
     hinges: rigid              # rigid (default: ball bearings, stiff shafts) | compliant (the
                                # hinge compliance and damping parameters are the rig's physics)
     friction: dry              # pendulum only: viscous | dry | stribeck (default dry)
+    ripple_per_revolution: 8   # furuta only: periods per arm revolution of the motor's torque
+                               # ripple (cogging), whose amplitudes are the ripple_cos*/sin*
+                               # parameters; required where one of them is free or non-zero
     parameters:                # every parameter of the rig without a default
       l1: 0.128
       tilt: [1.0, 0.0, 0.0, 0.0]       # unit quaternion [w, x, y, z]
@@ -101,8 +104,8 @@ STAMP_SOURCES = ("auto", "header", "receive")  # recording.stamp_source
 ESTIMATORS = ("consistent", "paper")  # advanced.estimator
 REFINEMENT_MODES = ("auto", "on", "off")  # method.simulation_refinement
 HINGE_DECLARATIONS = ("rigid", "compliant")  # hinges
-TOP_LEVEL_KEYS = ("rig", "friction", "hinges", "parameters", "free", "recording", "method",
-                  "simulation", "node", "advanced")
+TOP_LEVEL_KEYS = ("rig", "friction", "hinges", "ripple_per_revolution", "parameters", "free",
+                  "recording", "method", "simulation", "node", "advanced")
 
 
 def setting(default=dataclasses.MISSING, doc: str = "", *, factory=dataclasses.MISSING):
@@ -287,8 +290,10 @@ class Config:
 
     ``parameters`` holds every parameter of the rig in the rig's order (floats; ``tilt`` as a
     unit quaternion tuple ``(w, x, y, z)``); ``free`` maps the estimated parameters (in the rig's
-    order) to their bounds; their values in ``parameters`` are the initial values. ``friction`` is
-    the pendulum's friction model and ``None`` for other rigs. ``source`` names where the
+    order) to their bounds; their values in ``parameters`` are the initial values.
+    ``friction`` is the pendulum's friction model and ``None`` for other rigs.
+    ``ripple_per_revolution``: the Furuta arm's torque ripple's periods per revolution, 0 where
+    it has none. ``source`` names where the
     configuration came from (a path), for messages.
     """
 
@@ -302,6 +307,7 @@ class Config:
     node: NodeSettings = field(default_factory=NodeSettings)
     advanced: AdvancedSettings = field(default_factory=AdvancedSettings)
     hinges: str = "rigid"  # rigid | compliant
+    ripple_per_revolution: int = 0  # the arm torque ripple's periods per revolution (0: none)
     source: str = "<config>"
 
     @property
@@ -338,6 +344,8 @@ class Config:
         if self.friction is not None:
             data["friction"] = self.friction
         data["hinges"] = self.hinges
+        if self.ripple_per_revolution:
+            data["ripple_per_revolution"] = self.ripple_per_revolution
         data["parameters"] = {
             name: list(value) if isinstance(value, tuple) else value
             for name, value in self.parameters.items()

@@ -27,9 +27,11 @@ motion), it converges in a few linearisations. Its standard deviations come from
 normal equations, scaled by the residual variance. Scalar free parameters only (not the tilt
 quaternion).
 
-Here: the settings, the problem (normal equations with the segments eliminated, the bounded
-step, chord steps) and the continuation over segment lengths; the segments themselves -- cut,
-simulated, linearised (JAX) -- are in :mod:`~mb_estimation.estimation.shooting_segments`.
+Here: the settings, the problem (chord steps) and the continuation over segment lengths, then
+over finer steps while the step biases the values; the normal equations with the segments
+eliminated and the bounded step are in :mod:`~mb_estimation.estimation.shooting_normal`, the
+segments themselves -- cut, simulated, linearised (JAX) -- in
+:mod:`~mb_estimation.estimation.shooting_segments`.
 """
 
 from __future__ import annotations
@@ -51,8 +53,8 @@ from mb_estimation.estimation.levenberg_marquardt import (
     Trial,
     solve,
 )
-from mb_estimation.estimation.linear_algebra import solve_box_qp
 from mb_estimation.estimation.result import FitStatus
+from mb_estimation.estimation.shooting_normal import NormalEquations, step_bias_of
 from mb_estimation.estimation.shooting_segments import (
     LANE_BATCH,
     LANE_STEPS,
@@ -103,6 +105,12 @@ class ShootingSettings:
     # 0.92 m release's J_Azz by 2.5 std; at 0.5 ms by a tenth of one). Its program is the
     # same (the step is data).
     kept_step_divisor: int = 1
+    # The kept fit's step is halved again (up to this divisor in all) while its values'
+    # estimated error from the step (:attr:`ShootingResult.step_bias`) exceeds
+    # :data:`STEP_BIAS_STD` of their std: fast motions need finer steps than slow ones
+    # (measured: a whirling pendulum's 8/rev ripple 4.7 std off at 0.5 ms, within 2 at 0.25 ms).
+    # 1: no check (a simulator that is the model, not an approximation of one).
+    max_kept_step_divisor: int = 1
 
 
 @dataclass(frozen=True)
@@ -134,85 +142,13 @@ class ShootingResult:
     amplification: float
     correlated: CorrelatedCovariance | None = None  # with the residuals' correlation in time
     shares: tuple[RecordingShare, ...] = ()  # per recording, in the values' units
+    # the values' estimated error from the simulator's step: the values minus their
+    # extrapolation to step 0 (:func:`~.shooting_normal.step_bias_of`); None: not checked
+    step_bias: dict[str, float] | None = None
 
     @property
     def converged(self) -> bool:
         return self.status.converged
-
-
-@dataclass(frozen=True)
-class _NormalEquations:
-    """Gauss–Newton normal equations of one linearisation, the segments' states apart.
-
-    ``jac_state [S, R, n]`` (each segment's residuals in its own start state) and ``jac_values
-    [S, R, p]`` (in the scaled free values); the products are formed once and serve every
-    damping and every residual taken with this Jacobian.
-    """
-
-    jac_state: np.ndarray
-    jac_values: np.ndarray
-    h_ss: np.ndarray  # [S, n, n]
-    h_sv: np.ndarray  # [S, n, p]
-    h_vv: np.ndarray  # [p, p]
-
-    @classmethod
-    def of(cls, jac_state: np.ndarray, jac_values: np.ndarray) -> _NormalEquations:
-        return cls(jac_state, jac_values, np.einsum("sri,srj->sij", jac_state, jac_state),
-                   np.einsum("sri,srj->sij", jac_state, jac_values),
-                   np.einsum("sri,srj->ij", jac_values, jac_values))
-
-    def step(self, damping: float, residual, starts, values, scale, lower, upper):
-        """The damped step's new ``(starts, values)``, ``‖δ‖`` and the model's cost.
-
-        In the scaled parameters (as the Jacobian). The segments eliminated (Schur
-        complement); Marquardt's damping ``damping · diag``; the parameters kept in their box
-        by the exact box QP. Raises ``LinAlgError`` when the damped system is singular.
-        """
-        g_s, g_v = self.gradient(residual)
-        diagonal = np.einsum("sii->si", self.h_ss)
-        largest = np.max(diagonal, axis=1, keepdims=True)
-        # a start direction no residual depends on (a locked joint's) stays where it is
-        flat = np.where(diagonal <= 1e-12 * largest, largest, 0.0)
-        damped = self.h_ss + (damping * diagonal + flat)[:, :, None] * np.eye(diagonal.shape[-1])
-        inverse = np.linalg.inv(damped)
-        schur = (self.h_vv + damping * np.diag(self.parameter_curvature)
-                 - np.einsum("sji,sjk,skl->il", self.h_sv, inverse, self.h_sv))
-        reduced_gradient = g_v - np.einsum("sji,sjk,sk->i", self.h_sv, inverse, g_s)
-        step = solve_box_qp(schur, reduced_gradient, np.minimum((lower - values) / scale, 0.0),
-                            np.maximum((upper - values) / scale, 0.0))
-        state_step = -np.einsum("sij,sj->si", inverse, g_s + self.h_sv @ step)
-        model = (residual + np.einsum("sri,si->sr", self.jac_state, state_step)
-                 + np.einsum("sri,i->sr", self.jac_values, step))
-        return ((starts + state_step, np.clip(values + step * scale, lower, upper)),
-                float(np.sqrt(np.sum(state_step ** 2) + np.sum(step ** 2))),
-                float(np.sum(model ** 2)))
-
-    def gradient(self, residual) -> tuple[np.ndarray, np.ndarray]:
-        """``Jᵀr``: per segment in its start state ``[S, n]``, and in the values ``[p]``."""
-        return (np.einsum("sri,sr->si", self.jac_state, residual),
-                np.einsum("sri,sr->i", self.jac_values, residual))
-
-    def gradient_norm(self, residual, values, scale, lower, upper) -> float:
-        """``‖Jᵀr‖`` with the parameter part projected on the box (no push out of it)."""
-        g_s, g_v = self.gradient(residual)
-        g_v = np.where((values <= lower) & (g_v > 0) | (values >= upper) & (g_v < 0), 0.0, g_v)
-        return float(np.sqrt(np.sum(g_s ** 2) + np.sum(g_v ** 2)))
-
-    @functools.cached_property
-    def parameter_curvature(self) -> np.ndarray:
-        """Each parameter's curvature with the segment states free to follow (floored).
-
-        The diagonal of :meth:`parameter_information`: what Marquardt's damping scales. The
-        diagonal of ``JᵀJ`` would damp a parameter that the states partly mimic far too much.
-        """
-        diagonal = np.diag(self.parameter_information)
-        return np.maximum(diagonal, 1e-12 * np.max(np.diag(self.h_vv), initial=0.0))
-
-    @functools.cached_property
-    def parameter_information(self) -> np.ndarray:
-        """``JᵀJ`` of the (scaled) values with the segment states eliminated, undamped."""
-        return self.h_vv - np.einsum("sji,sjk,skl->il", self.h_sv, np.linalg.pinv(self.h_ss),
-                                     self.h_sv)
 
 
 MAX_CHORD_STEPS = 8  # per linearisation (a linearisation costs about 8 simulations)
@@ -257,6 +193,7 @@ def fit_by_shooting(rig: Rig, parameters: dict, names: Sequence[str], lower: dic
     if settings.rigid and lengths[-1] < whole <= settings.longest_segment_s:
         lengths.append(whole)  # the rigid model: last, the shortest recording in one piece
     result, fitted_starts, totals = None, None, _Effort()
+    kept_starts = None
     for length in lengths:
         # A stage with a longer one after it only leads there: converged loosely.
         stage = dataclasses.replace(settings, segment_s=length, chi_square_tolerance=(
@@ -275,13 +212,40 @@ def fit_by_shooting(rig: Rig, parameters: dict, names: Sequence[str], lower: dic
                 and attempt.amplification <= settings.max_amplification):
             break
         result, fitted_starts, polished = attempt, attempt_starts, length == lengths[-1]
+        kept_starts = attempt_starts
     if not polished:  # the last accepted length converged loosely: finish it
-        result, _ = _shoot(rig, _values_of(result, parameters), names, lower, upper, grids,
-                           joint_motion, simulation_dt,
-                           dataclasses.replace(settings, segment_s=result.segment_s), progress,
-                           fitted_starts)
+        result, kept_starts = _shoot(
+            rig, _values_of(result, parameters), names, lower, upper, grids, joint_motion,
+            simulation_dt, dataclasses.replace(settings, segment_s=result.segment_s), progress,
+            fitted_starts)
         totals = totals.plus(result)
+    divisor = settings.kept_step_divisor
+    while divisor < settings.max_kept_step_divisor and _step_biased(result):
+        divisor *= 2  # the step's error is a bias the estimate must not carry: refine it
+        finer, finer_starts = _shoot(
+            rig, _values_of(result, parameters), names, lower, upper, grids, joint_motion,
+            simulation_dt, dataclasses.replace(settings, segment_s=result.segment_s,
+                                               kept_step_divisor=divisor), progress,
+            kept_starts)
+        totals = totals.plus(finer)
+        if not finer.converged:
+            break
+        result, kept_starts = finer, finer_starts
     return dataclasses.replace(result, **dataclasses.asdict(totals))
+
+
+#: The kept fit's step is fine enough where no value's estimated error from it exceeds this
+#: fraction of its std.
+STEP_BIAS_STD = 0.5
+
+
+def _step_biased(result: ShootingResult) -> bool:
+    """Whether a value of ``result`` errs by more than :data:`STEP_BIAS_STD` of its std.
+
+    By the simulator's step (:attr:`ShootingResult.step_bias`).
+    """
+    return result.step_bias is not None and any(
+        abs(bias) > STEP_BIAS_STD * result.std[name] for name, bias in result.step_bias.items())
 
 
 def _values_of(fit: ShootingResult, parameters: dict) -> dict:
@@ -327,7 +291,7 @@ class _ShootingState:
     starts: np.ndarray
     values: np.ndarray
     residual: np.ndarray
-    normal: _NormalEquations
+    normal: NormalEquations
     cost: float
     damping: float
     gradient: float
@@ -368,7 +332,7 @@ class _Shooting:
     def state_at(self, starts, values, linearized, damping, iteration, step_norm,
                  linearizations) -> _ShootingState:
         residual, jac_state, jac_values = linearized
-        normal = _NormalEquations.of(jac_state, jac_values * self.scale)
+        normal = NormalEquations.of(jac_state, jac_values * self.scale)
         return _ShootingState(
             starts, values, residual, normal, float(np.sum(residual ** 2)), damping,
             normal.gradient_norm(residual, values, self.scale, self.lower, self.upper),
@@ -487,6 +451,14 @@ def _shoot(rig: Rig, parameters: dict, names: tuple[str, ...], lower: dict, uppe
     correlated, shares = correlated_statistics(normal.jac_state, normal.jac_values,
                                                state.residual, lanes.weights, segments,
                                                cost / dof, scale, names)
+    step_bias = None
+    if statistics and settings.max_kept_step_divisor > 1:
+        finer = (np.asarray(step[0] / 2.0), np.asarray(2 * step[1]))
+        finer_residual = chained(
+            functools.partial(compiler, segments_residuals, static, finer, fixed), lanes,
+            starts, values, derivatives=False)[0]
+        step_bias = step_bias_of(normal, state.residual, finer_residual, starts, values,
+                                 scale, low, high, names)
     return ShootingResult(
         names=names, values=dict(zip(names, values.tolist(), strict=True)),
         std=dict(zip(names, std.tolist(), strict=True)), covariance=covariance, cost=cost / scored,
@@ -496,4 +468,6 @@ def _shoot(rig: Rig, parameters: dict, names: tuple[str, ...], lower: dict, uppe
         solve_time_s=time.perf_counter() - started - compiler.seconds,
         compile_time_s=compiler.seconds,
         tried=(settings.segment_s,), amplification=amplification(normal.jac_state, joints),
-        correlated=correlated, shares=shares), dict(zip(keys, starts, strict=True))
+        correlated=correlated, shares=shares, step_bias=step_bias), dict(zip(keys, starts,
+                                                                          strict=True))
+

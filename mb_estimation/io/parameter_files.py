@@ -113,3 +113,22 @@ def write_crossval(directory: str | Path, scores: list[dict], mean_mse: float) -
     write_text_atomically(path, yaml.safe_dump({"recordings": scores, "mean_mse": mean_mse},
                                                sort_keys=False), mode=PLAIN_FILE)
     return path
+
+
+def write_model_comparison(directory: str | Path, terms, recordings, candidates: list[dict],
+                           choice) -> Path:
+    """Write ``model_comparison.yaml`` into ``directory``; returns the file.
+
+    ``terms``: the terms compared; ``recordings``: the held-out recordings' names in order;
+    ``candidates``: :func:`~mb_estimation.model_terms.scores_table`'s rows; ``choice``: the
+    :class:`~mb_estimation.model_terms.Choice`. Replaced atomically.
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "model_comparison.yaml"
+    document = {"terms": list(terms), "recordings": list(recordings),
+                "score": "held-out prediction 0.5 s ahead: RMS angle error over the joints [rad]",
+                "candidates": candidates,
+                "chosen": {"terms": list(choice.candidate.terms), "reason": choice.reason}}
+    write_text_atomically(path, yaml.safe_dump(document, sort_keys=False), mode=PLAIN_FILE)
+    return path

@@ -16,7 +16,10 @@ dividing by parameters that may be zero:
 Dry friction rows are kept apart: ``Ḡ v_{k+1} + σ λ = w`` with ``|λ| ≤ β`` and ``w`` of the
 sign that makes it a box complementarity condition (2.24)-(2.25). Their regularisation is the
 hinge's rotational one, ``σ = (4/h²) ε_rot γ``, and the bound is
-``β = c_k Σ_{hinge rows} |λ_i|`` (with the internal distance r folded into ``c``).
+``β = c_k Σ_{hinge rows} |λ_i| + h τ_C`` (with the internal distance r folded into ``c``, and
+``τ_C`` a Coulomb torque that does not grow with the load). A hinge's torque ripple (cogging,
+:func:`~mb_estimation.multibody.system.ripple_torque`) at the step's start joins its motor row's
+torque impulse.
 
 The rows are kept matrix-free: a hinge's Jacobian rows are made of five world vectors (the two
 lever arms, two normals and the axis, :class:`HingeGeometry`), and ``J v`` and ``Jᵀ λ`` are
@@ -36,8 +39,10 @@ from mb_estimation.multibody.system import (
     Hinge,
     Multibody,
     body_rotation,
+    hinge_angle,
     hinge_frames,
     rigid_body_energy,
+    ripple_torque,
 )
 from mb_estimation.numerics import jax
 
@@ -89,6 +94,8 @@ class ConstraintRows:
         target: ``[m]`` ``e_i``.
         friction_regularization: ``[nf]`` σ.
         friction_bound_coefficient: ``[nf]`` ``c_k`` (μ r, or the Stribeck law (4.1) at ω_k).
+        friction_bound_constant: ``[nf]`` the part of β that does not grow with the load,
+            ``h`` times the hinge's Coulomb torque [N m s].
         layout: per hinge, its bodies and rows (static).
         num_bodies: ``nb`` (static).
     """
@@ -99,6 +106,7 @@ class ConstraintRows:
     target: jax.Array
     friction_regularization: jax.Array
     friction_bound_coefficient: jax.Array
+    friction_bound_constant: jax.Array
     layout: tuple[HingeLayout, ...] = field(metadata=dict(static=True))
     num_bodies: int = field(metadata=dict(static=True))
 
@@ -319,7 +327,7 @@ def constraint_rows(system: Multibody, state: BodyStates, inputs, h) -> Constrai
     """
     velocity = state.velocity
     geometries, scale, reg, target = [], [], [], []
-    friction_reg, friction_coef = [], []
+    friction_reg, friction_coef, friction_constant = [], [], []
     input_index = 0
     for hinge in system.hinges:
         gamma = spook_gamma(hinge.damping, h)
@@ -342,7 +350,8 @@ def constraint_rows(system: Multibody, state: BodyStates, inputs, h) -> Constrai
         reg.append(jnp.ones(1))
         target.append(jnp.zeros(1))
         if hinge.has_motor:
-            torque_impulse = hinge.motor_gain * inputs[input_index] * h
+            torque_impulse = (hinge.motor_gain * inputs[input_index]
+                              + ripple_torque(hinge, hinge_angle(hinge, state))) * h
             input_index += 1
             scale.append(jnp.atleast_1d(hinge.shaft_inertia))
             reg.append(jnp.ones(1))
@@ -353,6 +362,7 @@ def constraint_rows(system: Multibody, state: BodyStates, inputs, h) -> Constrai
                 hinge.friction_coefficient
                 + hinge.stribeck_delta * jnp.exp(-hinge.stribeck_zeta * rate**2)
             )
+            friction_constant.append(hinge.coulomb_torque * h)
     return ConstraintRows(
         geometry=tuple(geometries),
         scale=jnp.concatenate(scale),
@@ -360,13 +370,17 @@ def constraint_rows(system: Multibody, state: BodyStates, inputs, h) -> Constrai
         target=jnp.concatenate(target),
         friction_regularization=jnp.stack(friction_reg) if friction_reg else jnp.zeros(0),
         friction_bound_coefficient=jnp.stack(friction_coef) if friction_coef else jnp.zeros(0),
+        friction_bound_constant=(jnp.stack(friction_constant) if friction_constant
+                                 else jnp.zeros(0)),
         layout=tuple(_layout(hinge) for hinge in system.hinges),
         num_bodies=system.num_bodies,
     )
 
 
 def friction_bounds(rows: ConstraintRows, multipliers):
-    """β = c_k Σ |λ_i| over each friction row's hinge rows: the box of the dry friction impulse."""
+    """β = c_k Σ |λ_i| + h τ_C over each friction row's hinge rows: its impulse's box."""
     sums = [jnp.sum(jnp.abs(multipliers[group[0]:group[-1] + 1]))
             for group in rows.friction_groups]
-    return rows.friction_bound_coefficient * jnp.stack(sums) if sums else jnp.zeros(0)
+    if not sums:
+        return jnp.zeros(0)
+    return rows.friction_bound_coefficient * jnp.stack(sums) + rows.friction_bound_constant

@@ -63,6 +63,12 @@ class Hinge:
             i.e. μ·r for the Furuta hinges [m] and the Stribeck law (4.1) for the pendulum.
         stribeck_delta: static minus kinetic part of that coefficient [m].
         stribeck_zeta: transition rate ζ of (4.1) [s²/rad²].
+        coulomb_torque: a dry friction torque that does not grow with the hinge's load [N m]:
+            it adds ``coulomb_torque h`` to that bound (the drivers' and bearings' seals).
+        ripple_cos, ripple_sin: ``[H]`` amplitudes [N m] of a torque ripple (cogging) on the
+            hinge axis, ``Σ_k ripple_cos_k cos(k n θ) + ripple_sin_k sin(k n θ)``
+            (:func:`ripple_torque`).
+        ripple_per_revolution: ``n``, the ripple's periods per revolution (static; 0: none).
     """
 
     parent: int = field(metadata=dict(static=True))
@@ -82,6 +88,23 @@ class Hinge:
     friction_coefficient: jax.Array
     stribeck_delta: jax.Array
     stribeck_zeta: jax.Array
+    coulomb_torque: jax.Array = 0.0
+    ripple_cos: jax.Array = field(default_factory=tuple)
+    ripple_sin: jax.Array = field(default_factory=tuple)
+    ripple_per_revolution: int = field(default=0, metadata=dict(static=True))
+
+
+def ripple_torque(hinge: Hinge, angle):
+    """The hinge's torque ripple (cogging) [N m] at joint angle ``angle`` [rad].
+
+    ``Σ_k a_k cos(k n θ) + b_k sin(k n θ)`` with ``a = ripple_cos``, ``b = ripple_sin`` and
+    ``n`` periods per revolution; zero where the hinge has none.
+    """
+    if not hinge.ripple_per_revolution:
+        return jnp.zeros_like(angle)
+    orders = hinge.ripple_per_revolution * jnp.arange(1, len(hinge.ripple_cos) + 1)
+    phases = orders * angle
+    return jnp.sum(hinge.ripple_cos * jnp.cos(phases) + hinge.ripple_sin * jnp.sin(phases))
 
 
 @jax.tree_util.register_dataclass
@@ -116,7 +139,8 @@ def frictionless_hinges(*systems: Multibody) -> tuple[bool, ...]:
     """
     def idle(hinges):
         return all(hinge.has_dry_friction and float(hinge.friction_coefficient) == 0.0
-                   and float(hinge.stribeck_delta) == 0.0 for hinge in hinges)
+                   and float(hinge.stribeck_delta) == 0.0
+                   and float(hinge.coulomb_torque) == 0.0 for hinge in hinges)
 
     return tuple(idle(hinges) for hinges in zip(*(system.hinges for system in systems),
                                                 strict=True))

@@ -11,13 +11,14 @@ Non-conservative generalised impulses per step of length h (paper (F.2), (F.3), 
 
 * viscous friction (F.2): ``-b θ̇ h``;
 * motor (F.3): ``K u h``; the shaft inertia J_shaft is part of the kinetic energy;
+* torque ripple (cogging): ``τ_r(θ̄) h`` at the step's mid angle θ̄;
 * dry friction: ``clip(-θ̇/σ, -β, β)`` with the hinge's own regularisation
-  ``σ = (4/h²) ε_rot γ`` and bound ``β = c Σ|λ|`` over the hinge's five holonomic rows, as in
-  (2.31); here λ are the reaction impulses of the rigid motion (the wrench the hinge transmits to
-  its subtree), which the projection otherwise never needs. They are taken at the step's
-  midpoint by Newton–Euler, like the rest of the step
-  (:func:`~mb_estimation.multibody.joint_space.reaction_impulses`): second-order accurate, and
-  one pose per step instead of three.
+  ``σ = (4/h²) ε_rot γ`` and bound ``β = c Σ|λ| + τ_C h`` over the hinge's five holonomic rows,
+  as in (2.31), ``τ_C`` a Coulomb torque that does not grow with the load; here λ are the
+  reaction impulses of the rigid motion (the wrench the hinge transmits to its subtree), which
+  the projection otherwise never needs. They are taken at the step's midpoint by Newton–Euler,
+  like the rest of the step (:func:`~mb_estimation.multibody.joint_space.reaction_impulses`):
+  second-order accurate, and one pose per step instead of three.
 """
 
 from __future__ import annotations
@@ -35,31 +36,33 @@ from mb_estimation.multibody.joint_space import (
     tree_motion,
     tree_pose,
 )
-from mb_estimation.multibody.system import Multibody
+from mb_estimation.multibody.system import Multibody, ripple_torque
 from mb_estimation.numerics import jax
 
 jnp = jax.numpy
 
 
-def joint_impulses(system: Multibody, reactions, mid_rates, inputs, h):
+def joint_impulses(system: Multibody, reactions, mid_angles, mid_rates, inputs, h):
     """Non-conservative generalised impulses ``[n_joints]`` [N m s] over one step.
 
-    Viscous (F.2) at the mean rate ``mid_rates``, motor (F.3) with the held input, and dry
-    friction clipped to its reaction-dependent bound (2.31) (see the module docstring), with the
-    Stribeck term at the mean rate and the step's ``reactions`` (:func:`reaction_impulses`;
-    only read for hinges with dry friction). ``inputs`` has one entry per motorised hinge, in
-    hinge order.
+    Viscous (F.2) at the mean rate ``mid_rates``, motor (F.3) with the held input, the torque
+    ripple (:func:`~mb_estimation.multibody.system.ripple_torque`) at the mid angles
+    ``mid_angles``, and dry friction clipped to its bound: reaction-dependent (2.31) (see the
+    module docstring) plus the hinge's Coulomb torque times h, with the Stribeck term at the mean
+    rate and the step's ``reactions`` (:func:`reaction_impulses`; only read for hinges with dry
+    friction). ``inputs`` has one entry per motorised hinge, in hinge order.
     """
     impulses, input_index = [], 0
     for i, hinge in enumerate(system.hinges):
-        impulse = -hinge.viscous * mid_rates[i] * h
+        impulse = (ripple_torque(hinge, mid_angles[i]) - hinge.viscous * mid_rates[i]) * h
         if hinge.has_motor:
             impulse = impulse + hinge.motor_gain * inputs[input_index] * h
             input_index += 1
         if hinge.has_dry_friction:
             coefficient = (hinge.friction_coefficient + hinge.stribeck_delta
                            * jnp.exp(-hinge.stribeck_zeta * mid_rates[i]**2))
-            bound = coefficient * jnp.sum(jnp.abs(reactions[i]))
+            bound = (coefficient * jnp.sum(jnp.abs(reactions[i]))
+                     + hinge.coulomb_torque * h)
             regularization = 4.0 / h**2 * hinge.compliance_rotational * spook_gamma(
                 hinge.damping, h)
             impulse = impulse + jnp.clip(-mid_rates[i] / regularization, -bound, bound)
@@ -98,7 +101,7 @@ def variational_residuals(system: Multibody, state: JointStates, next_state: Joi
     if any(hinge.has_dry_friction for hinge in system.hinges):  # needs the bodies' motion
         forces = (next_state.momenta - state.momenta) / h - 2.0 / h * angle_gradient
         reactions = reaction_impulses(system, middle, mid_motion, forces, h)
-    half = 0.5 * joint_impulses(system, reactions, mid_rates, inputs, h)
+    half = 0.5 * joint_impulses(system, reactions, 0.5 * (a0 + a1), mid_rates, inputs, h)
     return jnp.concatenate([weights @ (state.momenta + d1 + half),
                             weights @ (next_state.momenta - d2 - half)])
 

@@ -52,25 +52,31 @@ def parameter_arrays(values: Mapping[str, object]) -> dict[str, np.ndarray]:
 
 
 def get_rig(name: str, friction: str | None = None, drift_correction: bool = False,
-            dry_friction: tuple[bool, ...] | None = None) -> Rig:
+            dry_friction: tuple[bool, ...] | None = None, ripple_per_revolution: int = 0) -> Rig:
     """The rig called ``name`` (``furuta`` or ``pendulum``; the pendulum takes a friction model).
 
     ``drift_correction`` builds systems with :attr:`Multibody.drift_correction` set.
     ``dry_friction`` (one flag per hinge) drops the dry friction rows of the hinges flagged
-    False (None: every hinge keeps its own). Cached: the same rig object comes back however the
-    defaults are spelled, so compiled estimator functions are shared.
+    False (None: every hinge keeps its own). ``ripple_per_revolution``: the Furuta arm's torque
+    ripple's periods per revolution (0: no ripple). Cached: the same rig object comes back
+    however the defaults are spelled, so compiled estimator functions are shared.
     """
     flags = None if dry_friction is None or all(dry_friction) else tuple(map(bool, dry_friction))
-    return _cached_rig(name, friction, bool(drift_correction), flags)
+    if ripple_per_revolution and name != FURUTA.name:
+        raise ValueError(f"only the furuta rig has a torque ripple, not {name!r}")
+    return _cached_rig(name, friction, bool(drift_correction), flags, int(ripple_per_revolution))
 
 
 @functools.cache
 def _cached_rig(name: str, friction: str | None, drift_correction: bool,
-                dry_friction: tuple[bool, ...] | None) -> Rig:
+                dry_friction: tuple[bool, ...] | None, ripple_per_revolution: int) -> Rig:
     from mb_estimation.rigs import furuta, pendulum
 
     if name == FURUTA.name:
-        rig = Rig(FURUTA, furuta.build_system, furuta.rest_inertia)
+        build = (functools.partial(furuta.build_system,
+                                   ripple_per_revolution=ripple_per_revolution)
+                 if ripple_per_revolution else furuta.build_system)
+        rig = Rig(FURUTA, build, furuta.rest_inertia)
     elif name == PENDULUM.name:
         model = friction or "dry"
         if model not in PENDULUM_FRICTION_MODELS:

@@ -7,7 +7,10 @@ at ``lA x_A`` with axis ``x_A``; θ2 rotates pendulum B (body 1) relative to A a
 0 hanging down, π upright. B's frame at θ1 = θ2 = 0: ``x_B`` = -world y (along the rod towards
 B's centre of mass, which sits at hinge 2 + ``l2 x_B``), ``y_B`` = world x (swing axis),
 ``z_B`` = world z. Inertias are principal in the body frames. The motor applies ``K u`` about
-+y on A with shaft inertia ``J_shaft`` (F.3); both hinges have viscous (F.2) and dry friction.
++y on A with shaft inertia ``J_shaft`` (F.3), plus an optional torque ripple (cogging) periodic in
+θ1; both hinges have viscous (F.2) and dry friction (load-proportional ``mu r`` and a constant
+Coulomb torque). The joint angles are the encoders' readings: ``encoder_offset1`` and
+``encoder_offset2`` are where the arm's zero and the hanging pendulum are in them.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import numpy as np
 from mb_estimation import lie
 from mb_estimation.multibody import WORLD, Bodies, Hinge, Multibody
 from mb_estimation.numerics import jax, jit
+from mb_estimation.rigs.parameters import RIPPLE_HARMONICS
 
 jnp = jax.numpy
 
@@ -62,10 +66,23 @@ def rest_inertia(params: Mapping[str, object]) -> float:
             + p["J_Bxx"])
 
 
-def build_system(params: Mapping[str, jax.Array]) -> Multibody:
-    """The Furuta pendulum as a :class:`Multibody` from its named parameters (module docstring)."""
+def build_system(params: Mapping[str, jax.Array], ripple_per_revolution: int = 0) -> Multibody:
+    """The Furuta pendulum as a :class:`Multibody` from its named parameters (module docstring).
+
+    The encoder offsets ``encoder_offset1``, ``encoder_offset2`` [rad] turn each hinge's child
+    frame about the hinge axis, so the model's joint angles are the encoders' readings: the arm
+    is at its zero at θ1 = encoder_offset1 and the pendulum hangs at θ2 = encoder_offset2.
+    ``ripple_per_revolution``: the arm torque ripple's periods per revolution (0: no ripple;
+    its amplitudes are the ``ripple_cos*``/``ripple_sin*`` parameters).
+    """
     p = params
     zero = jnp.zeros(())
+    ripple = {}
+    if ripple_per_revolution:
+        ripple = dict(
+            ripple_cos=jnp.stack([p[f"ripple_cos{k}"] for k in range(1, RIPPLE_HARMONICS + 1)]),
+            ripple_sin=jnp.stack([p[f"ripple_sin{k}"] for k in range(1, RIPPLE_HARMONICS + 1)]),
+            ripple_per_revolution=int(ripple_per_revolution))
     bodies = Bodies(
         mass=jnp.stack([p["m_A"], p["m_B"]]),
         inertia=jnp.stack(
@@ -83,7 +100,7 @@ def build_system(params: Mapping[str, jax.Array]) -> Multibody:
         parent_anchor=jnp.zeros(3),
         child_anchor=jnp.stack([-p["l1"], zero, zero]),
         parent_frame=HINGE1_WORLD_FRAME,
-        child_frame=HINGE1_ARM_FRAME,
+        child_frame=lie.quat_turned_about_x(HINGE1_ARM_FRAME, p["encoder_offset1"]),
         compliance_linear=p["eps_lin1"],
         compliance_rotational=p["eps_rot1"],
         damping=p["tau1"],
@@ -93,6 +110,8 @@ def build_system(params: Mapping[str, jax.Array]) -> Multibody:
         friction_coefficient=p["mu1"] * p["r1"],
         stribeck_delta=zero,
         stribeck_zeta=zero,
+        coulomb_torque=p["coulomb1"],
+        **ripple,
     )
     hinge2 = Hinge(
         parent=0,
@@ -102,7 +121,7 @@ def build_system(params: Mapping[str, jax.Array]) -> Multibody:
         parent_anchor=jnp.stack([p["lA"] - p["l1"], zero, zero]),
         child_anchor=jnp.stack([-p["l2"], zero, zero]),
         parent_frame=HINGE2_ARM_FRAME,
-        child_frame=HINGE2_PENDULUM_FRAME,
+        child_frame=lie.quat_turned_about_x(HINGE2_PENDULUM_FRAME, p["encoder_offset2"]),
         compliance_linear=p["eps_lin2"],
         compliance_rotational=p["eps_rot2"],
         damping=p["tau2"],
@@ -112,6 +131,7 @@ def build_system(params: Mapping[str, jax.Array]) -> Multibody:
         friction_coefficient=p["mu2"] * p["r2"],
         stribeck_delta=zero,
         stribeck_zeta=zero,
+        coulomb_torque=p["coulomb2"],
     )
     return Multibody(bodies=bodies, hinges=(hinge1, hinge2),
                      gravity=gravity_vector(p["tilt"], p["gravity"]))

@@ -107,6 +107,18 @@ def _hinge_specs(suffix: str, hinge: str) -> tuple[ParameterSpec, ...]:
     )
 
 
+#: Harmonics of the arm's torque ripple the Furuta rig has parameters for.
+RIPPLE_HARMONICS = 2
+
+
+def _ripple_specs(harmonics: int) -> tuple[ParameterSpec, ...]:
+    """The cosine and sine amplitudes of each harmonic of the arm's torque ripple."""
+    return tuple(
+        ParameterSpec(f"ripple_{part}{k}", "N m", f"arm torque ripple (cogging): {part} "
+                      f"amplitude of its harmonic {k}", lower=-math.inf, default=0.0)
+        for k in range(1, harmonics + 1) for part in ("cos", "sin"))
+
+
 #: [m/s^2] gravity's magnitude where a config does not give one: the paper's (§4.3, Sweden).
 DEFAULT_GRAVITY = 9.82
 
@@ -144,6 +156,19 @@ FURUTA = RigSpec(
         # the paper's (Table 1: "not physical", §4.3); they scale mu1, mu2
         ParameterSpec("r1", "m", "internal friction distance of hinge 1", default=1.0),
         ParameterSpec("r2", "m", "internal friction distance of hinge 2", default=1.0),
+        # Driver and sensor terms (off at their defaults): see the user guide, "Driver and
+        # sensor terms".
+        ParameterSpec("coulomb1", "N m", "dry friction torque of hinge 1 that does not grow "
+                      "with its load", default=0.0),
+        ParameterSpec("coulomb2", "N m", "dry friction torque of hinge 2 that does not grow "
+                      "with its load", default=0.0),
+        ParameterSpec("encoder_offset1", "rad", "arm encoder zero offset: the reading where "
+                      "the arm is at the model's zero", lower=-math.pi, upper=math.pi,
+                      default=0.0),
+        ParameterSpec("encoder_offset2", "rad", "pendulum encoder zero offset: the reading "
+                      "where the pendulum hangs straight down", lower=-math.pi, upper=math.pi,
+                      default=0.0),
+        *_ripple_specs(RIPPLE_HARMONICS),
         *_GRAVITY_SPECS,
         *_hinge_specs("1", "hinge 1"),
         *_hinge_specs("2", "hinge 2"),
@@ -183,9 +208,14 @@ RIGS = {spec.name: spec for spec in (FURUTA, PENDULUM)}
 # Per hinge, the parameters that give it dry friction: a hinge whose parameters are all fixed
 # at zero has none, and its rows can be left out of the model (the same dynamics, less work).
 DRY_FRICTION_PARAMETERS = {
-    "furuta": (("mu1",), ("mu2",)),
+    "furuta": (("mu1", "coulomb1"), ("mu2", "coulomb2")),
     "pendulum": (("r_mu", "r_mu_k", "r_mu_delta"),),
 }
+
+# The parameters of the arm's torque ripple: the ripple is on where one of them is free or
+# non-zero, with its period from the config's ``ripple_per_revolution``.
+RIPPLE_PARAMETERS = {"furuta": tuple(spec.name for spec in _ripple_specs(RIPPLE_HARMONICS)),
+                     "pendulum": ()}
 
 # Compliance parameters that `--compliance EPS` sets at once, per rig.
 COMPLIANCE_PARAMETERS = {

@@ -150,13 +150,13 @@ def rig_sim_messages(
 
 def _rig_sim_stream(config, scenario, *, rate, dt, chunk, total, start_ns, seed, names,
                     mappings, voltage_kind, effort_index) -> Iterator[TimedMessage]:
-    from mb_estimation.rigs import get_rig
+    from mb_estimation.setup import rig_of
     from mb_estimation.signals import recorded_joint_states
     from mb_estimation.simulation import quantise, scenario_in_chunks
 
     settings = config.recording
     chunks = _one_ahead(scenario_in_chunks(
-        get_rig(config.rig, config.friction, config.advanced.drift_correction), config.parameters,
+        rig_of(config), config.parameters,
         scenario, chunk_samples=chunk, dt=dt, rate_hz=rate, rigid=config.hinges == "rigid"))
     noise = float(config.simulation.noise_rad)
     counts = config.simulation.encoder_counts
