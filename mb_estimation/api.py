@@ -176,7 +176,7 @@ def compare_models(config: Config, sources: Sequence[str | Path], terms: Sequenc
     set_up(configs[-1], recordings, start_s=start_s, end_s=end_s)  # the data checked once
     candidates, total, count = [], len(sets) * len(recordings), 0
     for terms_on, candidate_config in zip(sets, configs, strict=True):
-        rms = []
+        rms, fitted = [], []
         for held, training in enumerate(folds):
             count += 1
             if say is not None:
@@ -184,10 +184,13 @@ def compare_models(config: Config, sources: Sequence[str | Path], terms: Sequenc
                     f"{len(training)} recording(s), predicting {names[held]}")
             setup = set_up(candidate_config, training, start_s=start_s, end_s=end_s)
             values = _kept_result(setup, None).parameters
+            fitted.append({name: float(np.ravel(values[name])[0])
+                           for name in term_parameters(terms_on)})
             rms.append(_held_out_prediction_rms(candidate_config, values, recordings[held],
                                                 start_s, end_s))
         rms = np.asarray(rms)
-        candidates.append(Candidate(terms_on, np.array([held_out_score(r) for r in rms]), rms))
+        candidates.append(Candidate(terms_on, np.array([held_out_score(r) for r in rms]), rms,
+                                    tuple(fitted)))
     comparison = ModelComparison(names, tuple(candidates), choose(candidates, names))
     if output is not None:
         comparison = dataclasses.replace(comparison, written=write_model_comparison(

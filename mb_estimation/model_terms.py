@@ -99,12 +99,14 @@ class Candidate:
 
     ``scores [recordings]``: the score of predicting each recording by the fit on the others
     (:func:`held_out_score`) [rad]; ``prediction_rms_rad [recordings, n_joints]`` the RMS per
-    joint behind it.
+    joint behind it; ``fitted``: per held-out recording, the terms' parameters as the fit on
+    the others gave them.
     """
 
     terms: tuple[str, ...]
     scores: np.ndarray
     prediction_rms_rad: np.ndarray
+    fitted: tuple[dict[str, float], ...] = ()
 
     @property
     def label(self) -> str:
@@ -164,12 +166,17 @@ def choose(candidates: Sequence[Candidate], recordings: Sequence[str]) -> Choice
 def scores_table(candidates: Sequence[Candidate], recordings: Sequence[str]
                  ) -> list[dict[str, object]]:
     """The candidates as plain rows (for YAML and printing): terms, scores per recording."""
-    return [{"terms": list(candidate.terms),
-             "mean_score_rad": candidate.mean_score,
-             "held_out": {name: {"score_rad": float(score),
-                                 "prediction_rms_rad": [float(v) for v in rms]}
-                          for name, score, rms in zip(recordings, candidate.scores,
-                                                      candidate.prediction_rms_rad,
-                                                      strict=True)}}
-            for candidate in candidates]
+    def held_out(index: int) -> dict[str, object]:
+        row = {"score_rad": float(candidate.scores[index]),
+               "prediction_rms_rad": [float(v) for v in candidate.prediction_rms_rad[index]]}
+        if candidate.fitted:
+            row["fitted_on_the_others"] = dict(candidate.fitted[index])
+        return row
+
+    rows = []
+    for candidate in candidates:
+        rows.append({"terms": list(candidate.terms), "mean_score_rad": candidate.mean_score,
+                     "held_out": {name: held_out(index)
+                                  for index, name in enumerate(recordings)}})
+    return rows
 

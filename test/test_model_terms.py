@@ -192,6 +192,8 @@ def test_the_comparison_keeps_the_term_the_held_out_recordings_need_and_no_other
     written = yaml.safe_load(comparison.written.read_text())
     assert written["chosen"]["terms"] == ["offsets"]
     assert set(written["candidates"][0]["held_out"]) == set(comparison.recordings)
+    offset = written["candidates"][1]["held_out"][comparison.recordings[0]]
+    assert offset["fitted_on_the_others"]["encoder_offset2"] == pytest.approx(0.03, abs=3e-3)
 
 
 def test_a_ripple_needs_its_period_and_only_the_furuta_rig_has_one():
@@ -210,3 +212,31 @@ def test_a_ripple_needs_its_period_and_only_the_furuta_rig_has_one():
     assert parse_config(config.to_dict()) == config
     # a period without an amplitude leaves the ripple off: the rig is built without it
     assert rig_of(config) is rig_of(plain)
+
+
+def test_compare_models_prints_the_table_and_the_choice(tmp_path, monkeypatch, capsys):
+    """The command's shell: terms from --terms, a column per recording, the choice's reason."""
+    import mb_estimation.api as api
+    from mb_estimation.cli import main
+
+    bags = [tmp_path / "a.csv", tmp_path / "long_recording_name.csv"]
+    for bag in bags:
+        bag.write_text("")
+    candidates = (_candidate((), [2.0, 3.0]), _candidate(("dry",), [1.0, 1.5]))
+    asked = {}
+
+    def compare(config, sources, terms, output, **_):
+        asked.update(terms=terms, sources=list(map(str, sources)))
+        names = tuple(str(source) for source in sources)
+        return api.ModelComparison(names, candidates, choose(candidates, names))
+
+    monkeypatch.setattr(api, "compare_models", compare)
+    assert main(["compare-models", *map(str, bags), "--config", EXAMPLE, "--terms", "dry"]) == 0
+    out = capsys.readouterr().out
+    assert asked["terms"] == ("dry",)
+    assert "terms  mean       a.csv      long_recording_name.csv" in out
+    assert "  dry    1.250e+00  1.000e+00  1.500e+00" in out
+    assert "chosen: dry (held-out score 1.25 rad" in out
+    assert main(["compare-models", *map(str, bags), "--config", EXAMPLE, "--terms",
+                 "cogging"]) == 2
+    assert "error: --terms: unknown term 'cogging'" in capsys.readouterr().err

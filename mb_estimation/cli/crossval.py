@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from mb_estimation.cli.common import (
     add_config_options,
     add_method_options,
@@ -82,12 +84,16 @@ def compare_models_command(args) -> int:
         raise UserError(f"--terms: {error}") from None
     comparison = compare_models(config, args.bags, terms, args.output, start_s=args.start,
                                 end_s=args.end, say=None if args.quiet else print)
-    width = max(len(candidate.label) for candidate in comparison.candidates)
-    print(f"held-out prediction 0.5 s ahead, RMS over the joints [rad]: "
-          f"{'terms':<{width}}  mean      " + "  ".join(comparison.recordings))
+    names = [Path(name).name for name in comparison.recordings]
+    widths = [max(len(name), 9) for name in names]
+    width = max(len("terms"), *(len(candidate.label) for candidate in comparison.candidates))
+    print("held-out prediction 0.5 s ahead, RMS angle error over the joints [rad]:")
+    print(f"  {'terms':<{width}}  {'mean':<9}  "
+          + "  ".join(f"{name:<{w}}" for name, w in zip(names, widths, strict=True)))
     for candidate in comparison.candidates:
-        print(f"  {candidate.label:<{width}}  {candidate.mean_score:.3e} "
-              + "  ".join(f"{score:.3e}" for score in candidate.scores))
+        print(f"  {candidate.label:<{width}}  {candidate.mean_score:<9.3e}  "
+              + "  ".join(f"{score:<{w}.3e}" for score, w in zip(candidate.scores, widths,
+                                                                  strict=True)))
     print(f"chosen: {comparison.choice.candidate.label} ({comparison.choice.reason})")
     if comparison.written is not None:
         print(f"wrote {comparison.written}")
