@@ -18,6 +18,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mb_estimation.rigs.parameters import (
+    DRY_FRICTION_PARAMETERS,
+    ENCODER_OFFSET_PARAMETERS,
+    RIPPLE_PARAMETERS,
+    parameters_in_use,
+)
+
 #: The Furuta rig's optional terms: name → the parameters that make it (free when it is on).
 #: The arm encoder's offset is left out: the arm's zero changes nothing the model sees unless
 #: the ripple is on, whose phase it then duplicates.
@@ -32,12 +39,12 @@ TERMS: dict[str, tuple[str, ...]] = {
 SUPPORT_RELATIVE = 0.05
 
 
-#: Every parameter of each kind of term, as the model has them (a user may free any of them;
-#: :data:`TERMS` holds those a comparison frees).
+#: Every parameter of each kind of term, as the Furuta model has them (a user may free any of
+#: them; :data:`TERMS` holds those a comparison frees).
 TERM_KINDS: dict[str, tuple[str, ...]] = {
-    "encoder offsets": ("encoder_offset1", "encoder_offset2"),
-    "dry friction": ("mu1", "mu2", "coulomb1", "coulomb2"),
-    "torque ripple": ("ripple_cos1", "ripple_sin1", "ripple_cos2", "ripple_sin2"),
+    "encoder offsets": ENCODER_OFFSET_PARAMETERS["furuta"],
+    "dry friction": tuple(itertools.chain(*DRY_FRICTION_PARAMETERS["furuta"])),
+    "torque ripple": RIPPLE_PARAMETERS["furuta"],
 }
 
 
@@ -50,8 +57,7 @@ def terms_note(parameters: Mapping[str, object], free: Collection[str],
     parts = []
     for kind, names in TERM_KINDS.items():
         used = [f"{name} free" if name in free else f"{name} = {float(parameters[name]):g}"
-                for name in names if name in parameters
-                and (name in free or float(parameters[name]) != 0.0)]
+                for name in parameters_in_use(names, parameters, free)]
         if used:
             period = (f" of {ripple_per_revolution} periods per revolution"
                       if kind == "torque ripple" else "")

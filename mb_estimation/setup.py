@@ -18,7 +18,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from mb_estimation.config import Config
-from mb_estimation.config.parameters import ripple_parameters_in_use
 from mb_estimation.errors import RecordingError
 from mb_estimation.estimation import (
     EstimationProblem,
@@ -29,7 +28,11 @@ from mb_estimation.estimation import (
 from mb_estimation.model_terms import terms_note
 from mb_estimation.models import Compliant, Model, Rigid
 from mb_estimation.rigs import Rig, get_rig
-from mb_estimation.rigs.parameters import DRY_FRICTION_PARAMETERS
+from mb_estimation.rigs.parameters import (
+    DRY_FRICTION_PARAMETERS,
+    RIPPLE_PARAMETERS,
+    parameters_in_use,
+)
 from mb_estimation.signals import GridData, Recording, prepare_recording
 
 # Bounds of the consistent path's automatic finest step (the recordings' sample period) [s].
@@ -46,11 +49,10 @@ def rig_of(config: Config) -> Rig:
     hinges' friction rows would carry nothing); the arm's torque ripple only where one of its
     amplitudes is.
     """
-    flags = tuple(any(name in config.free or np.any(np.asarray(config.parameters[name]) != 0)
-                      for name in names if name in config.parameters)
+    flags = tuple(bool(parameters_in_use(names, config.parameters, config.free))
                   for names in DRY_FRICTION_PARAMETERS[config.rig])
-    ripple = (config.ripple_per_revolution
-              if ripple_parameters_in_use(config.rig_spec, config.parameters, config.free) else 0)
+    ripple = (config.ripple_per_revolution if parameters_in_use(
+        RIPPLE_PARAMETERS[config.rig], config.parameters, config.free) else 0)
     return get_rig(config.rig, config.friction, config.advanced.drift_correction, flags, ripple)
 
 

@@ -23,7 +23,12 @@ from mb_estimation.config.checks import (
     suggest,
 )
 from mb_estimation.config.schema import Bounds
-from mb_estimation.rigs.parameters import RIPPLE_PARAMETERS, ParameterSpec, RigSpec
+from mb_estimation.rigs.parameters import (
+    RIPPLE_PARAMETERS,
+    ParameterSpec,
+    RigSpec,
+    parameters_in_use,
+)
 
 # Pendulum parameters that only a particular friction model uses (paper §4.2, (4.1)).
 PENDULUM_FRICTION_PARAMETERS = {
@@ -181,13 +186,6 @@ def parse_free(raw: Any, rig: RigSpec, friction: str | None, parameters: Mapping
     return {name: free[name] for name in rig.parameter_names if name in free}
 
 
-def ripple_parameters_in_use(rig: RigSpec, parameters: Mapping[str, Any],
-                             free: Mapping[str, Any]) -> tuple[str, ...]:
-    """The torque ripple's parameters that are free or non-zero (the ripple is then on)."""
-    return tuple(name for name in RIPPLE_PARAMETERS.get(rig.name, ())
-                 if name in free or parameters.get(name, 0.0) != 0.0)
-
-
 def check_ripple(rig: RigSpec, per_revolution: int, parameters: Mapping[str, Any],
                  free: Mapping[str, Any], source: str) -> None:
     """A torque ripple with an amplitude (free or non-zero) needs its period per revolution.
@@ -195,7 +193,7 @@ def check_ripple(rig: RigSpec, per_revolution: int, parameters: Mapping[str, Any
     A period without an amplitude is allowed: the ripple stays off (a ``--set`` or ``--free``
     may give it one).
     """
-    used = ripple_parameters_in_use(rig, parameters, free)
+    used = parameters_in_use(RIPPLE_PARAMETERS[rig.name], parameters, free)
     if used and not per_revolution:
         fail(source, "ripple_per_revolution", f"missing: the arm's torque ripple is on "
                                               f"({', '.join(used)}); say how many periods it "

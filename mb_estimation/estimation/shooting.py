@@ -193,7 +193,6 @@ def fit_by_shooting(rig: Rig, parameters: dict, names: Sequence[str], lower: dic
     if settings.rigid and lengths[-1] < whole <= settings.longest_segment_s:
         lengths.append(whole)  # the rigid model: last, the shortest recording in one piece
     result, fitted_starts, totals = None, None, _Effort()
-    kept_starts = None
     for length in lengths:
         # A stage with a longer one after it only leads there: converged loosely.
         stage = dataclasses.replace(settings, segment_s=length, chi_square_tolerance=(
@@ -212,9 +211,8 @@ def fit_by_shooting(rig: Rig, parameters: dict, names: Sequence[str], lower: dic
                 and attempt.amplification <= settings.max_amplification):
             break
         result, fitted_starts, polished = attempt, attempt_starts, length == lengths[-1]
-        kept_starts = attempt_starts
     if not polished:  # the last accepted length converged loosely: finish it
-        result, kept_starts = _shoot(
+        result, fitted_starts = _shoot(
             rig, _values_of(result, parameters), names, lower, upper, grids, joint_motion,
             simulation_dt, dataclasses.replace(settings, segment_s=result.segment_s), progress,
             fitted_starts)
@@ -226,11 +224,11 @@ def fit_by_shooting(rig: Rig, parameters: dict, names: Sequence[str], lower: dic
             rig, _values_of(result, parameters), names, lower, upper, grids, joint_motion,
             simulation_dt, dataclasses.replace(settings, segment_s=result.segment_s,
                                                kept_step_divisor=divisor), progress,
-            kept_starts)
+            fitted_starts)
         totals = totals.plus(finer)
         if not finer.converged:
             break
-        result, kept_starts = finer, finer_starts
+        result, fitted_starts = finer, finer_starts
     return dataclasses.replace(result, **dataclasses.asdict(totals))
 
 

@@ -217,6 +217,22 @@ DRY_FRICTION_PARAMETERS = {
 RIPPLE_PARAMETERS = {"furuta": tuple(spec.name for spec in _ripple_specs(RIPPLE_HARMONICS)),
                      "pendulum": ()}
 
+# The encoders' zero offsets (the Furuta rig's; the pendulum has none).
+ENCODER_OFFSET_PARAMETERS = {"furuta": ("encoder_offset1", "encoder_offset2"), "pendulum": ()}
+
+
+def parameters_in_use(names, parameters, free) -> tuple[str, ...]:
+    """Those of ``names`` that are free or non-zero: the model terms they make are on.
+
+    ``parameters``: values by name (a name it lacks is off); ``free``: the free names.
+    """
+    def non_zero(value) -> bool:
+        return any(part != 0 for part in value) if isinstance(value, tuple) else value != 0
+
+    return tuple(name for name in names
+                 if name in free or name in parameters and non_zero(parameters[name]))
+
+
 # Compliance parameters that `--compliance EPS` sets at once, per rig.
 COMPLIANCE_PARAMETERS = {
     "furuta": ("eps_lin1", "eps_rot1", "eps_lin2", "eps_rot2"),
