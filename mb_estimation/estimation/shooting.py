@@ -107,9 +107,9 @@ class ShootingSettings:
     kept_step_divisor: int = 1
     # The kept fit's step is halved again (up to this divisor in all) while its values'
     # estimated error from the step (:attr:`ShootingResult.step_bias`) exceeds
-    # :data:`STEP_BIAS_STD` of their std: fast motions need finer steps than slow ones (a
-    # whirling pendulum's, benchmarks/RESULTS.md). 1: no check (a simulator that is the model,
-    # not an approximation of one).
+    # :data:`STEP_BIAS_STD` of their std: fast motions (a whirling pendulum's) need finer
+    # steps than slow ones. 1: no check (a simulator that is the model, not an approximation
+    # of one).
     max_kept_step_divisor: int = 1
 
 
