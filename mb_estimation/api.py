@@ -156,7 +156,8 @@ def compare_models(config: Config, sources: Sequence[str | Path], terms: Sequenc
     predicted 0.5 s ahead from its states estimated with those values fixed. The choice is the
     fewest terms no larger set predicts better (:func:`~mb_estimation.model_terms.choose`).
     ``say`` sees a line per fit. Writes ``output``/model_comparison.yaml when ``output`` is
-    given. Every candidate's config and every recording is checked before the first fit.
+    given, after each candidate (``chosen: null`` until the last one: a crash keeps the finished
+    candidates). Every candidate's config and every recording is checked before the first fit.
     """
     if len(sources) < 2:
         raise ConfigError("compare-models needs two recordings or more: each one is predicted "
@@ -191,6 +192,8 @@ def compare_models(config: Config, sources: Sequence[str | Path], terms: Sequenc
         rms = np.asarray(rms)
         candidates.append(Candidate(terms_on, np.array([held_out_score(r) for r in rms]), rms,
                                     tuple(fitted)))
+        if output is not None and len(candidates) < len(sets):  # a crash keeps these
+            write_model_comparison(output, terms, names, scores_table(candidates, names), None)
     comparison = ModelComparison(names, tuple(candidates), choose(candidates, names))
     if output is not None:
         comparison = dataclasses.replace(comparison, written=write_model_comparison(

@@ -180,10 +180,18 @@ def test_the_comparison_keeps_the_term_the_held_out_recordings_need_and_no_other
                             seed=seed)
     nominal = apply_overrides(truth, set_values={"encoder_offset2": 0.0},
                               simulation_refinement="off")
-    lines = []
-    comparison = compare_models(nominal, bags, ("offsets", "dry"), tmp_path / "out",
-                                say=lines.append)
+    lines, written_before = [], {}
+
+    def say(line):
+        lines.append(line)
+        if line.startswith("[3/8]"):  # the first candidate done: already on disk
+            written_before.update(yaml.safe_load((tmp_path / "out" /
+                                                  "model_comparison.yaml").read_text()))
+
+    comparison = compare_models(nominal, bags, ("offsets", "dry"), tmp_path / "out", say=say)
     assert len(lines) == 8 and lines[0].startswith("[1/8] no term: calibrating on 1")
+    assert written_before["chosen"] is None
+    assert [row["terms"] for row in written_before["candidates"]] == [[]]
     assert [c.terms for c in comparison.candidates] == [(), ("offsets",), ("dry",),
                                                         ("offsets", "dry")]
     assert comparison.choice.candidate.terms == ("offsets",), comparison.choice.reason

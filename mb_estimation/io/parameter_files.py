@@ -121,7 +121,8 @@ def write_model_comparison(directory: str | Path, terms, recordings, candidates:
 
     ``terms``: the terms compared; ``recordings``: the held-out recordings' names in order;
     ``candidates``: :func:`~mb_estimation.model_terms.scores_table`'s rows; ``choice``: the
-    :class:`~mb_estimation.model_terms.Choice`. Replaced atomically.
+    :class:`~mb_estimation.model_terms.Choice`, or ``None`` while candidates are still being
+    fitted (the file then holds the finished ones, ``chosen: null``). Replaced atomically.
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -129,6 +130,7 @@ def write_model_comparison(directory: str | Path, terms, recordings, candidates:
     document = {"terms": list(terms), "recordings": list(recordings),
                 "score": "held-out prediction 0.5 s ahead: RMS angle error over the joints [rad]",
                 "candidates": candidates,
-                "chosen": {"terms": list(choice.candidate.terms), "reason": choice.reason}}
+                "chosen": None if choice is None else {"terms": list(choice.candidate.terms),
+                                                       "reason": choice.reason}}
     write_text_atomically(path, yaml.safe_dump(document, sort_keys=False), mode=PLAIN_FILE)
     return path
