@@ -321,7 +321,8 @@ class Assessment:
     ``agreement``: per parameter two recordings or more determine, how their own fits agree
     (where they do not, the result's std of it is scaled by their spread:
     :func:`with_disagreement`), then per combination the pooled fit determines
-    (:func:`ratios_agreement`).
+    (:func:`ratios_agreement`); ``joint``: the joint fit the kept simulation-error fit started
+    from (None where the joint fit is kept), to tell what the refit moved.
     """
 
     result: EstimationResult
@@ -338,6 +339,7 @@ class Assessment:
     note: str | None = None
     model_error_correlation_s: float | None = None
     agreement: tuple[Agreement, ...] = ()
+    joint: EstimationResult | None = None
 
 
 def with_model_error(result: EstimationResult) -> EstimationResult:
@@ -446,4 +448,5 @@ def assess(setup: Setup, fit: Fit) -> Assessment:
         model_error_correlation_s=model_error_s, agreement=agreement,
         following=kept.following if kept.refit_kept else None,
         step_dependence=() if kept.refit_kept else step_dependence(fit.levels),
-        bound=bound, delay=input_delay(setup, result), note=kept.note)
+        bound=bound, delay=input_delay(setup, result), note=kept.note,
+        joint=fit.joint if kept.refit_kept else None)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mb_estimation.assess import PREDICTION_NOISE_RATIO, Assessment
+from mb_estimation.estimation import EstimationResult
 from mb_estimation.estimation.identifiability import (
     AT_LOWER_BOUND,
     AT_UPPER_BOUND,
@@ -85,12 +86,40 @@ def _motion_that_shows(name: str) -> str:
     return "a motion in which it acts"
 
 
-def _bound_finding(setup: Setup, name: str, value: float, side: str) -> Finding:
+def _walked_from(joint: EstimationResult | None, name: str, bound: float
+                 ) -> tuple[float, float] | None:
+    """The joint fit's value of ``name`` and its distance from ``bound`` [its std].
+
+    Where the bound lay outside the joint fit's 95 % interval (2 of its std, with the model's
+    error where the fit has it), else None. The simulation-error fit starts from the joint
+    fit: a value it walks from there to a bound is not the data's, but a trade against a
+    direction they hold little of (b1 for an arm of enormous inertia and torque scale that
+    keeps each segment's start speed).
+    """
+    if joint is None:
+        return None
+    value = float(np.ravel(joint.parameters[name])[0])
+    std = joint.correlated.std if joint.correlated is not None else joint.std
+    distance = abs(value - bound) / float(np.ravel(std[name])[0])
+    return (value, distance) if distance > 2.0 else None
+
+
+def _bound_finding(setup: Setup, name: str, value: float, side: str,
+                   joint: EstimationResult | None = None) -> Finding:
     problem = (f"{name} ended {side} ({value:.4g}): the data ask for a value beyond it, so it "
                "is no estimate")
     config = setup.config
     inputs = bool(config.rig_spec.inputs)
-    if side == AT_LOWER_BOUND and name in _INERTIAS_OF_THE_ARM and inputs:
+    bound = setup.lower[name] if side == AT_LOWER_BOUND else setup.upper[name]
+    started = _walked_from(joint, name, bound)
+    if started is not None:
+        problem += (f"; the simulation-error fit took it there from the joint fit's "
+                    f"{started[0]:.4g} ({started[1]:.1f} std from it), trading it against "
+                    "what the data hold little of")
+        action = ("fix a parameter the data do not determine (see the other findings) at a "
+                  "trusted value and calibrate again, or keep the joint fit "
+                  "(--simulation-refinement off)")
+    elif side == AT_LOWER_BOUND and name in _INERTIAS_OF_THE_ARM and inputs:
         if "K" not in config.free:
             action = (f"the arm's torque scale comes from K, fixed at "
                       f"{float(config.parameters['K']):.4g}; a driver's gain is rarely its "
@@ -133,7 +162,8 @@ def verdict(setup: Setup, assessment: Assessment) -> Verdict:
     for standing in identified.parameters:
         value = float(np.ravel(result.parameters[standing.name])[0])
         if standing.status in (AT_LOWER_BOUND, AT_UPPER_BOUND):
-            findings.append(_bound_finding(setup, standing.name, value, standing.status))
+            findings.append(_bound_finding(setup, standing.name, value, standing.status,
+                                           assessment.joint))
     grouped = set()
     for combination in identified.undetermined:
         ratios = [str(r) for r in identified.determined_ratios

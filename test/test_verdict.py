@@ -103,6 +103,26 @@ def test_a_friction_at_zero_is_no_estimate_and_the_action_names_the_motion():
                               "pendulum swinging freely with the arm held still")
 
 
+def test_a_value_the_refit_walked_to_its_bound_is_named_with_where_it_came_from():
+    """A bound the simulation-error fit reached from a value the joint fit determined.
+
+    That is a trade (an arm of enormous inertia for its damping), not the data's.
+    """
+    kept, identified = _result(b1=0.0), _identified(b1=AT_LOWER_BOUND)
+    walked = verdict(_setup(), _assessment(kept, identified=identified, refit_kept=True,
+                                           joint=_result(b1=7.5e-4)))
+    (finding,) = walked.findings
+    assert finding.problem.endswith("from the joint fit's 0.00075 (100.0 std from it), "
+                                    "trading it against what the data hold little of")
+    assert "--simulation-refinement off" in finding.action
+    # where the joint fit had it at the bound too (within 3 of its std), the data's own advice
+    near_zero = _result(b1=1e-5)
+    near_zero = dataclasses.replace(near_zero, std={**near_zero.std, "b1": np.array([6e-6])})
+    at_zero_before = verdict(_setup(), _assessment(kept, identified=identified, refit_kept=True,
+                                                   joint=near_zero))
+    assert at_zero_before.findings[0].action.startswith("no b1 shows in these recordings")
+
+
 @pytest.mark.parametrize(("free", "advice"), [
     (FREE, "free K as well (--free J_Azz,J_Byy,b1,b2,K)"),
     ((*FREE, "K"), "check them, or fix J_Azz at a trusted value"),

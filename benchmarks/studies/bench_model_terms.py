@@ -2,7 +2,8 @@
 
     python benchmarks/studies/bench_model_terms.py simulated [--seeds 1,2,3]
         [--scenario multisine|pulse] [--json FILE]
-    python benchmarks/studies/bench_model_terms.py compare-simulated [--json FILE]
+    python benchmarks/studies/bench_model_terms.py compare-simulated [--duration S]
+        [--simulation-refinement off] [--json FILE]
     python benchmarks/studies/bench_model_terms.py compare-real [--data DIR] [--files 2V,4V]
         [--json FILE]
 
@@ -13,8 +14,10 @@ simulator (default multisine, 10 s, 1 kHz, angle noise 1e-3 rad, one recording p
 calibrated with the config's free parameters and the five terms' parameters free; prints each
 value, its std and how many std it lies from the truth.
 
-``compare-simulated``: the same rig, two recordings (multisine seed 1, pulse seed 2, 10 s each);
-``compare-models`` over offsets, dry, ripple; prints the table and the choice.
+``compare-simulated``: the same rig, two recordings (multisine seed 1, pulse seed 2, 10 s each
+unless --duration); ``compare-models`` over offsets, dry, ripple from the config's values with
+the terms at 0 (``--simulation-refinement off``: the joint fit alone); prints the table and the
+choice.
 
 ``compare-real``: ``compare-models`` over offsets, dry, ripple on the peer rig's step responses
 (PlotJuggler CSV, default 2V ... 6V) with the example config (its ripple: 8 periods per revolution).
@@ -76,15 +79,16 @@ def _print_comparison(comparison) -> dict:
             "reason": comparison.choice.reason}
 
 
-def compare_simulated(work: Path) -> dict:
+def compare_simulated(work: Path, duration_s: float, refinement: str | None) -> dict:
     """compare-models on two simulated recordings of the rig with every term on."""
     truth = _truth_config()
     bags = []
     for scenario, seed in (("multisine", 1), ("pulse", 2)):
         bags.append(work / scenario)
-        write_simulated_bag(truth, scenario, bags[-1], duration_s=10.0, noise_rad=1e-3,
+        write_simulated_bag(truth, scenario, bags[-1], duration_s=duration_s, noise_rad=1e-3,
                             seed=seed, overwrite=True)
-    nominal = apply_overrides(truth, set_values=dict.fromkeys(TRUTH, 0.0))
+    nominal = apply_overrides(truth, set_values=dict.fromkeys(TRUTH, 0.0),
+                              simulation_refinement=refinement)
     return _print_comparison(compare_models(nominal, bags, ("offsets", "dry", "ripple"),
                                             say=print))
 
@@ -106,6 +110,10 @@ def main() -> None:
     parser.add_argument("--data", type=Path,
                         default=REPO.parent / "shared" / "data" / "peer-furuta-hardware")
     parser.add_argument("--files", default="2V,3V,4V,5V,6V")
+    parser.add_argument("--duration", type=float, default=10.0,
+                        help="compare-simulated: each recording's length [s]")
+    parser.add_argument("--simulation-refinement", choices=("auto", "on", "off"),
+                        help="compare-simulated: the method's stage (default: the config's)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
@@ -114,7 +122,7 @@ def main() -> None:
             result = simulated([int(seed) for seed in args.seeds.split(",")], work,
                                args.scenario)
         elif args.part == "compare-simulated":
-            result = compare_simulated(work)
+            result = compare_simulated(work, args.duration, args.simulation_refinement)
         else:
             result = compare_real(args.data, args.files.split(","))
     if args.json:
