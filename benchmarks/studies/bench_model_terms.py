@@ -1,7 +1,7 @@
 """Driver and sensor terms: recovered from simulated recordings, and chosen by the data.
 
     python benchmarks/studies/bench_model_terms.py simulated [--seeds 1,2,3]
-        [--scenario multisine|pulse] [--json FILE]
+        [--scenario multisine|pulse] [--data-step S] [--json FILE]
     python benchmarks/studies/bench_model_terms.py compare-simulated [--duration S]
         [--simulation-refinement off] [--json FILE]
     python benchmarks/studies/bench_model_terms.py compare-real [--data DIR] [--files 2V,4V]
@@ -10,7 +10,8 @@
 ``simulated``: the example ODrive rig (config/examples/odrive_furuta.yaml) with every term on —
 the pendulum encoder's zero at 0.03 rad, Coulomb friction on both hinges (4e-3 and 2e-5 N m), an
 8/rev torque ripple on the arm (4e-3 cos, -3e-3 sin N m) — simulated by the package's rigid
-simulator (default multisine, 10 s, 1 kHz, angle noise 1e-3 rad, one recording per seed) and
+simulator (default multisine, 10 s, 1 kHz, angle noise 1e-3 rad, one recording per seed;
+stepped at the config's ``simulation.dt``, 2.5e-4 s, unless ``--data-step``) and
 calibrated with the config's free parameters and the five terms' parameters free; prints each
 value, its std and how many std it lies from the truth.
 
@@ -45,7 +46,8 @@ def _truth_config():
     return apply_overrides(load_config(CONFIG), set_values=TRUTH)
 
 
-def simulated(seeds, work: Path, scenario: str = "multisine") -> list[dict]:
+def simulated(seeds, work: Path, scenario: str = "multisine",
+              data_step_s: float | None = None) -> list[dict]:
     """Calibrate one simulated recording per seed with every term free; value, std, z."""
     truth = _truth_config()
     free = [*truth.free_names, *TRUTH]
@@ -53,7 +55,7 @@ def simulated(seeds, work: Path, scenario: str = "multisine") -> list[dict]:
     for seed in seeds:
         bag = work / f"{scenario}{seed}"
         write_simulated_bag(truth, scenario, bag, duration_s=10.0, noise_rad=1e-3, seed=seed,
-                            overwrite=True)
+                            dt=data_step_s, overwrite=True)
         run = calibrate(apply_overrides(truth, free=free), [bag], work / f"fit{seed}")
         for name in free:
             value = float(np.ravel(run.result.parameters[name])[0])
@@ -107,6 +109,9 @@ def main() -> None:
     parser.add_argument("part", choices=("simulated", "compare-simulated", "compare-real"))
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--scenario", default="multisine", help="simulated: the scenario")
+    parser.add_argument("--data-step", type=float,
+                        help="simulated: the simulator's step for the data [s] (default: the "
+                             "config's simulation.dt)")
     parser.add_argument("--data", type=Path,
                         default=REPO.parent / "shared" / "data" / "peer-furuta-hardware")
     parser.add_argument("--files", default="2V,3V,4V,5V,6V")
@@ -120,7 +125,7 @@ def main() -> None:
         work = Path(folder)
         if args.part == "simulated":
             result = simulated([int(seed) for seed in args.seeds.split(",")], work,
-                               args.scenario)
+                               args.scenario, args.data_step)
         elif args.part == "compare-simulated":
             result = compare_simulated(work, args.duration, args.simulation_refinement)
         else:
