@@ -96,10 +96,10 @@ def _walked_from(joint: EstimationResult | None, name: str, bound: float
     direction they hold little of (b1 for an arm of enormous inertia and torque scale that
     keeps each segment's start speed).
     """
-    if joint is None:
+    std = None if joint is None else (joint.correlated or joint).std
+    if std is None or name not in std:
         return None
     value = float(np.ravel(joint.parameters[name])[0])
-    std = joint.correlated.std if joint.correlated is not None else joint.std
     distance = abs(value - bound) / float(np.ravel(std[name])[0])
     return (value, distance) if distance > 2.0 else None
 

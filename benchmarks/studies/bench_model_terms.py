@@ -57,6 +57,9 @@ def simulated(seeds, work: Path, scenario: str = "multisine",
         write_simulated_bag(truth, scenario, bag, duration_s=10.0, noise_rad=1e-3, seed=seed,
                             dt=data_step_s, overwrite=True)
         run = calibrate(apply_overrides(truth, free=free), [bag], work / f"fit{seed}")
+        for stage in run.stages:
+            print(f"{scenario} {seed} stage: {stage.label}, segments {stage.segment_s} s "
+                  f"(tried {stage.segments_tried})", flush=True)
         for name in free:
             value = float(np.ravel(run.result.parameters[name])[0])
             std = float(np.ravel(run.result.std[name])[0])
