@@ -116,19 +116,20 @@ def _bound_finding(setup: Setup, name: str, value: float, side: str,
         problem += (f"; the simulation-error fit took it there from the joint fit's "
                     f"{started[0]:.4g} ({started[1]:.1f} std from it), trading it against "
                     "what the data hold little of")
+    arms_inertia = side == AT_LOWER_BOUND and name in _INERTIAS_OF_THE_ARM and inputs
+    if arms_inertia and "K" not in config.free:
+        action = (f"the arm's torque scale comes from K, fixed at "
+                  f"{float(config.parameters['K']):.4g}; a driver's gain is rarely its "
+                  f"datasheet's: free K as well (--free {','.join(config.free)},K), or fix "
+                  f"{name} at a trusted value")
+    elif started is not None:
         action = ("fix a parameter the data do not determine (see the other findings) at a "
                   "trusted value and calibrate again, or keep the joint fit "
                   "(--simulation-refinement off)")
-    elif side == AT_LOWER_BOUND and name in _INERTIAS_OF_THE_ARM and inputs:
-        if "K" not in config.free:
-            action = (f"the arm's torque scale comes from K, fixed at "
-                      f"{float(config.parameters['K']):.4g}; a driver's gain is rarely its "
-                      f"datasheet's: free K as well (--free {','.join(config.free)},K), or fix "
-                      f"{name} at a trusted value")
-        else:
-            action = ("the arm's inertia is set against the fixed masses and lengths (m_A l1², "
-                      f"m_B lA²): check them, or fix {name} at a trusted value (the "
-                      "combinations the data determine are listed)")
+    elif arms_inertia:
+        action = ("the arm's inertia is set against the fixed masses and lengths (m_A l1², "
+                  f"m_B lA²): check them, or fix {name} at a trusted value (the "
+                  "combinations the data determine are listed)")
     elif side == AT_LOWER_BOUND and setup.lower[name] == 0.0:
         action = (f"no {name} shows in these recordings: fix it at 0, or record "
                   f"{_motion_that_shows(name)}")

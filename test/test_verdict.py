@@ -121,6 +121,12 @@ def test_a_value_the_refit_walked_to_its_bound_is_named_with_where_it_came_from(
     at_zero_before = verdict(_setup(), _assessment(kept, identified=identified, refit_kept=True,
                                                    joint=near_zero))
     assert at_zero_before.findings[0].action.startswith("no b1 shows in these recordings")
+    # the arm's inertia walked to its bound with K fixed: the advice of a fixed gain stands
+    arm = verdict(_setup(), _assessment(_result(J_Azz=1e-12), refit_kept=True,
+                                        identified=_identified(J_Azz=AT_LOWER_BOUND),
+                                        joint=_result(J_Azz=0.003)))
+    (finding,) = arm.findings
+    assert "from the joint fit's 0.003" in finding.problem and "free K as well" in finding.action
 
 
 @pytest.mark.parametrize(("free", "advice"), [
