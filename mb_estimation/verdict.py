@@ -130,7 +130,7 @@ def _bound_finding(setup: Setup, name: str, value: float, side: str,
         action = ("the arm's inertia is set against the fixed masses and lengths (m_A l1², "
                   f"m_B lA²): check them, or fix {name} at a trusted value (the "
                   "combinations the data determine are listed)")
-    elif side == AT_LOWER_BOUND and setup.lower[name] == 0.0:
+    elif side == AT_LOWER_BOUND and bound == 0.0:
         action = (f"no {name} shows in these recordings: fix it at 0, or record "
                   f"{_motion_that_shows(name)}")
     else:

@@ -115,7 +115,7 @@ def test_a_value_the_refit_walked_to_its_bound_is_named_with_where_it_came_from(
     assert finding.problem.endswith("from the joint fit's 0.00075 (100.0 std from it), "
                                     "trading it against what the data hold little of")
     assert "--simulation-refinement off" in finding.action
-    # where the joint fit had it at the bound too (within 3 of its std), the data's own advice
+    # where the joint fit had it at the bound too (within 2 of its std), the data's own advice
     near_zero = _result(b1=1e-5)
     near_zero = dataclasses.replace(near_zero, std={**near_zero.std, "b1": np.array([6e-6])})
     at_zero_before = verdict(_setup(), _assessment(kept, identified=identified, refit_kept=True,
