@@ -76,12 +76,14 @@ def _check_free(config: Config) -> None:
 def calibrate(config: Config, sources: Sequence[str | Path], output: str | Path, *,
               start_s: float | None = None, end_s: float | None = None,
               held: Mapping[str, Sequence[str]] | None = None,
-              progress: Callable[[Progress], None] | None = None) -> Calibration:
+              progress: Callable[[Progress], None] | None = None,
+              on_set_up: Callable[[Setup], None] | None = None) -> Calibration:
     """Calibrate the config's free parameters from recordings; write the results (calibrate).
 
     Reads each of ``sources`` (trimmed to ``start_s``..``end_s`` s from its start; ``held``: by
     source, as given, the joints it holds still, where detection is overruled), sets the
-    calibration up, fits the plan of stages the config asks for (``progress`` sees its
+    calibration up (``on_set_up`` sees the :class:`~mb_estimation.setup.Setup` before any
+    fit), fits the plan of stages the config asks for (``progress`` sees its
     events), assesses the fit kept (predictions 0.5 s ahead from the estimated states, open-loop
     replays, the Cramér–Rao bound, what the data determine), judges it and writes
     parameters.yaml, ros_parameters.yaml, states.csv and report.html (figures in figures/)
@@ -97,6 +99,8 @@ def calibrate(config: Config, sources: Sequence[str | Path], output: str | Path,
                                                                        strict=True)}
     setup = set_up(config, recordings, start_s=start_s, end_s=end_s, held={
         names.get(str(source), str(source)): joints for source, joints in (held or {}).items()})
+    if on_set_up is not None:
+        on_set_up(setup)
     # the checks' simulators compile on the other core while the fit runs
     with compiling_meanwhile(setup.model.compile_checks, config.parameters, setup.grids[0]):
         fitted = fit(setup, progress=progress)

@@ -87,7 +87,8 @@ def parameters_document(calibration: Calibration) -> dict:
     ``cramer_rao_std`` where the bound was computed and, where two recordings or more
     determine it, ``recordings`` (each one's own fit and whether they agree); ``fixed``:
     every other value; ``fit`` (with whether the std include the model's error); ``method``;
-    ``refinement`` (:func:`stages_document`); the predictions (``validation``), the
+    ``refinement`` (:func:`stages_document`); the predictions and the steady drives
+    (``validation``: where a held input spins its joint steadily, its speed per unit), the
     combinations the data determine (``identifiability``) and the ``verdict``.
     """
     result, assessment = calibration.result, calibration.assessment
@@ -134,6 +135,11 @@ def parameters_document(calibration: Calibration) -> dict:
         document["refinement"] = stages
     if assessment.predictions:
         document["validation"] = validation_document(assessment.predictions)
+    if calibration.setup.steady_drives:
+        document.setdefault("validation", {})["steady_drives"] = [
+            {"recording": drive.recording, "input": drive.input,
+             "speed_rad_s": drive.speed_rad_s, "speed_per_input": drive.speed_per_input,
+             "duration_s": drive.duration_s} for drive in calibration.setup.steady_drives]
     document["identifiability"] = {
         "undetermined": [str(c) for c in identified.undetermined],
         "determined_combinations": [

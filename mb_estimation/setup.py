@@ -34,6 +34,7 @@ from mb_estimation.rigs.parameters import (
     parameters_in_use,
 )
 from mb_estimation.signals import GridData, Recording, prepare_recording
+from mb_estimation.signals.steady import SteadyDrive, drives_note, steady_drive
 
 # Bounds of the consistent path's automatic finest step (the recordings' sample period) [s].
 SMALLEST_AUTOMATIC_STEP = 1e-4
@@ -253,7 +254,9 @@ class Setup:
     steps [s], coarse to fine (one for the paper's fit); ``level_grids[i]``: the recordings on
     the grid of ``steps[i]`` (trimmed to ``start_s``..``end_s``); ``solver``: the
     Levenberg–Marquardt settings; ``lower``/``upper``: the free parameters' box; ``notes``:
-    what reading did to each recording.
+    what reading did to each recording; ``steady_drives``: where an input held constant turns
+    its joint at a steady speed (:func:`steady_drives`), ``drives_conflict``: the line saying
+    that they cannot share one input gain (None where they can).
     """
 
     config: Config
@@ -266,6 +269,8 @@ class Setup:
     lower: dict[str, float]
     upper: dict[str, float]
     notes: tuple[str, ...] = ()
+    steady_drives: tuple[SteadyDrive, ...] = ()
+    drives_conflict: str | None = None
 
     @property
     def free(self) -> tuple[str, ...]:
@@ -292,6 +297,17 @@ class Setup:
             upper={name: self.upper[name] for name in free}, recordings=tuple(grids))
 
 
+def steady_drives(config: Config, grids: Sequence[GridData]) -> tuple[SteadyDrive, ...]:
+    """Per recording and input, its steady drive of the joint the input turns, where it has one.
+
+    :func:`~mb_estimation.signals.steady.steady_drive` of the rig's ``driven`` joints.
+    """
+    spec = config.rig_spec
+    drives = (steady_drive(grid, index, spec.joints.index(joint))
+              for grid in grids for index, joint in enumerate(spec.driven))
+    return tuple(drive for drive in drives if drive is not None)
+
+
 def set_up(config: Config, recordings: Sequence[Recording], *, start_s: float | None = None,
            end_s: float | None = None, held: Mapping[str, Sequence[str]] | None = None
            ) -> Setup:
@@ -308,6 +324,8 @@ def set_up(config: Config, recordings: Sequence[Recording], *, start_s: float | 
     steps = fit_steps(config, recordings)
     level_grids, locked_notes = with_locked_joints(config, [
         on_grid(config, recordings, dt, start_s=start_s, end_s=end_s) for dt in steps], held)
+    drives = steady_drives(config, level_grids[-1])
+    conflict = drives_note(drives)
     return Setup(
         config=config, recordings=recordings, rig=rig, model=model_of(config, rig), steps=steps,
         level_grids=level_grids, solver=solver_settings(config),
@@ -315,7 +333,8 @@ def set_up(config: Config, recordings: Sequence[Recording], *, start_s: float | 
         upper={name: bounds.upper for name, bounds in config.free.items()},
         notes=tuple(recording_notes(recordings, level_grids[-1]) + locked_notes
                     + [note for note in [terms_note(config.parameters, config.free,
-                                                    config.ripple_per_revolution)] if note]))
+                                                    config.ripple_per_revolution)] if note]),
+        steady_drives=drives, drives_conflict=conflict)
 
 
 def warm_up_recording(config: Config, duration_s: float, rate_hz: float) -> Recording:

@@ -2,7 +2,8 @@
 
 One finding per reason a value is not an estimate of the rig — at a bound, not determined
 (alone or only in combination with others), still moving with the estimation step, a model
-that does not predict the recordings, an input acting late, a fit that did not converge — each
+that does not predict the recordings, an input acting late, recordings that disagree (their
+fits, or their steady drives: no one input gain fits them), a fit that did not converge — each
 with the next step that applies to this rig as the config declares it (its hinges, which
 parameters are free, which are fixed). Pure logic over the fit's results: no I/O.
 """
@@ -201,6 +202,12 @@ def verdict(setup: Setup, assessment: Assessment) -> Verdict:
             f"the input acts {1e3 * delay.delay_s:.3g} ms (± {1e3 * delay.std_s:.2g}) "
             f"{'after' if delay.delay_s > 0 else 'before'} its recorded stamps",
             f"state it in the config: recording.input_delay_s: {delay.delay_s:.4g}"))
+    if setup.drives_conflict is not None:
+        findings.append(Finding(
+            setup.drives_conflict,
+            "were these recorded with the input in another unit or the driver in another mode? "
+            "Calibrate each group on its own: pooled, the input gain, the friction and the "
+            "driven joint's inertia are traded between the groups"))
     for row in assessment.agreement:
         if not row.agree:
             scaled = (f": its std is scaled by {row.scale:.2g} to their spread"

@@ -306,3 +306,6 @@ def test_the_peer_rig_with_its_datasheet_gain_gets_advice_for_that_rig(shared_da
     assert "J_Azz ended at its lower bound" in lines and "free K" in lines
     assert "hinges (compliance" not in lines  # declared rigid: no advice to refine through them
     assert "not excited" not in lines
+    written = yaml.safe_load((tmp_path / "out" / "parameters.yaml").read_text())
+    (drive,) = written["validation"]["steady_drives"]  # the arm's end speed at 2 command units
+    assert drive["input"] == 2.0 and drive["speed_rad_s"] == pytest.approx(7.36, abs=0.05)

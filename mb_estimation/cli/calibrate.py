@@ -56,7 +56,12 @@ def held_joints(values: list[str], recordings: list[str]) -> dict[str, tuple[str
 def calibrate_command(args) -> int:
     """0 when the fit converged or reached its iteration or time limit; 1 without progress."""
     from mb_estimation.api import calibrate
-    from mb_estimation.cli.printing import fit_progress, print_calibration, print_written
+    from mb_estimation.cli.printing import (
+        fit_progress,
+        print_calibration,
+        print_set_up,
+        print_written,
+    )
     from mb_estimation.estimation.result import FitStatus
 
     check_bags(args.bags)
@@ -64,7 +69,8 @@ def calibrate_command(args) -> int:
     config = load_config(args)
     output = Path(args.output)
     calibration = calibrate(config, args.bags, output, start_s=args.start, end_s=args.end,
-                            held=held, progress=fit_progress(args.quiet, config))
+                            held=held, progress=fit_progress(args.quiet, config),
+                            on_set_up=None if args.quiet else print_set_up)
     print_calibration(calibration)
     result = calibration.result
     print_written(output, result)

@@ -29,6 +29,12 @@ def fit_progress(quiet: bool, config, states_only: bool = False):
     return show
 
 
+def print_set_up(setup) -> None:
+    """What the set-up found that the fit will not mend (before the fit starts)."""
+    if setup.drives_conflict is not None:
+        print(f"warning: {setup.drives_conflict}; the verdict will name it", flush=True)
+
+
 def _stage_line(event, free: str) -> str:
     """The line a stage starts with."""
     from mb_estimation.fitting import StageKind

@@ -72,6 +72,7 @@ class RigSpec:
     parameters: tuple[ParameterSpec, ...]
     joints: tuple[str, ...]  # observed joint angles, in the order the rig reports them
     inputs: tuple[str, ...]  # control inputs, in order (empty: the rig is not actuated)
+    driven: tuple[str, ...] = ()  # the joint each input turns, in the inputs' order
 
     def parameter(self, name: str) -> ParameterSpec:
         for spec in self.parameters:
@@ -175,6 +176,7 @@ FURUTA = RigSpec(
     ),
     joints=("arm", "pendulum"),
     inputs=("voltage",),
+    driven=("arm",),
 )
 
 # The parameter set the paper estimates for the real rig (§4.6): 13 degrees of freedom.
