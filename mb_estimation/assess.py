@@ -361,19 +361,32 @@ def _with_std(result: EstimationResult, std: dict, covariance: np.ndarray) -> Es
     return dataclasses.replace(result, std=std, covariance=covariance, excited=excited)
 
 
-def recordings_agreement(result: EstimationResult, correlated: bool
+def held_joints_parameters(setup: Setup) -> list[frozenset[str]]:
+    """Per recording, the parameters of the joints it holds still (the rig's ``joint`` of each).
+
+    Its own fit says nothing of those: the held joint's residuals carry the holding hand's
+    torque, down-weighted, and the joint's few milliradians within the noise.
+    """
+    spec = setup.config.rig_spec
+    return [frozenset(parameter.name for parameter in spec.parameters
+                      for joint, held in zip(spec.joints, grid.locked, strict=False)
+                      if held and parameter.joint == joint) for grid in setup.grids]
+
+
+def recordings_agreement(setup: Setup, result: EstimationResult, correlated: bool
                          ) -> tuple[Agreement, ...]:
     """Per scalar free parameter that two recordings or more determine, their agreement.
 
     Each recording's own fit one step from the pooled values
-    (:func:`~mb_estimation.estimation.agreement.agreements`); ``correlated``: with the std
-    that include the model's error, as the result's.
+    (:func:`~mb_estimation.estimation.agreement.agreements`), none for the parameters of a
+    joint it holds still (:func:`held_joints_parameters`); ``correlated``: with the std that
+    include the model's error, as the result's.
     """
     if len(result.shares) < 2:
         return ()
     values, rows = _scalar_values(result)
     return agreements(values, rows, [recording.name for recording in result.recordings],
-                      result.shares, correlated)
+                      result.shares, correlated, held_joints_parameters(setup))
 
 
 def _scalar_values(result: EstimationResult, offsets: Mapping[str, float] | None = None
@@ -399,7 +412,7 @@ def ratios_agreement(setup: Setup, result: EstimationResult, identified: Identif
         [(ratio.expression, ratio.numerator, ratio.denominator, ratio.power)
          for ratio in identified.determined_ratios],
         values, rows, [recording.name for recording in result.recordings], result.shares,
-        correlated)
+        correlated, held_joints_parameters(setup))
 
 
 def with_disagreement(result: EstimationResult, agreement: Sequence[Agreement]
@@ -436,7 +449,7 @@ def assess(setup: Setup, fit: Fit) -> Assessment:
     model_error_s = None
     if not follows and result.correlated is not None:
         result, model_error_s = with_model_error(result), result.correlated.correlation_s
-    agreement = recordings_agreement(result, model_error_s is not None)
+    agreement = recordings_agreement(setup, result, model_error_s is not None)
     result = with_disagreement(result, agreement)
     bound = model.cramer_rao(result.parameters, result.free, grids, result.recordings, noise)
     identified = identifiability_of(setup, result, bound)

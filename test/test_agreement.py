@@ -125,3 +125,42 @@ def test_recordings_that_differ_in_scale_agree_on_the_ratio_they_share():
     pooled, _, _, shares = _shares([(1.0, 2.0), (1.0, 4.0)], np.random.default_rng(7))
     (ratio,) = _ratio_agreements(pooled, shares)
     assert not ratio.agree
+
+
+def test_a_recording_silent_on_a_parameter_takes_no_part_whatever_its_own_fit_reads():
+    """Like a free swing's held arm: its residuals read a value, but it is the hand's."""
+    pooled, _, _, shares = _shares([(1.0, 2.0), (1.0, 2.0), (1.0, 5.0)],
+                                   np.random.default_rng(8))
+    values, rows, names = {"a": pooled[0], "b": pooled[1]}, {"a": 0, "b": 1}, ["r0", "r1", "r2"]
+    heard = {row.name: row for row in agreements(values, rows, names, shares, False)}
+    assert not heard["b"].agree  # r2's b is another truth
+    quiet = {row.name: row for row in agreements(values, rows, names, shares, False,
+                                                 [frozenset(), frozenset(), {"b"}])}
+    assert quiet["b"].recordings == ("r0", "r1") and quiet["b"].agree
+    assert quiet["a"].recordings == ("r0", "r1", "r2")
+    ratios = ratio_agreements([("a/b", "a", "b", 1.0)], values, rows, names, shares, False,
+                              [frozenset(), frozenset(), {"b"}])
+    assert [row.recordings for row in ratios] == [("r0", "r1")]
+
+
+def test_a_recording_holding_the_arm_is_silent_on_the_arms_parameters_only():
+    from pathlib import Path
+
+    from mb_estimation.assess import held_joints_parameters
+    from mb_estimation.config import load_config
+    from mb_estimation.setup import set_up
+    from mb_estimation.signals import Recording
+
+    time_s = np.arange(0.0, 4.0, 0.002)
+    noise = np.random.default_rng(9).normal(0.0, 4e-4, (len(time_s), 2))
+    swing = np.column_stack([np.full_like(time_s, 0.3), 1.2 * np.cos(6.0 * time_s)]) + noise
+    spin = np.column_stack([3.0 * time_s, 0.5 * np.sin(6.0 * time_s)]) + noise
+    unforced = (np.array([0.0]), np.array([[0.0]]))
+    config = load_config(Path(__file__).resolve().parents[1] / "config" / "examples"
+                         / "odrive_furuta.yaml")
+    setup = set_up(config, [Recording("swing", time_s, swing, *unforced),
+                            Recording("spin", time_s, spin, *unforced)])
+    held, moving = held_joints_parameters(setup)
+    assert {"J_Azz", "K", "b1", "J_shaft", "mu1", "encoder_offset1", "ripple_cos1"} <= held
+    assert not held & {"J_Byy", "b2", "J_Bxx", "J_Bzz", "m_B", "l2"}
+    assert moving == frozenset()

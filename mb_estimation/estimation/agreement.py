@@ -21,7 +21,7 @@ Pure NumPy and SciPy: no I/O, no JAX.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -118,20 +118,26 @@ def _determines(value: float, std: float) -> bool:
 
 
 def agreements(values: Mapping[str, float], rows: Mapping[str, int], names: Sequence[str],
-               shares: Sequence[RecordingShare], correlated: bool) -> tuple[Agreement, ...]:
+               shares: Sequence[RecordingShare], correlated: bool,
+               silent: Sequence[Collection[str]] | None = None) -> tuple[Agreement, ...]:
     """Per scalar parameter, the :class:`Agreement` of the recordings that determine it.
 
     ``values``: the pooled ones; ``rows``: each one's tangent row; ``names``, ``shares``: the
     recordings'. None for a parameter fewer than two recordings determine. ``correlated``:
     compare with the std that include each recording's residuals' correlation in time (the
-    calibration's std do, where its model does not follow the data).
+    calibration's std do, where its model does not follow the data). ``silent``: per
+    recording, the parameters it says nothing of whatever its own fit reads (those of a joint
+    it holds still: what its held-joint residuals carry is the holding hand's, not the rig's).
     """
     own = [share.own_fit(correlated) for share in shares]
+    silent = [frozenset()] * len(names) if silent is None else silent
     found = []
     for name, value in values.items():
         row = rows[name]
         taking_part = []
-        for recording, (change, covariance) in zip(names, own, strict=True):
+        for recording, (change, covariance), quiet in zip(names, own, silent, strict=True):
+            if name in quiet:
+                continue
             estimate, std = value + float(change[row]), float(np.sqrt(covariance[row, row]))
             if _determines(estimate, std):
                 taking_part.append((recording, estimate, std))
@@ -142,7 +148,8 @@ def agreements(values: Mapping[str, float], rows: Mapping[str, int], names: Sequ
 
 def ratio_agreements(ratios: Sequence[tuple[str, str, str, float]],
                      values: Mapping[str, float], rows: Mapping[str, int],
-                     names: Sequence[str], shares: Sequence[RecordingShare], correlated: bool
+                     names: Sequence[str], shares: Sequence[RecordingShare], correlated: bool,
+                     silent: Sequence[Collection[str]] | None = None
                      ) -> tuple[Agreement, ...]:
     """As :func:`agreements`, for combinations ``numerator / denominator**power``.
 
@@ -152,11 +159,14 @@ def ratio_agreements(ratios: Sequence[tuple[str, str, str, float]],
     ``V_nn/n² + p² V_dd/d² - 2p V_nd/(n d)``).
     """
     own = [share.own_fit(correlated) for share in shares]
+    silent = [frozenset()] * len(names) if silent is None else silent
     found = []
     for name, numerator, denominator, power in ratios:
         top, bottom = rows[numerator], rows[denominator]
         taking_part = []
-        for recording, (change, covariance) in zip(names, own, strict=True):
+        for recording, (change, covariance), quiet in zip(names, own, silent, strict=True):
+            if numerator in quiet or denominator in quiet:
+                continue
             upper = values[numerator] + float(change[top])
             lower = values[denominator] + float(change[bottom])
             if upper <= 0.0 or lower <= 0.0:

@@ -29,6 +29,9 @@ class ParameterSpec:
     kind: str = "scalar"
     # the value taken where a config leaves the parameter out (None: it must give one)
     default: float | tuple[float, float, float, float] | None = None
+    # the joint whose own motion alone shows it (a recording holding that joint still says
+    # nothing of it); None: shown by both, or by neither
+    joint: str | None = None
 
     @property
     def size(self) -> int:
@@ -116,7 +119,8 @@ def _ripple_specs(harmonics: int) -> tuple[ParameterSpec, ...]:
     """The cosine and sine amplitudes of each harmonic of the arm's torque ripple."""
     return tuple(
         ParameterSpec(f"ripple_{part}{k}", "N m", f"arm torque ripple (cogging): {part} "
-                      f"amplitude of its harmonic {k}", lower=-math.inf, default=0.0)
+                      f"amplitude of its harmonic {k}", lower=-math.inf, default=0.0,
+                      joint="arm")
         for k in range(1, harmonics + 1) for part in ("cos", "sin"))
 
 
@@ -141,34 +145,40 @@ FURUTA = RigSpec(
         ParameterSpec("l2", "m", "hinge 2 to the centre of mass of pendulum B, along x_B"),
         ParameterSpec("m_A", "kg", "mass of arm A", lower=_TINY),
         ParameterSpec("m_B", "kg", "mass of pendulum B", lower=_TINY),
-        ParameterSpec("J_Axx", _INERTIA, "inertia of A about x_A (along the arm)", lower=_TINY),
-        ParameterSpec("J_Ayy", _INERTIA, "inertia of A about y_A", lower=_TINY),
-        ParameterSpec("J_Azz", _INERTIA, "inertia of A about z_A (the motor axis)", lower=_TINY),
+        ParameterSpec("J_Axx", _INERTIA, "inertia of A about x_A (along the arm)", lower=_TINY,
+                      joint="arm"),
+        ParameterSpec("J_Ayy", _INERTIA, "inertia of A about y_A", lower=_TINY, joint="arm"),
+        ParameterSpec("J_Azz", _INERTIA, "inertia of A about z_A (the motor axis)", lower=_TINY,
+                      joint="arm"),
         ParameterSpec("J_Bxx", _INERTIA, "inertia of B about x_B (along the rod)", lower=_TINY),
-        ParameterSpec("J_Byy", _INERTIA, "inertia of B about y_B (the swing axis)", lower=_TINY),
+        ParameterSpec("J_Byy", _INERTIA, "inertia of B about y_B (the swing axis)", lower=_TINY,
+                      joint="pendulum"),
         ParameterSpec("J_Bzz", _INERTIA, "inertia of B about z_B", lower=_TINY),
         ParameterSpec("J_shaft", _INERTIA, "motor shaft inertia on hinge 1 (paper F.3)",
-                      default=0.0),
-        ParameterSpec("K", "N m/V", "motor gain: torque per volt", lower=-math.inf),
-        ParameterSpec("b1", "N m s/rad", "viscous friction of hinge 1 (paper F.2)"),
-        ParameterSpec("b2", "N m s/rad", "viscous friction of hinge 2 (paper F.2)"),
-        ParameterSpec("mu1", "1", "dry friction coefficient of hinge 1", default=0.0),
-        ParameterSpec("mu2", "1", "dry friction coefficient of hinge 2", default=0.0),
+                      default=0.0, joint="arm"),
+        ParameterSpec("K", "N m/V", "motor gain: torque per volt", lower=-math.inf, joint="arm"),
+        ParameterSpec("b1", "N m s/rad", "viscous friction of hinge 1 (paper F.2)", joint="arm"),
+        ParameterSpec("b2", "N m s/rad", "viscous friction of hinge 2 (paper F.2)",
+                      joint="pendulum"),
+        ParameterSpec("mu1", "1", "dry friction coefficient of hinge 1", default=0.0, joint="arm"),
+        ParameterSpec("mu2", "1", "dry friction coefficient of hinge 2", default=0.0,
+                      joint="pendulum"),
         # the paper's (Table 1: "not physical", §4.3); they scale mu1, mu2
-        ParameterSpec("r1", "m", "internal friction distance of hinge 1", default=1.0),
-        ParameterSpec("r2", "m", "internal friction distance of hinge 2", default=1.0),
+        ParameterSpec("r1", "m", "internal friction distance of hinge 1", default=1.0, joint="arm"),
+        ParameterSpec("r2", "m", "internal friction distance of hinge 2", default=1.0,
+                      joint="pendulum"),
         # Driver and sensor terms (off at their defaults): see the user guide, "Driver and
         # sensor terms".
         ParameterSpec("coulomb1", "N m", "dry friction torque of hinge 1 that does not grow "
-                      "with its load", default=0.0),
+                      "with its load", default=0.0, joint="arm"),
         ParameterSpec("coulomb2", "N m", "dry friction torque of hinge 2 that does not grow "
-                      "with its load", default=0.0),
+                      "with its load", default=0.0, joint="pendulum"),
         ParameterSpec("encoder_offset1", "rad", "arm encoder zero offset: the reading where "
                       "the arm is at the model's zero", lower=-math.pi, upper=math.pi,
-                      default=0.0),
+                      default=0.0, joint="arm"),
         ParameterSpec("encoder_offset2", "rad", "pendulum encoder zero offset: the reading "
                       "where the pendulum hangs straight down", lower=-math.pi, upper=math.pi,
-                      default=0.0),
+                      default=0.0, joint="pendulum"),
         *_ripple_specs(RIPPLE_HARMONICS),
         *_GRAVITY_SPECS,
         *_hinge_specs("1", "hinge 1"),
