@@ -255,8 +255,7 @@ class Setup:
     the grid of ``steps[i]`` (trimmed to ``start_s``..``end_s``); ``solver``: the
     Levenberg–Marquardt settings; ``lower``/``upper``: the free parameters' box; ``notes``:
     what reading did to each recording; ``steady_drives``: where an input held constant turns
-    its joint at a steady speed (:func:`steady_drives`), ``drives_conflict``: the line saying
-    that they cannot share one input gain (None where they can).
+    its joint at a steady speed (:func:`steady_drives`).
     """
 
     config: Config
@@ -270,7 +269,11 @@ class Setup:
     upper: dict[str, float]
     notes: tuple[str, ...] = ()
     steady_drives: tuple[SteadyDrive, ...] = ()
-    drives_conflict: str | None = None
+
+    @property
+    def drives_conflict(self) -> str | None:
+        """The line saying that the steady drives cannot share one input gain (else None)."""
+        return drives_note(self.steady_drives)
 
     @property
     def free(self) -> tuple[str, ...]:
@@ -324,8 +327,6 @@ def set_up(config: Config, recordings: Sequence[Recording], *, start_s: float | 
     steps = fit_steps(config, recordings)
     level_grids, locked_notes = with_locked_joints(config, [
         on_grid(config, recordings, dt, start_s=start_s, end_s=end_s) for dt in steps], held)
-    drives = steady_drives(config, level_grids[-1])
-    conflict = drives_note(drives)
     return Setup(
         config=config, recordings=recordings, rig=rig, model=model_of(config, rig), steps=steps,
         level_grids=level_grids, solver=solver_settings(config),
@@ -334,7 +335,7 @@ def set_up(config: Config, recordings: Sequence[Recording], *, start_s: float | 
         notes=tuple(recording_notes(recordings, level_grids[-1]) + locked_notes
                     + [note for note in [terms_note(config.parameters, config.free,
                                                     config.ripple_per_revolution)] if note]),
-        steady_drives=drives, drives_conflict=conflict)
+        steady_drives=steady_drives(config, level_grids[-1]))
 
 
 def warm_up_recording(config: Config, duration_s: float, rate_hz: float) -> Recording:

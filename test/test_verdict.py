@@ -31,7 +31,7 @@ from mb_estimation.estimation.identifiability import (
 )
 from mb_estimation.estimation.input_delay import InputDelay
 from mb_estimation.setup import set_up, warm_up_recording
-from mb_estimation.signals.steady import SteadyDrive, drives_note
+from mb_estimation.signals.steady import SteadyDrive
 from mb_estimation.verdict import verdict
 
 FREE = ("J_Azz", "J_Byy", "b1", "b2")
@@ -251,8 +251,7 @@ def test_std_with_the_models_error_are_said_and_not_taken_for_a_loose_fit():
 
 def test_recordings_no_one_input_gain_fits_are_a_finding_with_what_to_do():
     drives = [SteadyDrive("volts.csv", 2.0, 7.4, 2.0), SteadyDrive("tenths.csv", 0.1, 3.9, 5.0)]
-    setup = dataclasses.replace(_setup(), steady_drives=tuple(drives),
-                                drives_conflict=drives_note(drives))
+    setup = dataclasses.replace(_setup(), steady_drives=tuple(drives))
     judged = verdict(setup, _assessment())
     (finding,) = judged.findings
     assert "tenths.csv turns slower" in finding.problem

@@ -54,10 +54,6 @@ class SteadyDrive:
         """The joint's speed per input unit [rad/s per unit]."""
         return self.speed_rad_s / self.input
 
-    def __str__(self) -> str:
-        return (f"{self.recording}: {self.speed_rad_s:.3g} rad/s at {self.input:.3g} "
-                f"({self.speed_per_input:.3g} per unit)")
-
 
 def _slope(time_s: np.ndarray, angle: np.ndarray) -> float:
     """Least-squares slope of ``angle`` over ``time_s``."""
@@ -116,10 +112,6 @@ class DriveConflict:
     factor: float
     how: str
 
-    def __str__(self) -> str:
-        return (f"{self.slower.recording} turns slower than {self.faster.recording} "
-                f"{self.how} ({self.factor:.3g}×)")
-
 
 def drive_conflicts(drives: Sequence[SteadyDrive]) -> tuple[DriveConflict, ...]:
     """Pairs of ``drives`` that one input gain and a friction growing with speed cannot explain.
@@ -172,10 +164,8 @@ def drives_note(drives: Sequence[SteadyDrive]) -> str | None:
         return None
 
     def group_text(group):
-        low, high = (f"{rate:.3g}" for rate in (min(abs(drive.speed_per_input)
-                                                      for drive in group),
-                                                  max(abs(drive.speed_per_input)
-                                                      for drive in group)))
+        rates = [abs(drive.speed_per_input) for drive in group]
+        low, high = f"{min(rates):.3g}", f"{max(rates):.3g}"
         names = ", ".join(Path(drive.recording).name for drive in group)
         return f"{names} {low if low == high else f'{low}–{high}'}"
 
