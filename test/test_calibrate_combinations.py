@@ -135,8 +135,9 @@ def test_a_calibration_goes_one_way_through_the_layers(short_recording, monkeypa
     each, in the order read, set up, fit, assess, judge, write (every function of those rooms
     that the api calls is recorded as it is called). And no function of a lower room calls one
     of a higher room — test_layers.py's import rule as the code runs (every caller–callee pair
-    of the run, from the profiler) — but for the one observer the command passes down: the
-    progress events it prints (``cli.printing``'s ``show``, relayed by the fit's ``relay``).
+    of the run, from the profiler) — but for the observers the command passes down: the
+    progress events it prints (``cli.printing``'s ``show``, relayed by the fit's ``relay``),
+    and what the set-up found before the fit (``print_set_up``).
     """
     from test_layers import LEVEL, STAGES, room_of
 
@@ -171,7 +172,7 @@ def test_a_calibration_goes_one_way_through_the_layers(short_recording, monkeypa
             if callee and caller and LEVEL[caller] < LEVEL[callee]:
                 upward.add(f"{caller}.{caller_name} → {callee}.{name}")
     observer = {"estimation.record → fitting.relay", "fitting.fit → cli.show",
-                "fitting.relay → cli.show"}
+                "fitting.relay → cli.show", "api.calibrate → cli.print_set_up"}
     assert upward <= observer, sorted(upward - observer)
     assert "fitting.relay → cli.show" in upward  # the progress was printed, through the relay
 
