@@ -32,6 +32,8 @@ setup(
         "rosbags>=0.11",
         "pyyaml>=6.0",
         "matplotlib>=3.7",
+        # jax.export's serialisation: traced programs kept on disk (estimation/program_store)
+        "flatbuffers>=24.3",
     ],
     extras_require={
         "test": ["pytest>=7.4", "pytest-xdist>=3.5", "hypothesis>=6.80", "ruff>=0.5"],

@@ -7,6 +7,7 @@ large buffers (:func:`reuse_freed_memory`). :func:`compiling_meanwhile` compiles
 caller leaves idle.
 """
 
+import ast
 import contextlib
 import ctypes
 import functools
@@ -34,7 +35,23 @@ COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
 jit = functools.partial(jax.jit, compiler_options=COMPILER_OPTIONS)
 
 __all__ = ["CACHE_ENVIRONMENT_VARIABLE", "COMPILER_OPTIONS", "compilation_cache_dir",
-           "compiling_meanwhile", "configure_jax", "jax", "jit", "reuse_freed_memory"]
+           "compiling_meanwhile", "configure_jax", "jax", "jit", "pytree_dataclass",
+           "reuse_freed_memory"]
+
+
+def pytree_dataclass(cls):
+    """``jax.tree_util.register_dataclass`` of ``cls``, also serialisable by ``jax.export``.
+
+    Compiled programs taking or returning ``cls`` can then be stored on disk
+    (:mod:`mb_estimation.estimation.program_store`); its static fields (booleans, integers)
+    are written as their ``repr``.
+    """
+    cls = jax.tree_util.register_dataclass(cls)
+    jax.export.register_pytree_node_serialization(
+        cls, serialized_name=f"{cls.__module__}.{cls.__qualname__}",
+        serialize_auxdata=lambda static: repr(static).encode(),
+        deserialize_auxdata=lambda data: ast.literal_eval(data.decode()))
+    return cls
 
 
 def compilation_cache_dir() -> Path | None:

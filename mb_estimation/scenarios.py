@@ -1,9 +1,10 @@
 """Experiment scenarios for simulation: initial joint state and the input law.
 
-Pure numerics. Each scenario gives the initial joint angles and rates and an input function
-``input_fn(sample_index, state) -> inputs`` evaluated once per recording sample and held in
-between, exactly as a digital controller on the rig does (so the recorded voltage, replayed with
-a zero-order hold, reproduces the run):
+Pure numerics. Each scenario gives the initial joint angles and rates and an input law
+``law(sample_index, state, system, constants) -> inputs`` (a module-level function; the rig's
+gains in ``constants``) evaluated once per recording sample and held in between, exactly as a
+digital controller on the rig does (so the recorded voltage, replayed with a zero-order hold,
+reproduces the run):
 
 - ``release``: θ1 = 0, θ2 = π − 0.03, at rest, zero voltage (appendix G.3). For the single
   pendulum: θ = π − 0.3.
@@ -57,12 +58,19 @@ SWINGUP_REPEAT_ENERGY = 1.1  # later swing-ups pump toward this multiple of the 
 
 @dataclass(frozen=True)
 class Scenario:
-    """Initial joint state and sample-and-hold input law of a simulated experiment."""
+    """Initial joint state and sample-and-hold input law of a simulated experiment.
+
+    ``law(j, state, system, constants)`` is the input at sample ``j`` [the rig's input units]
+    from the bodies' ``state`` there; a module-level function, so that one compiled
+    simulation serves every rig's values and every length (:mod:`mb_estimation.simulation`).
+    ``constants``: the arrays it reads (its gains, the sample period), by name.
+    """
 
     name: str
     initial_angles: tuple[float, ...]
     initial_rates: tuple[float, ...]
-    input_fn: Callable
+    law: Callable
+    constants: Mapping[str, np.ndarray]
 
 
 def multisine_torque(time_s):
@@ -109,86 +117,102 @@ def furuta_balance_gain(params: Mapping[str, float]) -> np.ndarray:
     return (np.linalg.solve(r, b.T @ riccati)).ravel()
 
 
-def _swingup_input(system, params):
+def _swingup_constants(params, sample_period_s: float) -> dict[str, np.ndarray]:
+    """What :func:`_swingup_law` reads: the rig's energies, gains and the cycle's samples."""
+    p = _scalar_parameters(params)
+    if p["K"] == 0.0:
+        raise SimulationError("the swingup scenario needs a motor gain K ≠ 0")
+    volts_per_newton_metre = 1.0 / p["K"]
+    return {
+        "swing_inertia": p["J_Byy"] + p["m_B"] * p["l2"] ** 2,
+        "top_energy": 2.0 * p["m_B"] * p["gravity"] * p["l2"],
+        "weight_arm": p["m_B"] * p["gravity"] * p["l2"],  # [N m]
+        "balance_gain": furuta_balance_gain(params),
+        "volts_per_newton_metre": volts_per_newton_metre,
+        "limit": SWINGUP_TORQUE_LIMIT * abs(volts_per_newton_metre),
+        "cycle": int(round(SWINGUP_CYCLE_S / sample_period_s)),
+        "nudge": int(round(SWINGUP_NUDGE_S / sample_period_s)),
+        "let_go": int(round(SWINGUP_LET_GO_S / sample_period_s)),
+        "kick": SWINGUP_NUDGE_TORQUE / p["K"],
+    }
+
+
+def _swingup_control(state, system, c, energy_factor):
     """Energy shaping (Åström–Furuta) plus an LQR catch, torque saturated at 10 N m.
 
     The pendulum's energy grows when the arm accelerates against ``θ̇2 cos θ2`` (the coupling
     ``m_B lA l2 cos θ2`` of arm and pendulum); bang-bang pumping in that direction, scaled by
-    the missing energy, with arm-rate damping, brings it up; near upright the balance gain of
-    :func:`furuta_balance_gain` takes over.
+    the missing energy (toward ``energy_factor`` times the top's), with arm-rate damping,
+    brings it up; near upright the balance gain of :func:`furuta_balance_gain` takes over.
     """
-    p = _scalar_parameters(params)
-    if p["K"] == 0.0:
-        raise SimulationError("the swingup scenario needs a motor gain K ≠ 0")
-    swing_inertia = p["J_Byy"] + p["m_B"] * p["l2"] ** 2
-    top_energy = 2.0 * p["m_B"] * p["gravity"] * p["l2"]
-    gain = jnp.asarray(furuta_balance_gain(params))
-    volts_per_newton_metre = 1.0 / p["K"]
-
-    def input_fn(j, state, energy_factor=1.0):
-        """The voltage at sample ``j``, pumping toward ``energy_factor`` times the top's energy."""
-        theta = joint_angles(system, state)
-        rate = joint_rates(system, state)
-        energy = 0.5 * swing_inertia * rate[1] ** 2 + p["m_B"] * p["gravity"] * p["l2"] * (
-            1.0 - jnp.cos(theta[1])
-        )
-        at_rest = jnp.abs(rate[1]) + jnp.abs(theta[1]) < 1e-3
-        pumping = (
-            -SWINGUP_ENERGY_GAIN * (energy_factor * top_energy - energy)
-            * jnp.sign(rate[1] * jnp.cos(theta[1]))
-            - SWINGUP_ARM_DAMPING * rate[0]
-            + jnp.where(at_rest, SWINGUP_KICK_TORQUE, 0.0)
-        ) * volts_per_newton_metre
-        upright_error = jnp.arctan2(jnp.sin(theta[1] - jnp.pi), jnp.cos(theta[1] - jnp.pi))
-        balance = -gain @ jnp.stack([theta[0], upright_error, rate[0], rate[1]])
-        voltage = jnp.where(jnp.abs(upright_error) < SWINGUP_CATCH_ANGLE, balance, pumping)
-        limit = SWINGUP_TORQUE_LIMIT * abs(volts_per_newton_metre)
-        return jnp.clip(voltage, -limit, limit)[None]
-
-    return input_fn
+    theta = joint_angles(system, state)
+    rate = joint_rates(system, state)
+    energy = 0.5 * c["swing_inertia"] * rate[1] ** 2 + c["weight_arm"] * (1.0 - jnp.cos(theta[1]))
+    at_rest = jnp.abs(rate[1]) + jnp.abs(theta[1]) < 1e-3
+    pumping = (
+        -SWINGUP_ENERGY_GAIN * (energy_factor * c["top_energy"] - energy)
+        * jnp.sign(rate[1] * jnp.cos(theta[1]))
+        - SWINGUP_ARM_DAMPING * rate[0]
+        + jnp.where(at_rest, SWINGUP_KICK_TORQUE, 0.0)
+    ) * c["volts_per_newton_metre"]
+    upright_error = jnp.arctan2(jnp.sin(theta[1] - jnp.pi), jnp.cos(theta[1] - jnp.pi))
+    balance = -c["balance_gain"] @ jnp.stack([theta[0], upright_error, rate[0], rate[1]])
+    voltage = jnp.where(jnp.abs(upright_error) < SWINGUP_CATCH_ANGLE, balance, pumping)
+    return jnp.clip(voltage, -c["limit"], c["limit"])[None]
 
 
-def _repeated_swingup(control, params, sample_period_s: float):
-    """``control``, repeated through the rig's physics every :data:`SWINGUP_CYCLE_S`.
+def _swingup_law(j, state, system, c):
+    """:func:`_swingup_control`, repeated through the rig's physics every :data:`SWINGUP_CYCLE_S`.
 
     From the second cycle on, each starts with a nudge of the arm and :data:`SWINGUP_LET_GO_S`
-    without input; then ``control`` takes over again.
+    without input; then the control takes over again.
     """
-    cycle = int(round(SWINGUP_CYCLE_S / sample_period_s))
-    nudge = int(round(SWINGUP_NUDGE_S / sample_period_s))
-    let_go = int(round(SWINGUP_LET_GO_S / sample_period_s))
-    kick = SWINGUP_NUDGE_TORQUE / _scalar_parameters(params)["K"]
-
-    def input_fn(j, state):
-        later = j >= cycle
-        # later cycles pump toward a little more than the top's energy: from a swing that
-        # friction holds just short of the catch, the first cycle's target never gets there
-        voltage = control(j, state, jnp.where(later, SWINGUP_REPEAT_ENERGY, 1.0))
-        phase = jnp.mod(j, cycle)
-        voltage = jnp.where(later & (phase < let_go), 0.0, voltage)
-        return jnp.where(later & (phase < nudge), kick, voltage)
-
-    return input_fn
+    later = j >= c["cycle"]
+    # later cycles pump toward a little more than the top's energy: from a swing that
+    # friction holds just short of the catch, the first cycle's target never gets there
+    voltage = _swingup_control(state, system, c, jnp.where(later, SWINGUP_REPEAT_ENERGY, 1.0))
+    phase = jnp.mod(j, c["cycle"])
+    voltage = jnp.where(later & (phase < c["let_go"]), 0.0, voltage)
+    return jnp.where(later & (phase < c["nudge"]), c["kick"], voltage)
 
 
-def make_scenario(name: str, rig_name: str, system, params, sample_period_s: float) -> Scenario:
-    """The scenario ``name`` for a built ``system`` of rig ``rig_name`` with its ``params``."""
+def _no_input(j, state, system, c):
+    """No input: the rig's inputs are zero."""
+    return jnp.zeros(system.num_inputs)
+
+
+def _pulse_law(j, state, system, c):
+    """:func:`pulse_torque` at sample ``j`` in the rig's input units."""
+    return (pulse_torque(j * c["sample_period_s"]) / c["gain"])[None]
+
+
+def _multisine_law(j, state, system, c):
+    """:func:`multisine_torque` at sample ``j`` in the rig's input units."""
+    return (multisine_torque(j * c["sample_period_s"]) / c["gain"])[None]
+
+
+def make_scenario(name: str, rig_name: str, params, sample_period_s: float) -> Scenario:
+    """The scenario ``name`` for rig ``rig_name`` with parameter values ``params``."""
     if name not in SCENARIOS:
         raise SimulationError(f"unknown scenario {name!r}; choose one of {', '.join(SCENARIOS)}")
     if rig_name == "pendulum":
         if name != "release":
             raise SimulationError(f"scenario {name!r} needs a motor; the pendulum rig has "
                                   "none (use release)")
-        return Scenario(name, (np.pi - 0.3,), (0.0,), lambda j, state: jnp.zeros(0))
+        return Scenario(name, (np.pi - 0.3,), (0.0,), _no_input, {})
     if name == "release":
-        return Scenario(name, (0.0, np.pi - 0.03), (0.0, 0.0), lambda j, state: jnp.zeros(1))
+        return Scenario(name, (0.0, np.pi - 0.03), (0.0, 0.0), _no_input, {})
     if name == "swingup":
-        return Scenario(name, (0.0, 0.0), (0.0, 0.0),
-                        _repeated_swingup(_swingup_input(system, params), params,
-                                          sample_period_s))
+        return Scenario(name, (0.0, 0.0), (0.0, 0.0), _swingup_law,
+                        _as_arrays(_swingup_constants(params, sample_period_s)))
     gain = _scalar_parameters(params)["K"]
     if gain == 0.0:
         raise SimulationError(f"the {name} scenario needs a motor gain K ≠ 0")
-    torque = pulse_torque if name == "pulse" else multisine_torque
     return Scenario(name, (0.0, 0.0), (0.0, 0.0),
-                    lambda j, state: (torque(j * sample_period_s) / gain)[None])
+                    _pulse_law if name == "pulse" else _multisine_law,
+                    _as_arrays({"gain": gain, "sample_period_s": sample_period_s}))
+
+
+def _as_arrays(constants: Mapping[str, object]) -> dict[str, np.ndarray]:
+    """Constants as NumPy arrays (integers stay integers): arguments of the compiled law."""
+    return {key: np.asarray(value) for key, value in constants.items()}

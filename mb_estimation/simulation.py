@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mb_estimation.errors import SimulationError
+from mb_estimation.estimation.compiled import Compiler
 from mb_estimation.multibody import (
     BodyStates,
     joint_angles,
@@ -99,7 +100,7 @@ def _scenario_start(rig: Rig, values: Mapping[str, object], scenario: str, dt: f
     substeps = substeps_per_sample(dt, rate_hz)
     params = parameter_arrays(values)
     system = built_system(rig, params)
-    plan = make_scenario(scenario, rig.name, system, params, 1.0 / rate_hz)
+    plan = make_scenario(scenario, rig.name, params, 1.0 / rate_hz)
     angles = np.asarray(plan.initial_angles, dtype=np.float64)
     rates = np.asarray(plan.initial_rates, dtype=np.float64)
     initial = rigid_start(system, angles, rates) if rigid else _starting_state(system, angles,
@@ -138,6 +139,33 @@ def _sampled_run(system, initial, h: float, num_samples: int, input_fn, substeps
     return last, bodies, inputs, states.angles, rates
 
 
+#: A scenario is simulated in chunks of this many samples, each from the state the last one
+#: ended in (the last chunk run whole and cut): one compiled program per rig structure,
+#: scenario, step and substeps serves every length and every rig's values.
+SIMULATION_CHUNK = 512
+
+#: The scenarios' chunk programs, compiled once per key in the process (and kept on disk with
+#: the compiled-code cache).
+_COMPILED = Compiler()
+
+
+def _scenario_chunk(static, system, initial, offset, constants):
+    """``samples`` samples of the scenario's ``law`` from ``initial``, sample ``offset`` on.
+
+    ``static = (law, dt, substeps, samples)``; returns what :func:`_sampled_run` does.
+    """
+    law, dt, substeps, samples = static
+    return _sampled_run(system, initial, dt, samples,
+                        lambda j, state: law(j + offset, state, system, constants), substeps)
+
+
+def _scenario_run(system, plan, initial, dt: float, substeps: int, samples: int, offset: int):
+    """One compiled chunk of ``plan`` (:func:`_scenario_chunk`), as host arrays."""
+    outputs = _COMPILED(_scenario_chunk, (plan.law, dt, substeps, samples), system, initial,
+                        np.asarray(offset), plan.constants)
+    return jax.tree_util.tree_map(np.asarray, outputs)
+
+
 def simulate_recording(
     rig: Rig,
     values: Mapping[str, object],
@@ -162,22 +190,28 @@ def simulate_recording(
     if duration_s <= 0:
         raise SimulationError(f"duration must be positive, got {duration_s} s")
     num_samples = int(round(duration_s * rate_hz))
-    substeps, system, plan, initial = _scenario_start(rig, values, scenario, dt, rate_hz, rigid)
-
-    @jit
-    def run(system, initial):
-        return _sampled_run(system, initial, dt, num_samples, plan.input_fn, substeps)[1:]
-
-    states, inputs, angles, rates = run(system, initial)
-    angles = np.unwrap(np.asarray(angles), axis=0)
-    inputs = np.asarray(inputs)
+    substeps, system, plan, state = _scenario_start(rig, values, scenario, dt, rate_hz, rigid)
+    pieces = []
+    for offset in range(0, max(num_samples, 1), SIMULATION_CHUNK):
+        state, bodies, inputs, angles, rates = _scenario_run(system, plan, state, dt, substeps,
+                                                             SIMULATION_CHUNK, offset)
+        if offset:  # a chunk's first state is the last one's end
+            bodies = jax.tree_util.tree_map(lambda leaf: leaf[1:], bodies)
+            angles, rates = angles[1:], rates[1:]
+        pieces.append((bodies, inputs, angles, rates))
+    states, inputs, angles, rates = jax.tree_util.tree_map(
+        lambda *leaves: np.concatenate(leaves), *pieces)
+    states = jax.tree_util.tree_map(lambda leaf: leaf[:num_samples + 1], states)
+    inputs = inputs[:num_samples]
+    angles = np.unwrap(angles[:num_samples + 1], axis=0)
+    rates = rates[:num_samples + 1]
     inputs = np.concatenate([inputs, inputs[-1:]], axis=0) if len(inputs) else inputs
     rng = np.random.default_rng(seed)
     measured = quantise(angles, encoder_counts) + noise_rad * rng.standard_normal(angles.shape)
     return SimulatedRecording(
         time_s=np.arange(num_samples + 1) / rate_hz,
         joint_angles=angles,
-        joint_rates=np.asarray(rates),
+        joint_rates=rates,
         measured_angles=measured,
         inputs=inputs,
         states=states,
@@ -197,21 +231,14 @@ def scenario_in_chunks(rig: Rig, values: Mapping[str, object], scenario: str, *,
     the same scenario (and ``rigid``), chunk after chunk. Compiled once for every chunk.
     """
     substeps, system, plan, state = _scenario_start(rig, values, scenario, dt, rate_hz, rigid)
-
-    @jit
-    def run(system, initial, offset):
-        last, _, inputs, angles, rates = _sampled_run(
-            system, initial, dt, chunk_samples, lambda j, x: plan.input_fn(j + offset, x),
-            substeps)
-        return last, inputs, angles[:-1], rates[:-1]
-
     previous = None
     for chunk in itertools.count():
-        state, inputs, angles, rates = run(system, state, chunk * chunk_samples)
-        angles = np.asarray(angles)
+        state, _, inputs, angles, rates = _scenario_run(system, plan, state, dt, substeps,
+                                                        chunk_samples, chunk * chunk_samples)
+        angles, rates = angles[:-1], rates[:-1]
         if previous is not None:
             angles = np.unwrap(np.concatenate([previous[None], angles]), axis=0)[1:]
         else:
             angles = np.unwrap(angles, axis=0)
         previous = angles[-1]
-        yield angles, np.asarray(rates), np.asarray(inputs)
+        yield angles, rates, inputs

@@ -7,12 +7,12 @@ Through the model the config declares: the compliant hinges' SPOOK step
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
+from mb_estimation.estimation.compiled import Compiler
 from mb_estimation.multibody import (
     BodyStates,
     joint_angles,
@@ -20,7 +20,7 @@ from mb_estimation.multibody import (
 )
 from mb_estimation.multibody.joint_space import JointStates, joint_states
 from mb_estimation.multibody.variational import at_rest_where_locked, held_steps
-from mb_estimation.numerics import jax, jit
+from mb_estimation.numerics import jax
 from mb_estimation.rigs import Rig, parameter_arrays
 from mb_estimation.simulation import built_system, rigid_start
 
@@ -86,8 +86,14 @@ def _angles_on_the_way(system, initial: BodyStates, inputs, h: float, substeps: 
 REPLAY_CHUNK = 512
 
 
-# One chunk of a replay (:func:`_angles_on_the_way` compiled once per system structure and h).
-_driven_chunk = jit(_angles_on_the_way, static_argnames=("h", "substeps"))
+#: The checks' programs, compiled once per key in the process (and kept on disk with the
+#: compiled-code cache: :mod:`~mb_estimation.estimation.program_store`).
+_COMPILED = Compiler()
+
+
+def _driven_chunk(step, system, initial: BodyStates, inputs):
+    """One chunk of a replay: :func:`_angles_on_the_way` with ``step = (h, substeps)``."""
+    return _angles_on_the_way(system, initial, inputs, *step)
 
 # The predictions run this many starts at once (the last batch padded by repeating its final
 # start): 2.5× faster than one start after the other (swing-up, 20 starts: 1.39 -> 0.56 s),
@@ -95,9 +101,12 @@ _driven_chunk = jit(_angles_on_the_way, static_argnames=("h", "substeps"))
 PREDICTION_BATCH = 8
 
 
-@functools.partial(jit, static_argnames=("h", "substeps"))
-def _predicted_angles(system, initials: BodyStates, inputs, h: float, substeps: int):
-    """:func:`_angles_on_the_way`'s angles ``[B, n+1, n_joints]`` from ``B`` starts at once."""
+def _predicted_angles(step, system, initials: BodyStates, inputs):
+    """:func:`_angles_on_the_way`'s angles ``[B, n+1, n_joints]`` from ``B`` starts at once.
+
+    ``step = (h, substeps)``.
+    """
+    h, substeps = step
     return jax.vmap(lambda initial, held: _angles_on_the_way(system, initial, held, h,
                                                              substeps)[1])(initials, inputs)
 
@@ -120,8 +129,8 @@ def _replayed_angles(system, initial: BodyStates, inputs, h: float, substeps: in
     held = _padded(inputs)
     pieces, state = [], initial
     for start in range(0, len(held), REPLAY_CHUNK):
-        state, angles = _driven_chunk(system, state, held[start:start + REPLAY_CHUNK], h,
-                                      substeps)
+        state, angles = _COMPILED(_driven_chunk, (h, substeps), system, state,
+                                  held[start:start + REPLAY_CHUNK])
         pieces.append(np.asarray(angles)[1 if start else 0:])
     return np.concatenate(pieces)[:len(inputs) + 1]
 
@@ -193,8 +202,8 @@ def prediction_check(rig: Rig, values: Mapping[str, object], grid, estimate, *,
     def run(batch):
         initials = BodyStates(*(np.asarray(getattr(estimate, part))[batch] for part in (
             "position", "orientation", "linear_velocity", "angular_velocity")))
-        return np.asarray(_predicted_angles(system, initials, _held(grid, batch, steps),
-                                            grid.dt / substeps, substeps))[:, 1:]
+        return np.asarray(_COMPILED(_predicted_angles, (grid.dt / substeps, substeps), system,
+                                    initials, _held(grid, batch, steps)))[:, 1:]
 
     return _scored_prediction(grid, starts, steps, _in_batches(starts, run),
                               grid.dt / substeps)
@@ -220,17 +229,20 @@ def _rigid_run(system, state: JointStates, inputs, locked, h: float, substeps: i
     return jax.lax.scan(sample, state, inputs)
 
 
-# One chunk of a rigid replay (compiled once per system structure, h and substeps).
-_rigid_chunk = jit(_rigid_run, static_argnames=("h", "substeps"))
+def _rigid_chunk(step, system, state: JointStates, inputs, locked):
+    """One chunk of a rigid replay: :func:`_rigid_run` with ``step = (h, substeps)``."""
+    return _rigid_run(system, state, inputs, locked, *step)
 
 
-@functools.partial(jit, static_argnames=("h", "substeps"))
-def _rigid_angles(system, angles, rates, inputs, locked, h: float, substeps: int):
+def _rigid_angles(step, system, angles, rates, inputs, locked):
     """Joint angles ``[S, n, n_joints]`` of the rigid tree from ``S`` starts at once.
 
     ``angles``, ``rates [S, n_joints]``; ``inputs [S, n, c]`` each held for ``substeps``
-    variational steps of ``h``; the ``locked`` joints (1 there) at rest where they start.
+    variational steps of ``h`` (``step = (h, substeps)``); the ``locked`` joints (1 there) at
+    rest where they start.
     """
+    h, substeps = step
+
     def run(a, r, u):
         start = joint_states(system, a, at_rest_where_locked(r, locked))
         return _rigid_run(system, start, u, locked, h, substeps)[1]
@@ -258,10 +270,10 @@ def rigid_prediction_check(rig: Rig, values: Mapping[str, object], grid, estimat
     starts, steps = _prediction_starts(grid, horizon_s, stride_s)
 
     def run(batch):
-        return _rigid_angles(system, np.asarray(estimate.joint_angles)[batch],
-                             np.asarray(estimate.joint_rates)[batch],
-                             _held(grid, batch, steps), grid.locked_mask, grid.dt / substeps,
-                             substeps)
+        return _COMPILED(_rigid_angles, (grid.dt / substeps, substeps), system,
+                         np.asarray(estimate.joint_angles)[batch],
+                         np.asarray(estimate.joint_rates)[batch], _held(grid, batch, steps),
+                         grid.locked_mask)
 
     return _scored_prediction(grid, starts, steps, _in_batches(starts, run),
                               grid.dt / substeps)
@@ -283,8 +295,8 @@ def rigid_replay(system, grid, start, simulation_dt: float = RIGID_VALIDATION_DT
     state = rigid_start(system, start[:joints], at_rest_where_locked(start[joints:], locked))
     pieces = [np.asarray(start[None, :joints])]
     for first in range(0, len(held) if chunks is None else chunks * REPLAY_CHUNK, REPLAY_CHUNK):
-        state, chunk = _rigid_chunk(system, state, held[first:first + REPLAY_CHUNK], locked,
-                                    grid.dt / substeps, substeps)
+        state, chunk = _COMPILED(_rigid_chunk, (grid.dt / substeps, substeps), system, state,
+                                 held[first:first + REPLAY_CHUNK], locked)
         pieces.append(np.asarray(chunk))
     return np.concatenate(pieces)[:len(grid.inputs) + 1]
 
@@ -360,13 +372,12 @@ def compile_validation(rig: Rig, values: Mapping[str, object], grid, *,
     if rigid:
         substeps = _rigid_substeps(grid, RIGID_VALIDATION_DT)
         h = grid.dt / substeps
-        _rigid_angles.lower(system, arrays(PREDICTION_BATCH, joints),
-                            arrays(PREDICTION_BATCH, joints),
-                            arrays(PREDICTION_BATCH, steps, inputs), arrays(joints), h,
-                            substeps).compile()
+        _COMPILED.executable(_rigid_angles, (h, substeps), system,
+                             arrays(PREDICTION_BATCH, joints), arrays(PREDICTION_BATCH, joints),
+                             arrays(PREDICTION_BATCH, steps, inputs), arrays(joints))
         state = jax.eval_shape(joint_states, system, arrays(joints), arrays(joints))
-        _rigid_chunk.lower(system, state, arrays(REPLAY_CHUNK, inputs), arrays(joints), h,
-                           substeps).compile()
+        _COMPILED.executable(_rigid_chunk, (h, substeps), system, state,
+                             arrays(REPLAY_CHUNK, inputs), arrays(joints))
         return
 
     substeps = _substeps(grid, simulation_dt)
@@ -375,11 +386,10 @@ def compile_validation(rig: Rig, values: Mapping[str, object], grid, *,
         return BodyStates(arrays(*batch, bodies, 3), arrays(*batch, bodies, 4),
                           arrays(*batch, bodies, 3), arrays(*batch, bodies, 3))
 
-    _predicted_angles.lower(system, states(PREDICTION_BATCH),
-                            arrays(PREDICTION_BATCH, steps, inputs), grid.dt / substeps,
-                            substeps).compile()
-    _driven_chunk.lower(system, states(), arrays(REPLAY_CHUNK, inputs), grid.dt / substeps,
-                        substeps).compile()
+    step = (grid.dt / substeps, substeps)
+    _COMPILED.executable(_predicted_angles, step, system, states(PREDICTION_BATCH),
+                         arrays(PREDICTION_BATCH, steps, inputs))
+    _COMPILED.executable(_driven_chunk, step, system, states(), arrays(REPLAY_CHUNK, inputs))
 
 
 def open_loop_check(rig: Rig, values: Mapping[str, object], grid, initial: BodyStates,

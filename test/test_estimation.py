@@ -524,12 +524,8 @@ def test_open_loop_replay_in_chunks_is_the_whole_rollout_and_compiles_once(furut
 
     The state is carried from chunk to chunk; a second length compiles nothing new.
     """
-    from mb_estimation.validation import (
-        REPLAY_CHUNK,
-        _angles_on_the_way,
-        _driven_chunk,
-        _replayed_angles,
-    )
+    from mb_estimation.estimation import compiled
+    from mb_estimation.validation import REPLAY_CHUNK, _angles_on_the_way, _replayed_angles
 
     truth, rig, _ = furuta_case
     system = rig.build(parameter_arrays(truth.parameters))
@@ -542,9 +538,9 @@ def test_open_loop_replay_in_chunks_is_the_whole_rollout_and_compiles_once(furut
     chunked = _replayed_angles(system, initial, inputs, STEP / 10)
     assert chunked.shape == whole.shape == (count + 1, 2)
     np.testing.assert_allclose(chunked, whole, rtol=0, atol=1e-12)
-    programs = _driven_chunk._cache_size()
+    programs = len(compiled._PROGRAMS)
     shorter = _replayed_angles(system, initial, inputs[:100], STEP / 10)
-    assert _driven_chunk._cache_size() == programs
+    assert len(compiled._PROGRAMS) == programs
     np.testing.assert_allclose(shorter, whole[:101], rtol=0, atol=1e-12)
 
 

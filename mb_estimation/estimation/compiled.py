@@ -15,7 +15,6 @@ thread asking for it meanwhile waits for that compilation instead of starting it
 
 from __future__ import annotations
 
-import functools
 import threading
 import time
 from collections import OrderedDict
@@ -23,7 +22,8 @@ from concurrent.futures import Future
 
 import numpy as np
 
-from mb_estimation.numerics import COMPILER_OPTIONS, jax
+from mb_estimation.estimation.program_store import compiled_program
+from mb_estimation.numerics import jax
 
 jnp = jax.numpy
 
@@ -77,8 +77,7 @@ class Compiler:
             self.seconds += time.perf_counter() - started
             return executable
         try:
-            bound = function if static is None else functools.partial(function, static)
-            executable = jax.jit(bound).lower(*args).compile(COMPILER_OPTIONS)
+            executable = compiled_program(function, static, args)
         except BaseException as error:
             with _LOCK:
                 del _COMPILING[key]

@@ -29,7 +29,7 @@ import numpy as np
 
 from mb_estimation.estimation.linear_algebra import Elimination, backward_solve
 from mb_estimation.estimation.residuals import Linearization
-from mb_estimation.numerics import jax
+from mb_estimation.numerics import jax, pytree_dataclass
 from mb_estimation.pseudo_inverse import (
     LOADING_THRESHOLD,
     informed,
@@ -39,7 +39,7 @@ from mb_estimation.pseudo_inverse import (
 
 jnp = jax.numpy
 
-@jax.tree_util.register_dataclass
+@pytree_dataclass
 @dataclass(frozen=True)
 class ProjectedBlocks:
     """One recording's share of ``TᵀT`` and of ``TᵀĈT`` (both ``[p, p]``), and its scores.

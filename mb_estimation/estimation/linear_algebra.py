@@ -22,14 +22,14 @@ import scipy.linalg
 import scipy.optimize
 
 from mb_estimation.estimation.residuals import Linearization
-from mb_estimation.numerics import jax
+from mb_estimation.numerics import jax, pytree_dataclass
 
 jnp = jax.numpy
 solve_triangular = jax.scipy.linalg.solve_triangular
 
 
 
-@jax.tree_util.register_dataclass
+@pytree_dataclass
 @dataclass(frozen=True)
 class NormalEquations:
     """``JᵀJ`` and ``Jᵀr`` of one recording in blocks (``s`` state, ``p`` parameter dims).
@@ -47,7 +47,7 @@ class NormalEquations:
     parameter_gradient: jax.Array
 
 
-@jax.tree_util.register_dataclass
+@pytree_dataclass
 @dataclass(frozen=True)
 class Elimination:
     """The states eliminated at one damping α.

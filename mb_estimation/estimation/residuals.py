@@ -29,7 +29,7 @@ from mb_estimation.estimation.formulations import (
     tangent_columns,
 )
 from mb_estimation.estimation.parameters import FreeParameters, parameters_boxplus
-from mb_estimation.numerics import jax
+from mb_estimation.numerics import jax, pytree_dataclass
 from mb_estimation.rigs import Rig
 
 jnp = jax.numpy
@@ -48,7 +48,7 @@ class ModelStructure:
         return self.rig.build({**fixed, **free_values})
 
 
-@jax.tree_util.register_dataclass
+@pytree_dataclass
 @dataclass(frozen=True)
 class StepData:
     """Data of one recording on the grid, as arrays (see :class:`~mb_estimation.signals.GridData`).
@@ -66,7 +66,7 @@ class StepData:
     locked: jax.Array
 
 
-@jax.tree_util.register_dataclass
+@pytree_dataclass
 @dataclass(frozen=True)
 class Linearization:
     """Residual blocks and their Jacobian blocks for one recording.
@@ -131,7 +131,7 @@ def recording_residuals(structure: ModelStructure, fixed, free_values, states, d
     return jnp.concatenate([first[None], rest])
 
 
-@jax.tree_util.register_dataclass
+@pytree_dataclass
 @dataclass(frozen=True)
 class JacobianParts:
     """Residual blocks and their Jacobian blocks, the state columns by part, ``[c, m, ·]``.

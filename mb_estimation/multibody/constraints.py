@@ -44,14 +44,14 @@ from mb_estimation.multibody.system import (
     rigid_body_energy,
     ripple_torque,
 )
-from mb_estimation.numerics import jax
+from mb_estimation.numerics import jax, pytree_dataclass
 
 jnp = jax.numpy
 
 HOLONOMIC_ROWS_PER_HINGE = 5
 
 
-@jax.tree_util.register_dataclass
+@pytree_dataclass
 @dataclass(frozen=True)
 class HingeGeometry:
     """World-frame vectors of one hinge at a configuration, of which its rows are made.
@@ -79,7 +79,7 @@ class HingeLayout:
     has_dry_friction: bool
 
 
-@jax.tree_util.register_dataclass
+@pytree_dataclass
 @dataclass(frozen=True)
 class ConstraintRows:
     """All constraint rows of a system at one state, in the scaled form (*) of the module doc.

@@ -34,12 +34,12 @@ from mb_estimation.multibody.system import (
     potential_energy,
     states_from_joints,
 )
-from mb_estimation.numerics import jax, jit
+from mb_estimation.numerics import jax, jit, pytree_dataclass
 
 jnp = jax.numpy
 
 
-@jax.tree_util.register_dataclass
+@pytree_dataclass
 @dataclass(frozen=True)
 class JointStates:
     """Joint angles [rad] and generalised momenta ``p = ∂L/∂θ̇`` [N m s] of a tree.
@@ -69,7 +69,7 @@ def lagrangian(system: Multibody, angles, rates):
     return kinetic_energy(system, state) - potential_energy(system, state)
 
 
-@jax.tree_util.register_dataclass
+@pytree_dataclass
 @dataclass(frozen=True)
 class TreePose:
     """The rigid tree at given joint angles, in world coordinates (forward kinematics).
@@ -87,7 +87,7 @@ class TreePose:
     child_axes: tuple
 
 
-@jax.tree_util.register_dataclass
+@pytree_dataclass
 @dataclass(frozen=True)
 class TreeMotion:
     """The bodies' velocities at given joint rates, tuples of ``nb`` world vectors ``[3]``.

@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mb_estimation import lie
-from mb_estimation.numerics import jax
+from mb_estimation.numerics import jax, pytree_dataclass
 
 jnp = jax.numpy
 
 
-@jax.tree_util.register_dataclass
+@pytree_dataclass
 @dataclass(frozen=True)
 class BodyStates:
     """Configuration and velocity of ``nb`` rigid bodies, optionally stacked over time.

@@ -34,7 +34,7 @@ from mb_estimation.multibody.system import (
     inverse_mass_matrix,
     mass_times,
 )
-from mb_estimation.numerics import jax
+from mb_estimation.numerics import jax, pytree_dataclass
 
 jnp = jax.numpy
 
@@ -43,7 +43,7 @@ FRICTION_BOUND_TOLERANCE = 1e-14
 FRICTION_BOUND_MAX_ITERATIONS = 60
 
 
-@jax.tree_util.register_dataclass
+@pytree_dataclass
 @dataclass(frozen=True)
 class StepSolution:
     """Multipliers of one step: regular rows ``[m]`` and dry friction rows ``[nf]`` (impulses)."""

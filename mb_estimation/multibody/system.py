@@ -13,14 +13,14 @@ from dataclasses import dataclass, field
 
 from mb_estimation import lie
 from mb_estimation.multibody.state import BodyStates
-from mb_estimation.numerics import jax
+from mb_estimation.numerics import jax, pytree_dataclass
 
 jnp = jax.numpy
 
 WORLD = -1  # index used for the world as a hinge's parent
 
 
-@jax.tree_util.register_dataclass
+@pytree_dataclass
 @dataclass(frozen=True)
 class Bodies:
     """Inertial properties of ``nb`` rigid bodies.
@@ -34,7 +34,7 @@ class Bodies:
     inertia: jax.Array
 
 
-@jax.tree_util.register_dataclass
+@pytree_dataclass
 @dataclass(frozen=True)
 class Hinge:
     """A frictional hinge joint between ``parent`` (a body index or :data:`WORLD`) and ``child``.
@@ -107,7 +107,7 @@ def ripple_torque(hinge: Hinge, angle):
     return jnp.sum(hinge.ripple_cos * jnp.cos(phases) + hinge.ripple_sin * jnp.sin(phases))
 
 
-@jax.tree_util.register_dataclass
+@pytree_dataclass
 @dataclass(frozen=True)
 class Multibody:
     """Bodies, hinges (parent-first, hinge ``i`` carries body ``i``) and gravity [m/s², world].

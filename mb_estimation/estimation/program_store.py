@@ -1,0 +1,164 @@
+"""Traced programs kept on disk, so a later process loads a program instead of tracing it again.
+
+XLA's own cache (:func:`~mb_estimation.numerics.configure_jax`) skips the compilation of a
+program it has seen, but JAX must still trace the Python model and lower it to find the
+program: a warm demo spent 16 of its 48 s on one core doing that. Here each program the
+:class:`~mb_estimation.estimation.compiled.Compiler` builds is exported once
+(``jax.export``: StableHLO with its argument and result trees) and written to ``traced/`` in
+the compiled-code cache, named by a digest of everything that decides it: the package's
+source, JAX's version and the compiler options, the function, its static structure, and the
+tree, shapes and dtypes of its arguments. A process that meets the same program reads the file and
+compiles the stored module, which XLA's cache then answers.
+
+Only what can be described the same way in every process is stored: a static structure made
+of numbers, strings, tuples, dataclasses, module-level functions and ``functools.partial``
+of them. Anything else (a closure, an object without such a description) is traced as
+before, every time, as is every program when the cache is off. A file that cannot be read is
+ignored and written again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import os
+import tempfile
+import types
+from pathlib import Path
+
+import numpy as np
+
+from mb_estimation.numerics import COMPILER_OPTIONS, jax
+
+FOLDER = "traced"
+
+
+def stable_description(value) -> str | None:
+    """A description of ``value`` that is the same in every process, or None where none is.
+
+    Numbers, strings, None, tuples, lists, dicts with such keys, dataclasses (every field),
+    NumPy arrays (by their bytes), module-level functions and ``functools.partial`` of them.
+    """
+    if value is None or isinstance(value, (bool, int, float, str, bytes)):
+        return f"{type(value).__name__}:{value!r}"
+    if isinstance(value, (np.generic, np.ndarray)):
+        array = np.asarray(value)
+        digest = hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()
+        return f"array:{array.dtype}:{array.shape}:{digest}"
+    if isinstance(value, (tuple, list)):
+        parts = [stable_description(item) for item in value]
+        return None if None in parts else f"{type(value).__name__}({','.join(parts)})"
+    if isinstance(value, dict):
+        if not all(isinstance(key, str) for key in value):
+            return None
+        parts = [stable_description(value[key]) for key in sorted(value)]
+        return None if None in parts else "dict(" + ",".join(
+            f"{key}={part}" for key, part in zip(sorted(value), parts, strict=True)) + ")"
+    if isinstance(value, functools.partial):
+        parts = [stable_description(part) for part in (value.func, value.args, value.keywords)]
+        return None if None in parts else f"partial({','.join(parts)})"
+    if isinstance(value, (types.FunctionType, types.BuiltinFunctionType)):
+        name = getattr(value, "__qualname__", "")
+        if not name or "<" in name:  # a lambda or a closure: its captured values are unknown
+            return None
+        return f"function:{value.__module__}.{name}"
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        kind = type(value)
+        parts = [stable_description(getattr(value, field.name))
+                 for field in dataclasses.fields(value)]
+        return None if None in parts else (f"{kind.__module__}.{kind.__qualname__}("
+                                           + ",".join(parts) + ")")
+    return None
+
+
+@functools.cache
+def code_version() -> str:
+    """A digest of the package's source, JAX's versions, float64 and the compiler options."""
+    import jaxlib
+
+    digest = hashlib.sha256()
+    package = Path(__file__).resolve().parents[1]
+    for path in sorted(package.rglob("*.py")):
+        digest.update(str(path.relative_to(package)).encode())
+        digest.update(path.read_bytes())
+    digest.update(f"{jax.__version__} {jaxlib.__version__} "
+                  f"{jax.config.jax_enable_x64} {sorted(COMPILER_OPTIONS.items())}".encode())
+    return digest.hexdigest()
+
+
+def _argument_description(args) -> str:
+    leaves, tree = jax.tree_util.tree_flatten(args)
+    signatures = []
+    for leaf in leaves:
+        dtype = getattr(leaf, "dtype", None)
+        weak = bool(getattr(leaf, "weak_type", False)) or not hasattr(leaf, "dtype")
+        dtype = np.dtype(dtype) if dtype is not None else jax.numpy.result_type(leaf)
+        signatures.append(f"{np.shape(leaf)}:{dtype}:{weak}")
+    return f"{tree}|{';'.join(signatures)}"
+
+
+def store_folder() -> Path | None:
+    """Where programs are stored, or None where nothing is.
+
+    ``traced/`` in XLA's compiled-code cache folder
+    (:func:`~mb_estimation.numerics.configure_jax` sets it); None where that cache is off.
+    """
+    folder = jax.config.jax_compilation_cache_dir
+    return Path(folder) / FOLDER if folder else None
+
+
+def stored_path(function, static, args) -> Path | None:
+    """Where the program of ``function(static, *args)`` is stored, or None (not storable)."""
+    folder = store_folder()
+    if folder is None:
+        return None
+    function_part, static_part = stable_description(function), stable_description(static)
+    if function_part is None or static_part is None:
+        return None
+    key = "\n".join((code_version(), function_part, static_part, _argument_description(args)))
+    return folder / f"{hashlib.sha256(key.encode()).hexdigest()}.jaxexport"
+
+
+def _load(path: Path):
+    try:
+        return jax.export.deserialize(bytearray(path.read_bytes()))
+    except Exception:  # missing, cut short by a crash, or from an incompatible JAX
+        return None
+
+
+def _store(path: Path, exported) -> None:
+    try:
+        data = exported.serialize()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as handle:
+            handle.write(data)
+        os.replace(handle.name, path)  # whole or not at all, also with two processes
+    except Exception:  # a tree without a serialisable node, a full disk: trace next time
+        return
+
+
+def compiled_program(function, static, args):
+    """``function(static, *args)`` compiled, from its stored program where there is one.
+
+    Without one, it is traced and exported, stored for the next process, and the exported
+    module compiled (so that a later process's compilation finds the same module in XLA's
+    cache). A program that cannot be exported, or a stored one that does not take ``args``,
+    is compiled as it is.
+    """
+    bound = function if static is None else functools.partial(function, static)
+    path = stored_path(function, static, args)
+    exported = None if path is None else _load(path)
+    if path is not None and exported is None:
+        try:
+            exported = jax.export.export(jax.jit(bound))(*args)
+        except Exception:  # e.g. a host callback: not exportable
+            exported = None
+        else:
+            _store(path, exported)
+    if exported is not None:
+        try:
+            return jax.jit(exported.call).lower(*args).compile(COMPILER_OPTIONS)
+        except Exception:
+            path.unlink(missing_ok=True)
+    return jax.jit(bound).lower(*args).compile(COMPILER_OPTIONS)

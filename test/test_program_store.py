@@ -1,0 +1,133 @@
+"""Traced programs kept on disk: loaded instead of traced again, equal results, safe keys."""
+
+import functools
+
+import numpy as np
+import pytest
+
+from mb_estimation.estimation import compiled, program_store
+from mb_estimation.estimation.parameters import FreeParameters
+from mb_estimation.estimation.residuals import ModelStructure, StepData
+from mb_estimation.numerics import jax
+from mb_estimation.rigs import get_rig
+
+jnp = jax.numpy
+
+TRACES = []  # one entry each time the program below is traced
+
+
+def scaled_sums(static, data: StepData, offset):
+    """A small program over a registered pytree: traced only where ``TRACES`` grows."""
+    TRACES.append(static)
+    return {"sum": static * jnp.sum(data.measured_angles) + offset,
+            "data": StepData(data.measured_angles * static, data.inputs, data.observed,
+                             data.dt, data.sqrt_kappa, data.locked)}
+
+
+def _data(n=5):
+    return StepData(np.arange(2.0 * n).reshape(n, 2), np.ones((n - 1, 1)), np.ones(n),
+                    np.asarray(0.01), np.asarray(3.0), np.zeros(2))
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    """A fresh store (and XLA cache) folder; no program compiled in this process yet."""
+    folder = tmp_path / program_store.FOLDER
+    monkeypatch.setattr(program_store, "store_folder", lambda: folder)
+    monkeypatch.setattr(compiled, "_PROGRAMS", compiled.OrderedDict())
+    TRACES.clear()
+    return folder
+
+
+def test_a_stored_program_is_loaded_not_traced_and_gives_the_same_results(store):
+    args = (_data(), 0.5)
+    first = compiled.Compiler()(scaled_sums, 2.0, *args)
+    assert len(TRACES) == 1 and len(list(store.iterdir())) == 1
+    compiled._PROGRAMS.clear()  # as a new process: nothing compiled in memory
+    again = compiled.Compiler()(scaled_sums, 2.0, *args)
+    assert len(TRACES) == 1, "the stored program was traced again"
+    plain = jax.jit(functools.partial(scaled_sums, 2.0))(*args)
+    for result in (first, again):
+        np.testing.assert_array_equal(result["sum"], plain["sum"])
+        np.testing.assert_array_equal(result["data"].measured_angles,
+                                      plain["data"].measured_angles)
+        assert isinstance(result["data"], StepData)
+
+
+def test_other_statics_shapes_or_source_are_other_programs(store, monkeypatch):
+    compiler = compiled.Compiler()
+    compiler(scaled_sums, 2.0, _data(), 0.5)
+    compiler(scaled_sums, 3.0, _data(), 0.5)      # another static
+    compiler(scaled_sums, 2.0, _data(6), 0.5)     # other shapes
+    assert len(TRACES) == 3 and len(list(store.iterdir())) == 3
+    compiled._PROGRAMS.clear()
+    compiler(scaled_sums, 2.0, _data(), np.float64(0.5))  # a strong float, not a weak one
+    assert len(TRACES) == 4 and len(list(store.iterdir())) == 4
+    monkeypatch.setattr(program_store, "code_version", lambda: "edited source")
+    compiled._PROGRAMS.clear()
+    result = compiler(scaled_sums, 3.0, _data(), 0.5)
+    assert len(TRACES) == 5 and len(list(store.iterdir())) == 5
+    assert float(result["sum"]) == pytest.approx(3.0 * 45 + 0.5)
+
+
+def test_a_damaged_file_is_traced_again_and_replaced(store):
+    compiled.Compiler()(scaled_sums, 2.0, _data(), 0.5)
+    (path,) = store.iterdir()
+    path.write_bytes(b"not a program")
+    compiled._PROGRAMS.clear()
+    result = compiled.Compiler()(scaled_sums, 2.0, _data(), 0.5)
+    assert len(TRACES) == 2 and float(result["sum"]) == pytest.approx(90.5)
+    compiled._PROGRAMS.clear()
+    compiled.Compiler()(scaled_sums, 2.0, _data(), 0.5)
+    assert len(TRACES) == 2, "the damaged file was not replaced"
+
+
+def test_without_a_cache_folder_nothing_is_stored(store, monkeypatch):
+    monkeypatch.setattr(program_store, "store_folder", lambda: None)
+    compiled.Compiler()(scaled_sums, 2.0, _data(), 0.5)
+    compiled._PROGRAMS.clear()
+    compiled.Compiler()(scaled_sums, 2.0, _data(), 0.5)
+    assert len(TRACES) == 2 and not store.exists()
+
+
+def test_descriptions_tell_structures_apart_and_refuse_what_they_cannot_name():
+    rig = get_rig("furuta")
+    spec = rig.spec
+    describe = program_store.stable_description
+    a = ModelStructure(rig, FreeParameters.of(spec, ("J_Azz", "b1")))
+    assert describe(a) == describe(ModelStructure(rig, FreeParameters.of(spec, ("J_Azz", "b1"))))
+    others = [ModelStructure(rig, FreeParameters.of(spec, ("b1", "J_Azz"))),
+              ModelStructure(get_rig("furuta", drift_correction=True),
+                             FreeParameters.of(spec, ("J_Azz", "b1"))),
+              ModelStructure(get_rig("furuta", ripple_per_revolution=8),
+                             FreeParameters.of(spec, ("J_Azz", "b1")))]
+    assert len({describe(a), *map(describe, others)}) == 4
+    assert "0x" not in describe(a)  # no address: the same in every process
+    assert describe(lambda x: x) is None
+    assert describe((1, functools.partial(lambda x: x))) is None
+    assert describe({"k": object()}) is None
+    assert describe(1) != describe(1.0) != describe(True)
+
+
+def test_one_compiled_simulation_serves_every_length_and_every_rigs_values():
+    """The scenario runs in chunks of one program: other durations and values compile nothing."""
+    from mb_estimation.config import load_config
+    from mb_estimation.simulation import SIMULATION_CHUNK, simulate_recording
+
+    values = dict(load_config("furuta_synthetic").parameters)
+    rig = get_rig("furuta")
+
+    def simulate(duration_s, **changes):
+        return simulate_recording(rig, {**values, **changes}, "multisine", duration_s=duration_s,
+                                  dt=1e-3, rate_hz=500.0, rigid=True)
+
+    short = simulate(0.3)
+    programs = len(compiled._PROGRAMS)
+    longer = simulate(2 * SIMULATION_CHUNK / 500.0 + 0.1)  # three chunks, the last one cut
+    other = simulate(0.3, K=2.0, J_Byy=1.5 * values["J_Byy"])
+    assert len(compiled._PROGRAMS) == programs
+    assert longer.joint_angles.shape == (2 * SIMULATION_CHUNK + 51, 2)
+    np.testing.assert_array_equal(longer.joint_angles[:151], short.joint_angles)
+    np.testing.assert_array_equal(longer.inputs[:150], short.inputs[:150])
+    np.testing.assert_allclose(other.inputs, short.inputs / 2.0, rtol=1e-15)  # K doubled
+    assert not np.allclose(other.joint_angles, short.joint_angles)
