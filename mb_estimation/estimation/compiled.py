@@ -6,7 +6,10 @@ while it is among the :data:`MAX_PROGRAMS` most recently used. The whole-recordi
 compiled per length bucket
 (:func:`~mb_estimation.estimation.recording_blocks.bucket_length`) and the model per chunk,
 so a session of calibrations, a sweep or the node's windows reuse a few programs; the bound
-keeps a long-running process from holding every program it ever built.
+keeps a long-running process from holding every program it ever built. A program another
+process already built is loaded from disk rather than traced again
+(:mod:`~mb_estimation.estimation.program_store`); the simulations and the checks compile
+through here too.
 
 Threads may compile ahead (:func:`~mb_estimation.estimation.solver.compile_model` while data
 are read or simulated): a program is compiled by the first thread that asks for it, and a
