@@ -23,12 +23,8 @@ import time
 from collections import OrderedDict
 from concurrent.futures import Future
 
-import numpy as np
-
-from mb_estimation.estimation.program_store import compiled_program
+from mb_estimation.estimation.program_store import compiled_program, shape_and_dtype
 from mb_estimation.numerics import jax
-
-jnp = jax.numpy
 
 MAX_PROGRAMS = 256
 
@@ -40,13 +36,7 @@ _LOCK = threading.Lock()  # guards both
 def program_key(function, static, args) -> tuple:
     """The cache key: function, static structure, argument tree, shapes and dtypes."""
     leaves, tree = jax.tree_util.tree_flatten(args)
-    return (function, static, tree, tuple(_signature(x) for x in leaves))
-
-
-def _signature(leaf) -> tuple:
-    """A leaf's shape and dtype (an array's own; a Python number's as JAX would make it)."""
-    dtype = getattr(leaf, "dtype", None)  # asking JAX costs ~10 µs a leaf, per call
-    return np.shape(leaf), np.dtype(dtype) if dtype is not None else jnp.result_type(leaf)
+    return (function, static, tree, tuple(shape_and_dtype(x) for x in leaves))
 
 
 class Compiler:
