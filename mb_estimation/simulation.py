@@ -141,7 +141,7 @@ def _sampled_run(system, initial, h: float, num_samples: int, input_fn, substeps
 
 #: A scenario is simulated in chunks of this many samples, each from the state the last one
 #: ended in (the last chunk run whole and cut): one compiled program per rig structure,
-#: scenario, step and substeps serves every length and every rig's values.
+#: scenario and chunk serves every length, step, rate and every rig's values.
 SIMULATION_CHUNK = 512
 
 #: The scenarios' chunk programs, compiled once per key in the process (and kept on disk with
@@ -149,20 +149,31 @@ SIMULATION_CHUNK = 512
 _COMPILED = Compiler()
 
 
-def _scenario_chunk(static, system, initial, offset, constants):
+def step_arguments(h: float, substeps: int):
+    """``(h, substeps)`` as 0-d arrays [s, -]: a program's arguments, not its constants.
+
+    The chunk programs of the simulations and the checks take the step so, which lets one
+    compiled program serve every step and rate of a rig.
+    """
+    return np.asarray(h, dtype=np.float64), np.asarray(substeps, dtype=np.int64)
+
+
+def _scenario_chunk(static, step, system, initial, offset, constants):
     """``samples`` samples of the scenario's ``law`` from ``initial``, sample ``offset`` on.
 
-    ``static = (law, dt, substeps, samples)``; returns what :func:`_sampled_run` does.
+    ``static = (law, samples)``, ``step = (h, substeps)`` (:func:`step_arguments`); returns
+    what :func:`_sampled_run` does.
     """
-    law, dt, substeps, samples = static
-    return _sampled_run(system, initial, dt, samples,
+    law, samples = static
+    h, substeps = step
+    return _sampled_run(system, initial, h, samples,
                         lambda j, state: law(j + offset, state, system, constants), substeps)
 
 
 def _scenario_run(system, plan, initial, dt: float, substeps: int, samples: int, offset: int):
     """One compiled chunk of ``plan`` (:func:`_scenario_chunk`), as host arrays."""
-    outputs = _COMPILED(_scenario_chunk, (plan.law, dt, substeps, samples), system, initial,
-                        np.asarray(offset), plan.constants)
+    outputs = _COMPILED(_scenario_chunk, (plan.law, samples), step_arguments(dt, substeps),
+                        system, initial, np.asarray(offset), plan.constants)
     return jax.tree_util.tree_map(np.asarray, outputs)
 
 

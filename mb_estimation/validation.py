@@ -22,7 +22,7 @@ from mb_estimation.multibody.joint_space import JointStates, joint_states
 from mb_estimation.multibody.variational import at_rest_where_locked, held_steps
 from mb_estimation.numerics import jax
 from mb_estimation.rigs import Rig, parameter_arrays
-from mb_estimation.simulation import built_system, rigid_start
+from mb_estimation.simulation import built_system, rigid_start, step_arguments
 
 jnp = jax.numpy
 
@@ -126,10 +126,10 @@ def _replayed_angles(system, initial: BodyStates, inputs, h: float, substeps: in
     :func:`_angles_on_the_way` with ``substeps`` steps of ``h`` per input, run in chunks of
     :data:`REPLAY_CHUNK` with the state carried from one chunk to the next.
     """
-    held = _padded(inputs)
+    held, step = _padded(inputs), step_arguments(h, substeps)
     pieces, state = [], initial
     for start in range(0, len(held), REPLAY_CHUNK):
-        state, angles = _COMPILED(_driven_chunk, (h, substeps), system, state,
+        state, angles = _COMPILED(_driven_chunk, None, step, system, state,
                                   held[start:start + REPLAY_CHUNK])
         pieces.append(np.asarray(angles)[1 if start else 0:])
     return np.concatenate(pieces)[:len(inputs) + 1]
@@ -199,10 +199,12 @@ def prediction_check(rig: Rig, values: Mapping[str, object], grid, estimate, *,
     substeps = _substeps(grid, simulation_dt)
     starts, steps = _prediction_starts(grid, horizon_s, stride_s)
 
+    step = step_arguments(grid.dt / substeps, substeps)
+
     def run(batch):
         initials = BodyStates(*(np.asarray(getattr(estimate, part))[batch] for part in (
             "position", "orientation", "linear_velocity", "angular_velocity")))
-        return np.asarray(_COMPILED(_predicted_angles, (grid.dt / substeps, substeps), system,
+        return np.asarray(_COMPILED(_predicted_angles, None, step, system,
                                     initials, _held(grid, batch, steps)))[:, 1:]
 
     return _scored_prediction(grid, starts, steps, _in_batches(starts, run),
@@ -269,8 +271,10 @@ def rigid_prediction_check(rig: Rig, values: Mapping[str, object], grid, estimat
     substeps = _rigid_substeps(grid, simulation_dt)
     starts, steps = _prediction_starts(grid, horizon_s, stride_s)
 
+    step = step_arguments(grid.dt / substeps, substeps)
+
     def run(batch):
-        return _COMPILED(_rigid_angles, (grid.dt / substeps, substeps), system,
+        return _COMPILED(_rigid_angles, None, step, system,
                          np.asarray(estimate.joint_angles)[batch],
                          np.asarray(estimate.joint_rates)[batch], _held(grid, batch, steps),
                          grid.locked_mask)
@@ -293,9 +297,10 @@ def rigid_replay(system, grid, start, simulation_dt: float = RIGID_VALIDATION_DT
     held, locked = _padded(grid.inputs), grid.locked_mask
     joints = start.shape[0] // 2
     state = rigid_start(system, start[:joints], at_rest_where_locked(start[joints:], locked))
+    step = step_arguments(grid.dt / substeps, substeps)
     pieces = [np.asarray(start[None, :joints])]
     for first in range(0, len(held) if chunks is None else chunks * REPLAY_CHUNK, REPLAY_CHUNK):
-        state, chunk = _COMPILED(_rigid_chunk, (grid.dt / substeps, substeps), system, state,
+        state, chunk = _COMPILED(_rigid_chunk, None, step, system, state,
                                  held[first:first + REPLAY_CHUNK], locked)
         pieces.append(np.asarray(chunk))
     return np.concatenate(pieces)[:len(grid.inputs) + 1]
@@ -371,12 +376,12 @@ def compile_validation(rig: Rig, values: Mapping[str, object], grid, *,
 
     if rigid:
         substeps = _rigid_substeps(grid, RIGID_VALIDATION_DT)
-        h = grid.dt / substeps
-        _COMPILED.executable(_rigid_angles, (h, substeps), system,
+        step = step_arguments(grid.dt / substeps, substeps)
+        _COMPILED.executable(_rigid_angles, None, step, system,
                              arrays(PREDICTION_BATCH, joints), arrays(PREDICTION_BATCH, joints),
                              arrays(PREDICTION_BATCH, steps, inputs), arrays(joints))
         state = jax.eval_shape(joint_states, system, arrays(joints), arrays(joints))
-        _COMPILED.executable(_rigid_chunk, (h, substeps), system, state,
+        _COMPILED.executable(_rigid_chunk, None, step, system, state,
                              arrays(REPLAY_CHUNK, inputs), arrays(joints))
         return
 
@@ -386,10 +391,11 @@ def compile_validation(rig: Rig, values: Mapping[str, object], grid, *,
         return BodyStates(arrays(*batch, bodies, 3), arrays(*batch, bodies, 4),
                           arrays(*batch, bodies, 3), arrays(*batch, bodies, 3))
 
-    step = (grid.dt / substeps, substeps)
-    _COMPILED.executable(_predicted_angles, step, system, states(PREDICTION_BATCH),
+    step = step_arguments(grid.dt / substeps, substeps)
+    _COMPILED.executable(_predicted_angles, None, step, system, states(PREDICTION_BATCH),
                          arrays(PREDICTION_BATCH, steps, inputs))
-    _COMPILED.executable(_driven_chunk, step, system, states(), arrays(REPLAY_CHUNK, inputs))
+    _COMPILED.executable(_driven_chunk, None, step, system, states(),
+                         arrays(REPLAY_CHUNK, inputs))
 
 
 def open_loop_check(rig: Rig, values: Mapping[str, object], grid, initial: BodyStates,

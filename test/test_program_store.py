@@ -109,23 +109,27 @@ def test_descriptions_tell_structures_apart_and_refuse_what_they_cannot_name():
     assert describe(1) != describe(1.0) != describe(True)
 
 
-def test_one_compiled_simulation_serves_every_length_and_every_rigs_values():
-    """The scenario runs in chunks of one program: other durations and values compile nothing."""
+def test_one_compiled_simulation_serves_every_length_step_rate_and_rigs_values():
+    """One program runs a scenario's chunks: other lengths, steps, rates, values compile nothing."""
     from mb_estimation.config import load_config
     from mb_estimation.simulation import SIMULATION_CHUNK, simulate_recording
 
     values = dict(load_config("furuta_synthetic").parameters)
     rig = get_rig("furuta")
 
-    def simulate(duration_s, **changes):
+    def simulate(duration_s, dt=1e-3, rate_hz=500.0, **changes):
         return simulate_recording(rig, {**values, **changes}, "multisine", duration_s=duration_s,
-                                  dt=1e-3, rate_hz=500.0, rigid=True)
+                                  dt=dt, rate_hz=rate_hz, rigid=True)
 
     short = simulate(0.3)
     programs = len(compiled._PROGRAMS)
     longer = simulate(2 * SIMULATION_CHUNK / 500.0 + 0.1)  # three chunks, the last one cut
     other = simulate(0.3, K=2.0, J_Byy=1.5 * values["J_Byy"])
+    finer = simulate(0.3, dt=2.5e-4, rate_hz=1000.0)  # 4 steps per sample, twice the samples
     assert len(compiled._PROGRAMS) == programs
+    assert finer.joint_angles.shape == (301, 2)
+    # the same motion of up to 0.5 rad, its input held half as long (1.4e-3 rad apart)
+    np.testing.assert_allclose(finer.joint_angles[::2], short.joint_angles, atol=3e-3)
     assert longer.joint_angles.shape == (2 * SIMULATION_CHUNK + 51, 2)
     np.testing.assert_array_equal(longer.joint_angles[:151], short.joint_angles)
     np.testing.assert_array_equal(longer.inputs[:150], short.inputs[:150])
