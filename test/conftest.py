@@ -73,7 +73,7 @@ RCLPY_FILES = frozenset(path.name for path in Path(__file__).parent.glob("test_*
 
 
 #: Files of long, independent fits (no costly module fixture): each test is a unit of its own.
-PER_TEST_FILES = frozenset({"test_calibrations.py", "test_shooting.py", "test_cli_estimation.py",
+PER_TEST_FILES = frozenset({"test_calibrations.py", "test_shooting.py",
                             "test_reference_agreement.py"})
 
 

@@ -411,28 +411,38 @@ def test_shadow_states_in_chunks_are_those_of_the_whole_trajectory(furuta_case, 
                                    atol=1e-14 * np.abs(expected).max())
 
 
+#: The free set and Table 1's start of the Furuta problem's fits: one set of compiled model
+#: programs for every fit of the module that does not test a free set of its own.
+TABLE_1_FREE = ("J_Azz", "J_Byy", "b1", "b2")
+
+
+def _table_1_problem(furuta_case, *grids):
+    """The fit of ``grids`` (default: the case's own) from Table 1's initial values."""
+    truth, rig, grid = furuta_case
+    start = apply_overrides(truth, free=list(TABLE_1_FREE),
+                            set_values={"J_Azz": 0.01, "J_Byy": 0.01, "b1": 1e-4, "b2": 1e-4})
+    return EstimationProblem(rig, start.parameters, TABLE_1_FREE,
+                             {n: start.free[n].lower for n in TABLE_1_FREE},
+                             {n: start.free[n].upper for n in TABLE_1_FREE}, grids or (grid,))
+
+
 def test_estimate_recovers_the_truth_from_self_consistent_data(furuta_case):
     """Noise-free data from the estimation model itself: the truth is the exact minimum.
 
     From Table 1's initial values (inertias 3× too large, b1 10× too small) LM must converge
     to the simulated values (b2, the least excited, to 1e-5), decreasing the cost monotonically.
     """
-    truth, rig, grid = furuta_case
-    free = ("J_Azz", "J_Byy", "b1", "b2")
-    start = apply_overrides(truth, free=list(free),
-                            set_values={"J_Azz": 0.01, "J_Byy": 0.01, "b1": 1e-4, "b2": 1e-4})
-    problem = EstimationProblem(rig, start.parameters, free,
-                                {n: start.free[n].lower for n in free},
-                                {n: start.free[n].upper for n in free}, (grid,))
+    truth, _, grid = furuta_case
     seen = []
-    result = estimate(problem, SolverSettings(max_iterations=40, gradient_tolerance=1e-6,
-                                              step_tolerance=1e-9), progress=seen.append)
+    result = estimate(_table_1_problem(furuta_case),
+                      SolverSettings(max_iterations=40, gradient_tolerance=1e-6,
+                                     step_tolerance=1e-9), progress=seen.append)
     costs = [entry.cost for entry in result.history]
     assert seen == list(result.history)
     assert all(later <= earlier for earlier, later in zip(costs, costs[1:], strict=False))
     assert result.converged, result.message
     assert costs[-1] < 1e-16 * costs[0]
-    for name in free:
+    for name in TABLE_1_FREE:
         assert float(result.parameters[name]) == pytest.approx(truth.parameters[name], rel=1e-4)
     assert result.std["J_Azz"].shape == (1,) and np.isfinite(result.std["J_Azz"][0])
     assert result.recordings[0].joint_angles.shape == grid.measured_angles.shape
@@ -440,15 +450,9 @@ def test_estimate_recovers_the_truth_from_self_consistent_data(furuta_case):
     assert result.message
 
 
-
 def test_a_fit_stops_at_its_time_limit(furuta_case):
     """``time_limit_s``: no new iteration once the solve has run that long (compiling apart)."""
-    truth, rig, grid = furuta_case
-    free = ("J_Azz", "J_Byy")
-    start = apply_overrides(truth, free=list(free), set_values={"J_Azz": 0.01, "J_Byy": 0.01})
-    problem = EstimationProblem(rig, start.parameters, free,
-                                {n: start.free[n].lower for n in free},
-                                {n: start.free[n].upper for n in free}, (grid,))
+    problem = _table_1_problem(furuta_case)
     result = estimate(problem, SolverSettings(max_iterations=40, time_limit_s=1e-6))
     assert result.status == FitStatus.TIME_LIMIT and not result.converged
     assert result.iterations == 0 and "time limit (1e-06 s of solving)" in result.message
@@ -469,14 +473,9 @@ def test_one_compilation_serves_other_lengths_and_recording_counts(furuta_case):
     equations, block elimination, state maps) on the length padded to its bucket.
     """
     truth, rig, grid = furuta_case
-    free = ("J_Azz", "b1")
-    start = apply_overrides(truth, free=list(free), set_values={"J_Azz": 0.004, "b1": 8e-4})
 
     def solve(*grids):
-        problem = EstimationProblem(rig, start.parameters, free,
-                                    {n: start.free[n].lower for n in free},
-                                    {n: start.free[n].upper for n in free}, grids)
-        return estimate(problem, SolverSettings(max_iterations=3))
+        return estimate(_table_1_problem(furuta_case, *grids), SolverSettings(max_iterations=3))
 
     assert bucket_length(100) == bucket_length(120) == bucket_length(151) == 256
     assert [bucket_length(n) for n in (257, 385, 1001, 10_001)] == [320, 448, 1024, 10_240]
