@@ -8,7 +8,8 @@ one way through: read the recordings → set up (:func:`~mb_estimation.setup.set
 the report). :func:`cross_validate` scores fixed parameters by states-only fits,
 :func:`compare_models` scores the driver and sensor terms by recording-wise cross-validation,
 :func:`sweep_and_write` fits over a grid of method settings, :func:`write_simulated_bag`
-simulates a scenario into a bag with its ground truth. Whatever can be checked before a fit
+simulates a scenario into a bag with its ground truth, :func:`design_experiment` designs an
+input for the free parameters. Whatever can be checked before a fit
 (the output folder, the recordings, the trim, the free set) is checked first.
 """
 
@@ -29,6 +30,7 @@ from mb_estimation.calibration import Calibration
 from mb_estimation.config import Config, ConfigError, apply_overrides
 from mb_estimation.errors import SimulationError
 from mb_estimation.estimation import EstimationResult
+from mb_estimation.excitation import MAX_EVALUATIONS, ExcitationDesign, Limits, design_excitation
 from mb_estimation.fitting import Progress, fit, plan_of
 from mb_estimation.io.bags import BagError, write_rig_bag
 from mb_estimation.io.files import writable_folder
@@ -45,8 +47,9 @@ from mb_estimation.model_terms import (
     term_parameters,
 )
 from mb_estimation.numerics import compiling_meanwhile
+from mb_estimation.report.excitation import write_excitation
 from mb_estimation.results import write_results
-from mb_estimation.setup import Setup, model_of, set_up
+from mb_estimation.setup import Setup, model_of, rig_of, set_up
 from mb_estimation.signals import Recording, recorded_joint_states
 from mb_estimation.verdict import verdict
 
@@ -405,3 +408,42 @@ def write_simulated_bag(config: Config, scenario: str, output: str | Path, *,
     (output / "ground_truth.yaml").write_text(header + yaml.safe_dump(truth, sort_keys=False))
     return SimulatedBag(output, scenario, duration_s, dt, rate, noise, seed, counts,
                         len(recording.time_s), int(round(duration_s / dt)), elapsed)
+
+
+def design_experiment(config: Config, output: str | Path, *, duration_s: float,
+                      limits: Limits, noise_rad: float | None = None,
+                      max_evaluations: int = MAX_EVALUATIONS,
+                      progress: Callable[[int, float], None] | None = None
+                      ) -> tuple[ExcitationDesign, tuple[Path, ...]]:
+    """An input for the config's free parameters at its values (excite), and its files.
+
+    :func:`~mb_estimation.excitation.design_excitation` at the config's ``simulation.rate_hz``
+    from rest, hanging (the ``multisine`` scenario's start), the angle noise ``noise_rad``
+    (default: the config's ``simulation.noise_rad``, else 1e-3 rad); writes excitation.csv,
+    excitation.yaml and excitation.png into ``output`` (:mod:`mb_estimation.report.excitation`).
+    """
+    names = tuple(config.free_names)
+    if not names:
+        raise ConfigError(f"{config.source}: no free parameters to design for: name them "
+                          "under free: or with --free")
+    vector = [name for name in names if np.size(config.parameters[name]) != 1]
+    if vector:
+        raise ConfigError(f"excite: {', '.join(vector)} is not a scalar parameter: its bound "
+                          "is not computed; leave it out of --free")
+    zero = [name for name in names if float(np.ravel(config.parameters[name])[0]) == 0.0]
+    if zero:
+        raise ConfigError(f"excite: {', '.join(zero)} is 0 in the config: a relative std needs "
+                          "a nonzero value (give a guess with --set or --from)")
+    if limits.max_input <= 0 or duration_s <= 0:
+        raise ConfigError("excite: --max-input and --duration must be positive")
+    folder = writable_folder(output)
+    if noise_rad is None:
+        noise_rad = config.simulation.noise_rad or 1e-3
+    rig = rig_of(config)
+    start = np.zeros(2 * len(rig.spec.joints))  # at rest, hanging (the multisine's start)
+    design = design_excitation(rig, config.parameters, names, duration_s=duration_s,
+                               rate_hz=config.simulation.rate_hz, limits=limits, start=start,
+                               noise_rad=noise_rad, max_evaluations=max_evaluations,
+                               progress=progress)
+    values = {name: float(np.ravel(config.parameters[name])[0]) for name in names}
+    return design, write_excitation(folder, design, limits, values, noise_rad)

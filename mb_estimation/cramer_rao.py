@@ -32,7 +32,7 @@ import numpy as np
 from mb_estimation.pseudo_inverse import informed, mark_undetermined, scaled_pseudo_inverse
 from mb_estimation.rigs import Rig, parameter_arrays
 from mb_estimation.simulation import built_system
-from mb_estimation.validation import rigid_replay
+from mb_estimation.validation import rigid_replay, rigid_replays
 
 #: The sensitivities' longest simulation step [s]: derivatives need less accuracy than a replay.
 SENSITIVITY_DT = 2e-3
@@ -57,13 +57,16 @@ class CramerRao:
 
 
 def cramer_rao_bound(rig: Rig, values: Mapping[str, object], names: Sequence[str], grids,
-                     starts: Sequence[np.ndarray], noise_rad: Sequence[np.ndarray]
+                     starts: Sequence[np.ndarray], noise_rad: Sequence[np.ndarray], *,
+                     simulation_dt: float = SENSITIVITY_DT, together: bool = False
                      ) -> CramerRao | None:
     """The bound on the scalar ``names`` of ``values`` from recordings on ``grids``.
 
     ``starts[i]``: recording i's estimated joint state (angles, rates) at its first grid
     point; ``noise_rad[i]``: its angle noise per joint [rad] (the fit's observation residuals).
-    None without a scalar among ``names``.
+    ``simulation_dt``: the replays' longest step [s]; ``together``: a recording's replays in one
+    batched program (faster where it is evaluated often; one more program to compile). None
+    without a scalar among ``names``.
     """
     names = tuple(name for name in names if np.size(values[name]) == 1)
     if not names:
@@ -78,7 +81,8 @@ def cramer_rao_bound(rig: Rig, values: Mapping[str, object], names: Sequence[str
     information = np.zeros((len(names), len(names)))
     for grid, start, noise in zip(grids, starts, noise_rad, strict=True):
         information += _parameter_information(system, perturbed, grid, np.asarray(start),
-                                              np.asarray(noise, dtype=np.float64))
+                                              simulation_dt,
+                                              np.asarray(noise, dtype=np.float64), together)
     covariance = covariance_of(information)
     std = {name: float(np.sqrt(covariance[i, i])) for i, name in enumerate(names)}
     return CramerRao(names, covariance, std, information)
@@ -93,21 +97,30 @@ def covariance_of(information: np.ndarray) -> np.ndarray:
     return mark_undetermined(inverse, ~determined | (loading > 1e-6))
 
 
-def _parameter_information(system, perturbed, grid, start, noise) -> np.ndarray:
-    """One recording's information on the parameters, its initial state eliminated."""
+def _parameter_information(system, perturbed, grid, start, simulation_dt: float, noise,
+                           together: bool) -> np.ndarray:
+    """One recording's information on the parameters, its initial state eliminated.
+
+    The runs whose forward differences are the sensitivities: the values at ``start``, each
+    parameter moved, each component of the initial state moved; ``together``: all of them in
+    one batched program (:func:`~mb_estimation.validation.rigid_replays`), else one by one.
+    """
     observed = np.asarray(grid.observed) > 0
-
-    def replay(candidate):
-        return rigid_replay(system, grid, candidate, SENSITIVITY_DT)
-
-    base = replay(start)[observed]
     joints = start.shape[0] // 2
-    columns = [(rigid_replay(other, grid, start, SENSITIVITY_DT)[observed] - base) / step
-               for step, other in perturbed]
-    steps = np.concatenate([np.full(joints, ANGLE_STEP_RAD), np.full(joints, RATE_STEP_RAD_S)])
-    for index, step in enumerate(steps):
-        columns.append((replay(start + step * np.eye(len(start))[index])[observed] - base)
-                       / step)
+    state_steps = np.concatenate([np.full(joints, ANGLE_STEP_RAD),
+                                  np.full(joints, RATE_STEP_RAD_S)])
+    runs = [(system, start), *((other, start) for _, other in perturbed),
+            *((system, start + step * np.eye(len(start))[index])
+              for index, step in enumerate(state_steps))]
+    if together:
+        angles = list(rigid_replays([run[0] for run in runs], grid,
+                                    np.stack([run[1] for run in runs]), simulation_dt))
+    else:
+        angles = [rigid_replay(run_system, grid, run_start, simulation_dt)
+                  for run_system, run_start in runs]
+    base = angles[0][observed]
+    steps = [step for step, _ in perturbed] + list(state_steps)
+    columns = [(run[observed] - base) / step for run, step in zip(angles[1:], steps, strict=True)]
     # a joint the recording holds still is held in the replay too: its angle tells nothing
     scale = np.where(np.asarray(grid.locked_mask) > 0, np.inf, noise)
     weighted = np.stack([(c / scale).ravel() for c in columns], axis=1)

@@ -26,7 +26,7 @@ LAYERS = (
     ("multibody",),
     ("rigs", "model_terms"),
     ("estimation", "scenarios"),
-    ("simulation", "validation", "cramer_rao", "models"),
+    ("simulation", "validation", "cramer_rao", "models", "excitation"),
     ("config",),
     ("io",),  # read
     ("setup",),  # set up, once

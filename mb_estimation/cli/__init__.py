@@ -22,6 +22,7 @@ from mb_estimation.cli.common import (
     UserError,
 )
 from mb_estimation.cli.crossval import add_compare_models, add_crossval
+from mb_estimation.cli.excite import add_excite
 from mb_estimation.cli.node import add_node
 from mb_estimation.cli.players import add_replay, add_rig_sim
 from mb_estimation.cli.simulate import add_demo, add_simulate
@@ -44,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add_command in (add_simulate, add_calibrate, add_crossval, add_compare_models, add_sweep,
-                        add_node, add_rig_sim, add_replay, add_demo):
+                        add_excite, add_node, add_rig_sim, add_replay, add_demo):
         add_command(commands)
     return parser
 

@@ -1,0 +1,255 @@
+"""Experiment design: an input whose response determines the free parameters best.
+
+Pure numerics (no I/O). The input is a multisine
+
+    u(t) = c · Σ_k a_k sin(2π f_k t + φ_k),
+
+on fixed frequencies ``f_k`` (:data:`EXCITATION_FREQUENCIES_HZ`) with Schroeder phases
+``φ_k = -π k (k+1) / K`` (a low crest factor: much power for a given peak), its scale ``c``
+set so that the peak is the input bound. The relative amplitudes ``a_k`` are chosen by
+Nelder–Mead to minimise the **worst relative standard deviation** ``max_i σ_i / |χ_i|`` of the
+free parameters that the Cramér–Rao bound predicts for the simulated response
+(:func:`~mb_estimation.cramer_rao.cramer_rao_bound`: the rigid model simulated from the
+design's start, white angle noise on every sample, the initial state a nuisance).
+
+Why that criterion: it is what a user reads off a calibration — every free parameter known to a
+given fraction of itself. D-optimality (the information's determinant) is scale-free too, but it
+rewards making one parameter very precise while another stays poor, which is the calibration a
+user cannot trust; A-optimality (the sum of variances) is dominated by the parameter with the
+largest units. The worst relative std is not smooth where two parameters tie, which a
+simplex search does not mind.
+
+Limits: the input's peak never exceeds the bound (by construction); the arm's simulated angle
+and rate must stay within their limits (a rig with a cable, a table): a candidate beyond them is
+penalised, and the design found is then scaled down until its response meets them. A design that
+cannot meet them (the input's smallest useful scale still exceeds them) is refused in one line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.optimize
+
+from mb_estimation.cramer_rao import SENSITIVITY_DT, cramer_rao_bound
+from mb_estimation.errors import SimulationError
+from mb_estimation.rigs import Rig, parameter_arrays
+from mb_estimation.scenarios import MULTISINE_FREQUENCIES_HZ
+from mb_estimation.signals import GridData
+from mb_estimation.simulation import built_system
+from mb_estimation.validation import rigid_replay
+
+#: The design's frequencies [Hz]: twelve tones 0.2 Hz apart, from below a Furuta pendulum's
+#: swing (0.5–1.5 Hz for pendulums of 1 to 0.1 m) to above it.
+EXCITATION_FREQUENCIES_HZ = 0.2 * np.arange(1, 13)
+#: Criterion evaluations the search may make (each simulates the rig ``2 + free + 2·joints``
+#: times).
+MAX_EVALUATIONS = 120
+#: The search ranks inputs on a coarser grid and step than the experiment's (its angle noise
+#: scaled so that the grid holds as much information as the experiment's samples); the design
+#: found and the multisine are then predicted at the experiment's rate and the bound's step.
+SEARCH_RATE_HZ = 100.0
+SEARCH_STEP_S = 1e-2
+#: Penalty per unit of log overshoot of a limit, added to the log criterion.
+LIMIT_PENALTY = 20.0
+#: A design scaled down to meet the arm's limits stops at this fraction of the input bound.
+SMALLEST_SCALE = 0.05
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What the experiment must respect.
+
+    ``max_input`` [input units, e.g. V] always; the arm's angle [rad] from where it starts and
+    its rate [rad/s], where given (None: no limit).
+    """
+
+    max_input: float
+    max_arm_rad: float | None = None
+    max_arm_rate: float | None = None
+
+
+@dataclass(frozen=True)
+class Response:
+    """One input's predicted outcome.
+
+    ``std`` per free parameter (the Cramér–Rao bound for the noise assumed), the worst
+    relative std, the arm's largest excursion from its start [rad] and rate [rad/s], and the
+    simulated joint ``angles [n, n_joints]`` [rad].
+    """
+
+    std: dict[str, float]
+    worst_relative_std: float
+    arm_peak_rad: float
+    arm_rate_peak: float
+    angles: np.ndarray
+
+
+@dataclass(frozen=True)
+class ExcitationDesign:
+    """A designed input and what it predicts, beside the plain multisine's at the same bound.
+
+    ``time_s [n]`` and ``inputs [n]`` (the input at each sample, held until the next one);
+    ``amplitudes`` (relative, ``[K]``) on ``frequencies_hz`` with ``phases``; ``scale`` the
+    input's peak [input units]; ``design`` and ``multisine`` their :class:`Response`;
+    ``evaluations`` the criterion evaluations made.
+    """
+
+    time_s: np.ndarray
+    inputs: np.ndarray
+    amplitudes: np.ndarray
+    frequencies_hz: np.ndarray
+    phases: np.ndarray
+    scale: float
+    design: Response
+    multisine: Response
+    evaluations: int
+
+
+def schroeder_phases(count: int) -> np.ndarray:
+    """``φ_k = -π k (k+1) / K`` [rad]: the multisine of equal amplitudes with a low crest."""
+    k = np.arange(count)
+    return -np.pi * k * (k + 1) / count
+
+
+def multisine(time_s, amplitudes, frequencies_hz, phases) -> np.ndarray:
+    """``Σ_k a_k sin(2π f_k t + φ_k)`` at ``time_s`` ``[n]``."""
+    t = np.asarray(time_s, dtype=np.float64)[:, None]
+    return np.sin(2 * np.pi * np.asarray(frequencies_hz) * t + np.asarray(phases)) @ np.asarray(
+        amplitudes, dtype=np.float64)
+
+
+def at_peak(signal: np.ndarray, peak: float) -> np.ndarray:
+    """``signal`` scaled so that its largest magnitude is ``peak`` (zero stays zero)."""
+    largest = np.max(np.abs(signal))
+    return signal * (peak / largest) if largest > 0 else signal
+
+
+def design_grid(time_s: np.ndarray, inputs: np.ndarray, joints: int) -> GridData:
+    """The grid the bound is computed on: every sample observed, each input held one step."""
+    n = len(time_s)
+    zeros = np.zeros((n, joints))
+    return GridData("design", time_s, zeros, zeros, np.asarray(inputs, np.float64)[:-1, None],
+                    np.ones(n), float(time_s[1] - time_s[0]))
+
+
+def predicted_response(rig: Rig, values: Mapping[str, object], names: Sequence[str],
+                       time_s: np.ndarray, inputs: np.ndarray, start: np.ndarray,
+                       noise_rad: float, simulation_dt: float = SENSITIVITY_DT) -> Response:
+    """The :class:`Response` of ``inputs`` on ``rig`` with ``values``, from ``start``.
+
+    ``start``: the joint angles then rates [rad, rad/s]; the arm is joint 0. The rigid model
+    runs steps of at most ``simulation_dt`` [s].
+    """
+    joints = start.shape[0] // 2
+    grid = design_grid(time_s, inputs, joints)
+    bound = cramer_rao_bound(rig, values, names, [grid], [start],
+                             [np.full(joints, noise_rad)], simulation_dt=simulation_dt,
+                             together=True)
+    relative = [bound.std[name] / abs(float(np.ravel(values[name])[0])) for name in bound.names]
+    angles = rigid_replay(built_system(rig, parameter_arrays(values)), grid, start,
+                          simulation_dt)
+    arm = angles[:, 0]
+    return Response(bound.std, float(np.max(relative)), float(np.max(np.abs(arm - arm[0]))),
+                    float(np.max(np.abs(np.diff(arm))) / grid.dt), angles)
+
+
+def _overshoot(response: Response, limits: Limits) -> float:
+    """How far the arm goes beyond its limits: the largest log ratio, 0 within them."""
+    ratios = [1.0]
+    if limits.max_arm_rad is not None:
+        ratios.append(response.arm_peak_rad / limits.max_arm_rad)
+    if limits.max_arm_rate is not None:
+        ratios.append(response.arm_rate_peak / limits.max_arm_rate)
+    return float(np.log(max(ratios)))
+
+
+def design_excitation(rig: Rig, values: Mapping[str, object], names: Sequence[str], *,
+                      duration_s: float, rate_hz: float, limits: Limits,
+                      start: np.ndarray, noise_rad: float = 1e-3,
+                      frequencies_hz: np.ndarray = EXCITATION_FREQUENCIES_HZ,
+                      max_evaluations: int = MAX_EVALUATIONS,
+                      progress: Callable[[int, float], None] | None = None
+                      ) -> ExcitationDesign:
+    """The multisine on ``frequencies_hz`` that minimises the worst relative std (module doc).
+
+    ``values``: the rig's parameters (the design is for these: a previous calibration's, for a
+    sequential design); ``names``: the free ones (scalars); ``start``: the joint state it starts
+    from; ``noise_rad``: the angle noise assumed on each joint (it scales every std alike, so it
+    does not change the design). ``progress(evaluation, best worst relative std)`` after each
+    evaluation (the penalty of a limit exceeded included). Raises
+    :class:`~mb_estimation.errors.SimulationError` when no scale of the design keeps the arm
+    within its limits.
+    """
+    if not rig.spec.inputs:
+        raise SimulationError(f"the {rig.spec.name} rig has no input to design")
+    count = len(frequencies_hz)
+    phases = schroeder_phases(count)
+
+    def response(amplitudes, scale=limits.max_input, rate=rate_hz, step=SENSITIVITY_DT,
+                 frequencies=frequencies_hz, phases=phases):
+        time_s = np.arange(int(round(duration_s * rate)) + 1) / rate
+        inputs = at_peak(multisine(time_s, np.abs(amplitudes), frequencies, phases), scale)
+        noise = noise_rad * np.sqrt(rate / rate_hz)  # as much information as rate_hz's samples
+        return time_s, inputs, predicted_response(rig, values, names, time_s, inputs, start,
+                                                  noise, step)
+
+    search_rate = min(SEARCH_RATE_HZ, rate_hz)
+    evaluations, best = 0, np.inf
+
+    def criterion(amplitudes):
+        nonlocal evaluations, best
+        *_, outcome = response(amplitudes, rate=search_rate, step=SEARCH_STEP_S)
+        value = np.log(outcome.worst_relative_std) + LIMIT_PENALTY * _overshoot(outcome, limits)
+        evaluations += 1
+        best = min(best, value)
+        if progress is not None:
+            progress(evaluations, float(np.exp(best)))
+        return value
+
+    equal = np.ones(count)
+    found = scipy.optimize.minimize(
+        criterion, equal, method="Nelder-Mead",
+        options={"maxfev": max_evaluations,
+                 "initial_simplex": np.vstack([equal, equal + 0.5 * np.eye(count)]),
+                 "xatol": 1e-3, "fatol": 1e-4})
+    amplitudes = np.abs(found.x) / np.max(np.abs(found.x))
+    scale, (time_s, inputs, designed) = _within_limits(response, amplitudes, limits)
+    # the multisine scenario's input (mb_estimation.scenarios.multisine_torque) at this bound
+    plain_count = len(MULTISINE_FREQUENCIES_HZ)
+    _, (*_, plain) = _within_limits(
+        lambda a, scale: response(a, scale, frequencies=MULTISINE_FREQUENCIES_HZ,
+                                  phases=schroeder_phases(plain_count)),
+        np.ones(plain_count), limits)
+    return ExcitationDesign(time_s, inputs, amplitudes, np.asarray(frequencies_hz), phases,
+                            scale, designed, plain, evaluations)
+
+
+def _within_limits(response, amplitudes, limits: Limits):
+    """The largest scale (at most the bound) whose response keeps the arm within its limits.
+
+    Bisection on the log scale (the arm's excursion grows with the input, not in proportion).
+    Returns ``(scale, (time_s, inputs, Response))``.
+    """
+    scale = limits.max_input
+    outcome = response(amplitudes, scale)
+    if _overshoot(outcome[-1], limits) <= 0.0:
+        return scale, outcome
+    low, high = SMALLEST_SCALE * scale, scale
+    lowest = response(amplitudes, low)
+    if _overshoot(lowest[-1], limits) > 0.0:
+        raise SimulationError(
+            f"no input within {SMALLEST_SCALE:.0%} of the bound keeps the arm within its limits "
+            f"(at {low:.3g}: {lowest[-1].arm_peak_rad:.3g} rad, {lowest[-1].arm_rate_peak:.3g} "
+            "rad/s); raise --max-arm-rad/--max-arm-rate or lower --max-input")
+    outcome = lowest
+    for _ in range(8):
+        middle = np.sqrt(low * high)
+        trial = response(amplitudes, middle)
+        if _overshoot(trial[-1], limits) <= 0.0:
+            low, outcome = middle, trial
+        else:
+            high = middle
+    return low, outcome

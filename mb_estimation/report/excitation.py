@@ -1,0 +1,101 @@
+"""Outputs of ``mb-estimation excite``: excitation.csv, excitation.yaml, excitation.png.
+
+excitation.csv holds ``time_s,input``: the input at each sample [the rig's input units], held
+until the next one, as a rig's controller plays it. excitation.yaml gives the criterion, the
+limits, the multisine's frequencies, amplitudes and phases, and the predicted std per free
+parameter for the design and for the plain ``multisine`` scenario at the same bound and
+duration. The figure shows the input, the simulated angles with the arm's limits, and the
+predicted relative std of each free parameter, design beside multisine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from mb_estimation.excitation import ExcitationDesign, Limits, Response
+from mb_estimation.io.files import PLAIN_FILE, write_text_atomically
+from mb_estimation.report.figures import JOINT_LABELS, new_figure, png_bytes
+
+CRITERION = "worst relative std (the largest std / |value| of the free parameters)"
+
+
+def excitation_csv(design: ExcitationDesign) -> str:
+    """``time_s,input`` rows, full precision."""
+    rows = [f"{t!r},{u!r}" for t, u in zip(design.time_s.tolist(), design.inputs.tolist(),
+                                            strict=True)]
+    return "\n".join(["time_s,input", *rows]) + "\n"
+
+
+def _predicted(response: Response, values: Mapping[str, float]) -> dict:
+    return {"worst_relative_std": response.worst_relative_std,
+            "arm_peak_rad": response.arm_peak_rad, "arm_rate_peak_rad_s": response.arm_rate_peak,
+            "parameters": {name: {"std": std, "relative_std": std / abs(values[name])}
+                           for name, std in response.std.items()}}
+
+
+def excitation_document(design: ExcitationDesign, limits: Limits, values: Mapping[str, float],
+                        noise_rad: float) -> dict:
+    """The content of excitation.yaml (plain types)."""
+    return {
+        "criterion": CRITERION,
+        "noise_rad": noise_rad,
+        "duration_s": float(design.time_s[-1]),
+        "rate_hz": float(1.0 / (design.time_s[1] - design.time_s[0])),
+        "limits": {"max_input": limits.max_input, "max_arm_rad": limits.max_arm_rad,
+                   "max_arm_rate_rad_s": limits.max_arm_rate},
+        "input": {"peak": design.scale, "frequencies_hz": design.frequencies_hz.tolist(),
+                  "amplitudes": design.amplitudes.tolist(), "phases_rad": design.phases.tolist()},
+        "evaluations": design.evaluations,
+        "design": _predicted(design.design, values),
+        "multisine": _predicted(design.multisine, values),
+    }
+
+
+def excitation_figure(design: ExcitationDesign, limits: Limits, values: Mapping[str, float]):
+    """The input, the simulated angles (arm limits dashed), the predicted relative stds."""
+    figure = new_figure(8.0)
+    input_axes, angle_axes, std_axes = figure.subplots(3, 1)
+    input_axes.plot(design.time_s, design.inputs, color="tab:red", linewidth=1.0,
+                    label="design")
+    input_axes.axhline(limits.max_input, color="0.4", linestyle="--", linewidth=0.8)
+    input_axes.axhline(-limits.max_input, color="0.4", linestyle="--", linewidth=0.8)
+    input_axes.set(xlabel="time [s]", ylabel="input", title="designed input (bound dashed)")
+    for joint, label in enumerate(JOINT_LABELS[:design.design.angles.shape[1]]):
+        angle_axes.plot(design.time_s, design.design.angles[:, joint], linewidth=1.0,
+                        label=label)
+    if limits.max_arm_rad is not None:
+        start = design.design.angles[0, 0]
+        for side in (-1, 1):
+            angle_axes.axhline(start + side * limits.max_arm_rad, color="0.4", linestyle="--",
+                               linewidth=0.8)
+    angle_axes.set(xlabel="time [s]", ylabel="angle [rad]",
+                   title="simulated response (rigid model; arm limits dashed)")
+    angle_axes.legend(loc="upper right", fontsize="small")
+    names = list(design.design.std)
+    positions = np.arange(len(names))
+    for offset, (label, response) in zip((-0.2, 0.2), (("design", design.design),
+                                                        ("multisine", design.multisine)),
+                                         strict=True):
+        std_axes.bar(positions + offset, [100 * response.std[n] / abs(values[n]) for n in names],
+                     width=0.4, label=label)
+    std_axes.set_xticks(positions, names)
+    std_axes.set(ylabel="predicted std [% of value]",
+                 title="Cramér–Rao bound of each free parameter")
+    std_axes.legend(fontsize="small")
+    return figure
+
+
+def write_excitation(output: Path, design: ExcitationDesign, limits: Limits,
+                     values: Mapping[str, float], noise_rad: float) -> tuple[Path, ...]:
+    """Write the three files into ``output``; their paths."""
+    paths = (output / "excitation.csv", output / "excitation.yaml", output / "excitation.png")
+    write_text_atomically(paths[0], excitation_csv(design), mode=PLAIN_FILE)
+    write_text_atomically(paths[1], yaml.safe_dump(
+        excitation_document(design, limits, values, noise_rad), sort_keys=False),
+        mode=PLAIN_FILE)
+    paths[2].write_bytes(png_bytes(excitation_figure(design, limits, values)))
+    return paths

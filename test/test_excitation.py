@@ -1,0 +1,132 @@
+"""Experiment design: a multisine whose predicted worst relative std beats the plain one's.
+
+The design on the §4.7 rig (its rigid model) within the input bound, with the arm's limits
+met or refused in one line, the batched replays it evaluates with equal to the one-by-one
+ones, and the ``excite`` command's files.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import yaml
+
+from mb_estimation.cli import main
+from mb_estimation.config import load_config
+from mb_estimation.cramer_rao import cramer_rao_bound
+from mb_estimation.errors import SimulationError
+from mb_estimation.excitation import (
+    EXCITATION_FREQUENCIES_HZ,
+    Limits,
+    at_peak,
+    design_excitation,
+    design_grid,
+    multisine,
+    schroeder_phases,
+)
+from mb_estimation.rigs import parameter_arrays
+from mb_estimation.setup import rig_of
+from mb_estimation.simulation import built_system
+from mb_estimation.validation import rigid_replay, rigid_replays
+
+FREE = ("J_Azz", "J_Byy", "b1", "b2")
+BOUND = 0.4  # the multisine scenario's peak over 8 s on this rig (K = 1) [V]
+
+
+@pytest.fixture(scope="module")
+def rig_and_values():
+    config = load_config("furuta_synthetic")
+    return rig_of(config), config.parameters
+
+
+def _design(rig_and_values, limits, evaluations):
+    rig, values = rig_and_values
+    return design_excitation(rig, values, FREE, duration_s=2.0, rate_hz=200.0, limits=limits,
+                             start=np.zeros(4), max_evaluations=evaluations)
+
+
+def test_the_design_beats_the_multisine_at_the_same_bound(rig_and_values):
+    design = _design(rig_and_values, Limits(BOUND), 20)
+    assert design.evaluations == 20
+    assert np.max(np.abs(design.inputs)) == pytest.approx(BOUND, rel=1e-12)
+    assert design.scale == BOUND
+    assert design.time_s[-1] == pytest.approx(2.0) and len(design.inputs) == 401
+    assert design.design.worst_relative_std < design.multisine.worst_relative_std
+    _, values = rig_and_values
+    relative = {name: std / abs(float(values[name])) for name, std in design.design.std.items()}
+    assert max(relative.values()) == pytest.approx(design.design.worst_relative_std)
+    # the input is the multisine of the design's amplitudes, held between samples
+    expected = at_peak(multisine(design.time_s, design.amplitudes, EXCITATION_FREQUENCIES_HZ,
+                                 schroeder_phases(len(EXCITATION_FREQUENCIES_HZ))), BOUND)
+    np.testing.assert_allclose(design.inputs, expected, rtol=0, atol=1e-15)
+
+
+def test_the_arm_stays_within_its_limits_or_the_design_says_it_cannot(rig_and_values):
+    free = _design(rig_and_values, Limits(BOUND), 1)
+    limits = Limits(BOUND, max_arm_rad=0.5 * free.design.arm_peak_rad,
+                    max_arm_rate=0.8 * free.design.arm_rate_peak)
+    limited = _design(rig_and_values, limits, 5)
+    assert limited.design.arm_peak_rad <= limits.max_arm_rad
+    assert limited.design.arm_rate_peak <= limits.max_arm_rate
+    assert limited.multisine.arm_peak_rad <= limits.max_arm_rad
+    assert 0.0 < limited.scale < BOUND
+    assert np.max(np.abs(limited.inputs)) == pytest.approx(limited.scale, rel=1e-12)
+    with pytest.raises(SimulationError, match=r"^no input within 5% of the bound keeps the arm "
+                                              r"within its limits .*--max-arm-rad"):
+        _design(rig_and_values, Limits(BOUND, max_arm_rad=1e-6), 1)
+
+
+def test_replays_run_together_are_the_replays_one_by_one(rig_and_values):
+    rig, values = rig_and_values
+    time_s = np.arange(701) / 500.0  # two chunks, the second one padded
+    inputs = at_peak(multisine(time_s, np.ones(4), [0.3, 0.7, 1.1, 2.0], schroeder_phases(4)),
+                     BOUND)
+    grid = design_grid(time_s, inputs, 2)
+    heavier = dict(values, J_Byy=1.3 * float(values["J_Byy"]))
+    systems = [built_system(rig, parameter_arrays(v)) for v in (values, heavier)]
+    starts = np.array([[0.0, 0.0, 0.0, 0.0], [0.1, -0.2, 0.3, 0.0]])
+    together = rigid_replays(systems, grid, starts, 2e-3)
+    assert together.shape == (2, 701, 2)
+    for run, system, start in zip(together, systems, starts, strict=True):
+        np.testing.assert_allclose(run, rigid_replay(system, grid, start, 2e-3), rtol=0,
+                                   atol=1e-12)
+    one_by_one, batched = (cramer_rao_bound(rig, values, FREE, [grid], [starts[0]],
+                                            [np.full(2, 1e-3)], together=together)
+                           for together in (False, True))
+    for name in FREE:  # forward differences of runs equal to round-off
+        assert batched.std[name] == pytest.approx(one_by_one.std[name], rel=1e-4)
+
+
+def test_excite_writes_the_input_what_it_predicts_and_a_figure(tmp_path, capsys):
+    out = tmp_path / "design"
+    assert main(["excite", "--config", "furuta_synthetic", "--free", ",".join(FREE),
+                 "--duration", "2", "--max-input", str(BOUND), "--max-evaluations", "3",
+                 "--output", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "worst relative std: design" in printed and "evaluation    1/3" in printed
+    lines = (out / "excitation.csv").read_text().splitlines()
+    assert lines[0] == "time_s,input" and len(lines) == 2002  # 1 kHz, the config's rate
+    inputs = np.array([float(line.split(",")[1]) for line in lines[1:]])
+    assert np.max(np.abs(inputs)) == pytest.approx(BOUND, rel=1e-12)
+    document = yaml.safe_load((out / "excitation.yaml").read_text())
+    assert document["criterion"].startswith("worst relative std")
+    assert document["limits"] == {"max_input": BOUND, "max_arm_rad": None,
+                                  "max_arm_rate_rad_s": None}
+    assert set(document["design"]["parameters"]) == set(FREE)
+    assert set(document["multisine"]["parameters"]) == set(FREE)
+    assert document["design"]["worst_relative_std"] == pytest.approx(max(
+        entry["relative_std"] for entry in document["design"]["parameters"].values()))
+    assert (out / "excitation.png").read_bytes().startswith(b"\x89PNG")
+
+
+@pytest.mark.parametrize(("arguments", "message"), [
+    (["--config", "pendulum", "--free", "J_P"], "the pendulum rig has no input to design"),
+    (["--config", "furuta_synthetic", "--free", "J_Azz,tilt"], "tilt is not a scalar"),
+    (["--config", "furuta_synthetic", "--free", "J_Azz", "--max-arm-rad", "-1"],
+     "--max-arm-rad must be positive"),
+])
+def test_excite_refuses_in_one_line(tmp_path, capsys, arguments, message):
+    assert main(["excite", *arguments, "--max-input", "1", "--output",
+                 str(tmp_path / "o")]) == 2
+    error = capsys.readouterr().err.strip()
+    assert message in error and len(error.splitlines()) == 1, error
