@@ -49,6 +49,7 @@ from mb_estimation.model_terms import (
 from mb_estimation.numerics import compiling_meanwhile
 from mb_estimation.report.excitation import write_excitation
 from mb_estimation.results import write_results
+from mb_estimation.scenarios import Scenario
 from mb_estimation.setup import Setup, model_of, rig_of, set_up
 from mb_estimation.signals import Recording, recorded_joint_states
 from mb_estimation.verdict import verdict
@@ -340,7 +341,7 @@ class SimulatedBag:
     elapsed_s: float
 
 
-def write_simulated_bag(config: Config, scenario: str, output: str | Path, *,
+def write_simulated_bag(config: Config, scenario: str | Scenario, output: str | Path, *,
                         duration_s: float, dt: float | None = None,
                         rate_hz: float | None = None, noise_rad: float | None = None,
                         seed: int = 0, encoder_counts: int | None = None,
@@ -366,6 +367,7 @@ def write_simulated_bag(config: Config, scenario: str, output: str | Path, *,
     if output.exists() and not overwrite:  # before the simulation, not after it
         raise BagError(f"{output} exists already; pass overwrite=True to replace it")
 
+    name = scenario if isinstance(scenario, str) else scenario.name
     model = model_of(config)
     started = time.perf_counter()
     recording = model.simulate(config.parameters, scenario, duration_s=duration_s, dt=dt,
@@ -399,14 +401,14 @@ def write_simulated_bag(config: Config, scenario: str, output: str | Path, *,
         overwrite=overwrite,
     )
     header = (
-        f"# Ground truth of a simulation by mb-estimation simulate: scenario {scenario}, "
+        f"# Ground truth of a simulation by mb-estimation simulate: scenario {name}, "
         f"duration {duration_s} s, step {dt} s,\n# rate {rate} Hz, noise {noise} rad, "
         f"seed {seed}, encoder counts {counts}. A valid config: use it with --config.\n"
     )
     truth = config.to_dict()
     truth["simulation"].update(dt=dt, rate_hz=rate, noise_rad=noise, encoder_counts=counts)
     (output / "ground_truth.yaml").write_text(header + yaml.safe_dump(truth, sort_keys=False))
-    return SimulatedBag(output, scenario, duration_s, dt, rate, noise, seed, counts,
+    return SimulatedBag(output, name, duration_s, dt, rate, noise, seed, counts,
                         len(recording.time_s), int(round(duration_s / dt)), elapsed)
 
 

@@ -22,6 +22,7 @@ from mb_estimation.estimation import RecordingEstimate
 from mb_estimation.estimation.shooting import ShootingSettings
 from mb_estimation.multibody import BodyStates
 from mb_estimation.rigs import Rig
+from mb_estimation.scenarios import Scenario
 from mb_estimation.signals import GridData
 from mb_estimation.simulation import SimulatedRecording, simulate_recording
 from mb_estimation.validation import (
@@ -90,7 +91,7 @@ class Rigid:
             longest_segment_s=RIGID_LONGEST_SEGMENT_S, kept_step_divisor=2,
             max_kept_step_divisor=RIGID_FINEST_KEPT_DIVISOR)
 
-    def simulate(self, values: Mapping[str, object], scenario: str, **settings
+    def simulate(self, values: Mapping[str, object], scenario: str | Scenario, **settings
                  ) -> SimulatedRecording:
         """:func:`~mb_estimation.simulation.simulate_recording` through rigid hinges."""
         return simulate_recording(self.rig, values, scenario, rigid=True, **settings)
@@ -165,7 +166,7 @@ class Compliant:
     def shooting(self, segment_s: float) -> tuple[float, ShootingSettings]:
         return self.simulation_dt, ShootingSettings(segment_s=segment_s, lead_s=self.lead_s)
 
-    def simulate(self, values: Mapping[str, object], scenario: str, **settings
+    def simulate(self, values: Mapping[str, object], scenario: str | Scenario, **settings
                  ) -> SimulatedRecording:
         return simulate_recording(self.rig, values, scenario, rigid=False, **settings)
 

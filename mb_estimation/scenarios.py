@@ -213,6 +213,29 @@ def make_scenario(name: str, rig_name: str, params, sample_period_s: float) -> S
                     _as_arrays({"gain": gain, "sample_period_s": sample_period_s}))
 
 
+#: A played input is padded to a whole number of these samples (its last value held), so that
+#: inputs of similar lengths share one compiled simulation.
+PLAYED_PADDING = 4096
+
+
+def _played_law(j, state, system, c):
+    """The played input at sample ``j`` (its last value after its end)."""
+    return c["inputs"][jnp.minimum(j, c["inputs"].shape[0] - 1)]
+
+
+def played_scenario(inputs, rig_name: str) -> Scenario:
+    """A recorded or designed input ``[n]`` (the rig's input units), one value per sample.
+
+    Played from rest with the pendulum hanging (where ``excite`` designs from).
+    """
+    if rig_name == "pendulum":
+        raise SimulationError("a played input needs a motor; the pendulum rig has none")
+    inputs = np.asarray(inputs, dtype=np.float64).reshape(-1)
+    padded = -(-max(len(inputs), 1) // PLAYED_PADDING) * PLAYED_PADDING
+    held = np.concatenate([inputs, np.repeat(inputs[-1:], padded - len(inputs))])
+    return Scenario("input", (0.0, 0.0), (0.0, 0.0), _played_law, {"inputs": held[:, None]})
+
+
 def _as_arrays(constants: Mapping[str, object]) -> dict[str, np.ndarray]:
     """Constants as NumPy arrays (integers stay integers): arguments of the compiled law."""
     return {key: np.asarray(value) for key, value in constants.items()}

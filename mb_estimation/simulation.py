@@ -27,7 +27,7 @@ from mb_estimation.multibody.joint_space import joint_rates as tree_joint_rates
 from mb_estimation.multibody.variational import held_steps
 from mb_estimation.numerics import jax, jit
 from mb_estimation.rigs import Rig, parameter_arrays
-from mb_estimation.scenarios import make_scenario
+from mb_estimation.scenarios import Scenario, make_scenario
 
 jnp = jax.numpy
 
@@ -91,8 +91,8 @@ _starting_state = jit(states_from_joints)
 rigid_start = jit(joint_states)
 
 
-def _scenario_start(rig: Rig, values: Mapping[str, object], scenario: str, dt: float,
-                    rate_hz: float, rigid: bool):
+def _scenario_start(rig: Rig, values: Mapping[str, object], scenario: str | Scenario,
+                    dt: float, rate_hz: float, rigid: bool):
     """Substeps per sample, the built system, the scenario's plan and its initial state.
 
     The state is the rigid tree's :class:`JointStates` if ``rigid``, else the bodies' states.
@@ -100,7 +100,8 @@ def _scenario_start(rig: Rig, values: Mapping[str, object], scenario: str, dt: f
     substeps = substeps_per_sample(dt, rate_hz)
     params = parameter_arrays(values)
     system = built_system(rig, params)
-    plan = make_scenario(scenario, rig.name, params, 1.0 / rate_hz)
+    plan = (scenario if isinstance(scenario, Scenario)
+            else make_scenario(scenario, rig.name, params, 1.0 / rate_hz))
     angles = np.asarray(plan.initial_angles, dtype=np.float64)
     rates = np.asarray(plan.initial_rates, dtype=np.float64)
     initial = rigid_start(system, angles, rates) if rigid else _starting_state(system, angles,
@@ -180,7 +181,7 @@ def _scenario_run(system, plan, initial, dt: float, substeps: int, samples: int,
 def simulate_recording(
     rig: Rig,
     values: Mapping[str, object],
-    scenario: str,
+    scenario: str | Scenario,
     *,
     duration_s: float,
     dt: float,
@@ -196,7 +197,9 @@ def simulate_recording(
     ``hinges: rigid``) and the tree takes the variational step in joint coordinates, else
     SPOOK through the hinges' compliance and damping. Joint angles are sampled and the input
     is updated at ``rate_hz``. Noise is zero-mean Gaussian with standard deviation
-    ``noise_rad``, drawn from ``numpy.random.default_rng(seed)``.
+    ``noise_rad``, drawn from ``numpy.random.default_rng(seed)``. ``scenario``: a name
+    (:data:`~mb_estimation.scenarios.SCENARIOS`) or a played input
+    (:func:`~mb_estimation.scenarios.played_scenario`).
     """
     if duration_s <= 0:
         raise SimulationError(f"duration must be positive, got {duration_s} s")

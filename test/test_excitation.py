@@ -130,3 +130,28 @@ def test_excite_refuses_in_one_line(tmp_path, capsys, arguments, message):
                  str(tmp_path / "o")]) == 2
     error = capsys.readouterr().err.strip()
     assert message in error and len(error.splitlines()) == 1, error
+
+
+def test_simulate_plays_an_input_file_and_refuses_one_that_is_not(tmp_path, capsys):
+    from mb_estimation.io.recordings import read_recording
+
+    time_s = np.arange(101) / 200.0
+    inputs = 0.3 * np.sin(2 * np.pi * 1.5 * time_s)
+    played = tmp_path / "excitation.csv"
+    played.write_text("time_s,input\n" + "".join(
+        f"{t!r},{u!r}\n" for t, u in zip(time_s.tolist(), inputs.tolist(), strict=True)))
+    bag = tmp_path / "bag"
+    assert main(["simulate", "--input", str(played), "--config", "furuta_synthetic",
+                 "--hinges", "rigid", "--dt", "1e-3", "--output", str(bag)]) == 0
+    assert "simulated input: 0.5 s" in capsys.readouterr().out
+    recording = read_recording(bag, load_config(bag / "ground_truth.yaml"))
+    assert len(recording.time_s) == 101
+    np.testing.assert_allclose(recording.inputs[:100, 0], inputs[:100], rtol=0, atol=1e-12)
+    assert np.ptp(recording.joint_angles[:, 0]) > 1e-3  # the arm moved
+    played.write_text("t,u\n0,1\n")
+    assert main(["simulate", "--input", str(played), "--config", "furuta_synthetic",
+                 "--output", str(tmp_path / "other")]) == 2
+    assert "first line must be 'time_s,input'" in capsys.readouterr().err
+    assert main(["simulate", "release", "--input", str(played), "--config", "furuta_synthetic",
+                 "--output", str(tmp_path / "other")]) == 2
+    assert "give a SCENARIO or --input FILE" in capsys.readouterr().err

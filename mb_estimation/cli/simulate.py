@@ -28,18 +28,23 @@ def add_simulate(commands) -> None:
         "simulate",
         help="simulate a scenario and write a rosbag2 bag",
         description="Run the rig model the config declares (rigid hinges: the rigid tree in "
-        "joint coordinates; compliant hinges: SPOOK), step --dt, through a scenario and write a "
+        "joint coordinates; compliant hinges: SPOOK), step --dt, through a scenario (or an "
+        "input file played from rest, --input) and write a "
         "rosbag2 bag readable by ROS 2 Humble and newer: sensor_msgs/JointState on the "
         "configured joint-states topic (names, offset and sign from the config) at --rate, "
         "and the voltage on the configured voltage topic. The ground-truth parameters are "
         "written into the bag folder as ground_truth.yaml (a valid config).",
     )
-    simulate.add_argument("scenario", choices=SCENARIOS, metavar="SCENARIO",
-                          help=f"one of: {', '.join(SCENARIOS)}")
+    simulate.add_argument("scenario", nargs="?", choices=SCENARIOS, metavar="SCENARIO",
+                          help=f"one of: {', '.join(SCENARIOS)}; or --input")
+    simulate.add_argument("--input", metavar="FILE",
+                          help="play this input instead of a scenario: a time_s,input CSV "
+                          "(excite's excitation.csv) at the sample rate, from rest; the "
+                          "duration defaults to the file's")
     add_config_options(simulate)
     simulate.add_argument("--output", required=True, metavar="BAG", help="bag folder to write")
-    simulate.add_argument("--duration", type=float, default=10.0, metavar="S",
-                          help="simulated time [s] (default 10)")
+    simulate.add_argument("--duration", type=float, metavar="S",
+                          help="simulated time [s] (default 10, or the --input file's)")
     simulate.add_argument("--rate", type=float, metavar="HZ",
                           help="joint-state and voltage sample rate [Hz] (default: config, 1000)")
     simulate.add_argument("--dt", type=float, metavar="H",
@@ -89,20 +94,42 @@ def print_simulated(bag) -> None:
 
 
 def simulate_command(args) -> int:
-    """Simulate the scenario into the bag of --output (and its ground_truth.yaml)."""
+    """Simulate the scenario (or the played --input) into the bag of --output."""
     from mb_estimation.api import write_simulated_bag
 
     config = load_config(args)
     if args.noise is not None and args.noise < 0:
         raise UserError(f"--noise must be non-negative, got {args.noise}")
+    if (args.scenario is None) == (args.input is None):
+        raise UserError("give a SCENARIO or --input FILE (one of them)")
     output = Path(args.output)
     if output.exists() and not args.overwrite:  # before the simulation, not after it
         raise UserError(f"{output} exists; choose another --output or pass --overwrite")
+    scenario, duration = args.scenario, args.duration if args.duration is not None else 10.0
+    if args.input is not None:
+        scenario, rate, length_s = _played(args.input, config)
+        if args.rate is not None and abs(args.rate / rate - 1) > 1e-6:
+            raise UserError(f"{args.input} is sampled at {rate:g} Hz, --rate is {args.rate:g}")
+        args.rate = rate
+        duration = length_s if args.duration is None else min(args.duration, length_s)
     print_simulated(write_simulated_bag(
-        config, args.scenario, output, duration_s=args.duration, dt=args.dt,
+        config, scenario, output, duration_s=duration, dt=args.dt,
         rate_hz=args.rate, noise_rad=args.noise, seed=args.seed,
         encoder_counts=args.encoder_counts, storage=args.storage, overwrite=args.overwrite))
     return 0
+
+
+def _played(path, config):
+    """The input file as a scenario of the config's rig, its sample rate [Hz], its length [s]."""
+    import numpy as np
+
+    from mb_estimation.report.excitation import read_excitation
+    from mb_estimation.scenarios import played_scenario
+
+    time_s, inputs = read_excitation(path)
+    rate = 1.0 / float(np.mean(np.diff(time_s)))
+    return (played_scenario(inputs, config.rig), rate,
+            float(time_s[-1] - time_s[0]))
 
 
 def demo_command(args) -> int:
