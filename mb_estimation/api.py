@@ -47,7 +47,6 @@ from mb_estimation.model_terms import (
     term_parameters,
 )
 from mb_estimation.numerics import compiling_meanwhile
-from mb_estimation.report.excitation import write_excitation
 from mb_estimation.results import write_results
 from mb_estimation.scenarios import Scenario
 from mb_estimation.setup import Setup, model_of, rig_of, set_up
@@ -438,6 +437,8 @@ def design_experiment(config: Config, output: str | Path, *, duration_s: float,
                           "a nonzero value (give a guess with --set or --from)")
     if limits.max_input <= 0 or duration_s <= 0:
         raise ConfigError("excite: --max-input and --duration must be positive")
+    from mb_estimation.report.excitation import write_excitation  # matplotlib: only here
+
     folder = writable_folder(output)
     if noise_rad is None:
         noise_rad = config.simulation.noise_rad or 1e-3
