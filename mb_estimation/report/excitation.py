@@ -1,7 +1,8 @@
 """Outputs of ``mb-estimation excite``: excitation.csv, excitation.yaml, excitation.png.
 
 excitation.csv holds ``time_s,input``: the input at each sample [the rig's input units], held
-until the next one, as a rig's controller plays it. excitation.yaml gives the criterion, the
+until the next one, as a rig's controller plays it (``simulate --input`` reads it back:
+:func:`read_excitation`). excitation.yaml gives the criterion, the
 limits, the multisine's frequencies, amplitudes and phases, and the predicted std per free
 parameter for the design and for the plain ``multisine`` scenario at the same bound and
 duration. The figure shows the input, the simulated angles with the arm's limits, and the
