@@ -448,5 +448,4 @@ def design_experiment(config: Config, output: str | Path, *, duration_s: float,
                                rate_hz=config.simulation.rate_hz, limits=limits, start=start,
                                noise_rad=noise_rad, max_evaluations=max_evaluations,
                                progress=progress)
-    values = {name: float(np.ravel(config.parameters[name])[0]) for name in names}
-    return design, write_excitation(folder, design, limits, values, noise_rad)
+    return design, write_excitation(folder, design, limits, noise_rad)

@@ -75,16 +75,21 @@ class Limits:
 class Response:
     """One input's predicted outcome.
 
-    ``std`` per free parameter (the Cramér–Rao bound for the noise assumed), the worst
-    relative std, the arm's largest excursion from its start [rad] and rate [rad/s], and the
-    simulated joint ``angles [n, n_joints]`` [rad].
+    ``std`` per free parameter (the Cramér–Rao bound for the noise assumed) and
+    ``relative_std`` (std / |value|), the arm's largest excursion from its start [rad] and rate
+    [rad/s], and the simulated joint ``angles [n, n_joints]`` [rad].
     """
 
     std: dict[str, float]
-    worst_relative_std: float
+    relative_std: dict[str, float]
     arm_peak_rad: float
     arm_rate_peak: float
     angles: np.ndarray
+
+    @property
+    def worst_relative_std(self) -> float:
+        """The criterion: the largest of :attr:`relative_std`."""
+        return max(self.relative_std.values())
 
 
 @dataclass(frozen=True)
@@ -148,11 +153,12 @@ def predicted_response(rig: Rig, values: Mapping[str, object], names: Sequence[s
     bound = cramer_rao_bound(rig, values, names, [grid], [start],
                              [np.full(joints, noise_rad)], simulation_dt=simulation_dt,
                              together=True)
-    relative = [bound.std[name] / abs(float(np.ravel(values[name])[0])) for name in bound.names]
+    relative = {name: bound.std[name] / abs(float(np.ravel(values[name])[0]))
+                for name in bound.names}
     angles = rigid_replay(built_system(rig, parameter_arrays(values)), grid, start,
                           simulation_dt)
     arm = angles[:, 0]
-    return Response(bound.std, float(np.max(relative)), float(np.max(np.abs(arm - arm[0]))),
+    return Response(bound.std, relative, float(np.max(np.abs(arm - arm[0]))),
                     float(np.max(np.abs(np.diff(arm))) / grid.dt), angles)
 
 

@@ -72,10 +72,9 @@ def excite_command(args) -> int:
         limits=Limits(args.max_input, args.max_arm_rad, args.max_arm_rate),
         noise_rad=args.noise, max_evaluations=evaluations, progress=progress)
     print(f"{'parameter':10s} {'design std':>12s} {'multisine std':>14s}")
-    for name, std in design.design.std.items():
-        value = abs(float(config.parameters[name]))
-        plain = design.multisine.std[name]
-        print(f"{name:10s} {100 * std / value:11.3g}% {100 * plain / value:13.3g}%")
+    for name, relative in design.design.relative_std.items():
+        plain = design.multisine.relative_std[name]
+        print(f"{name:10s} {100 * relative:11.3g}% {100 * plain:13.3g}%")
     print(f"worst relative std: design {100 * design.design.worst_relative_std:.3g} %, "
           f"multisine {100 * design.multisine.worst_relative_std:.3g} % (input peak "
           f"{design.scale:.3g}; arm within {design.design.arm_peak_rad:.3g} rad, "

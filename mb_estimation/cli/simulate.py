@@ -105,16 +105,16 @@ def simulate_command(args) -> int:
     output = Path(args.output)
     if output.exists() and not args.overwrite:  # before the simulation, not after it
         raise UserError(f"{output} exists; choose another --output or pass --overwrite")
-    scenario, duration = args.scenario, args.duration if args.duration is not None else 10.0
+    scenario, rate = args.scenario, args.rate
+    duration = args.duration if args.duration is not None else 10.0
     if args.input is not None:
         scenario, rate, length_s = _played(args.input, config)
         if args.rate is not None and abs(args.rate / rate - 1) > 1e-6:
             raise UserError(f"{args.input} is sampled at {rate:g} Hz, --rate is {args.rate:g}")
-        args.rate = rate
         duration = length_s if args.duration is None else min(args.duration, length_s)
     print_simulated(write_simulated_bag(
         config, scenario, output, duration_s=duration, dt=args.dt,
-        rate_hz=args.rate, noise_rad=args.noise, seed=args.seed,
+        rate_hz=rate, noise_rad=args.noise, seed=args.seed,
         encoder_counts=args.encoder_counts, storage=args.storage, overwrite=args.overwrite))
     return 0
 

@@ -11,7 +11,6 @@ predicted relative std of each free parameter, design beside multisine.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -58,15 +57,14 @@ def excitation_csv(design: ExcitationDesign) -> str:
     return "\n".join(["time_s,input", *rows]) + "\n"
 
 
-def _predicted(response: Response, values: Mapping[str, float]) -> dict:
+def _predicted(response: Response) -> dict:
     return {"worst_relative_std": response.worst_relative_std,
             "arm_peak_rad": response.arm_peak_rad, "arm_rate_peak_rad_s": response.arm_rate_peak,
-            "parameters": {name: {"std": std, "relative_std": std / abs(values[name])}
+            "parameters": {name: {"std": std, "relative_std": response.relative_std[name]}
                            for name, std in response.std.items()}}
 
 
-def excitation_document(design: ExcitationDesign, limits: Limits, values: Mapping[str, float],
-                        noise_rad: float) -> dict:
+def excitation_document(design: ExcitationDesign, limits: Limits, noise_rad: float) -> dict:
     """The content of excitation.yaml (plain types)."""
     return {
         "criterion": CRITERION,
@@ -78,12 +76,12 @@ def excitation_document(design: ExcitationDesign, limits: Limits, values: Mappin
         "input": {"peak": design.scale, "frequencies_hz": design.frequencies_hz.tolist(),
                   "amplitudes": design.amplitudes.tolist(), "phases_rad": design.phases.tolist()},
         "evaluations": design.evaluations,
-        "design": _predicted(design.design, values),
-        "multisine": _predicted(design.multisine, values),
+        "design": _predicted(design.design),
+        "multisine": _predicted(design.multisine),
     }
 
 
-def excitation_figure(design: ExcitationDesign, limits: Limits, values: Mapping[str, float]):
+def excitation_figure(design: ExcitationDesign, limits: Limits):
     """The input, the simulated angles (arm limits dashed), the predicted relative stds."""
     figure = new_figure(8.0)
     input_axes, angle_axes, std_axes = figure.subplots(3, 1)
@@ -108,7 +106,7 @@ def excitation_figure(design: ExcitationDesign, limits: Limits, values: Mapping[
     for offset, (label, response) in zip((-0.2, 0.2), (("design", design.design),
                                                         ("multisine", design.multisine)),
                                          strict=True):
-        std_axes.bar(positions + offset, [100 * response.std[n] / abs(values[n]) for n in names],
+        std_axes.bar(positions + offset, [100 * response.relative_std[n] for n in names],
                      width=0.4, label=label)
     std_axes.set_xticks(positions, names)
     std_axes.set(ylabel="predicted std [% of value]",
@@ -118,12 +116,12 @@ def excitation_figure(design: ExcitationDesign, limits: Limits, values: Mapping[
 
 
 def write_excitation(output: Path, design: ExcitationDesign, limits: Limits,
-                     values: Mapping[str, float], noise_rad: float) -> tuple[Path, ...]:
+                     noise_rad: float) -> tuple[Path, ...]:
     """Write the three files into ``output``; their paths."""
     paths = (output / "excitation.csv", output / "excitation.yaml", output / "excitation.png")
     write_text_atomically(paths[0], excitation_csv(design), mode=PLAIN_FILE)
     write_text_atomically(paths[1], yaml.safe_dump(
-        excitation_document(design, limits, values, noise_rad), sort_keys=False),
+        excitation_document(design, limits, noise_rad), sort_keys=False),
         mode=PLAIN_FILE)
-    paths[2].write_bytes(png_bytes(excitation_figure(design, limits, values)))
+    paths[2].write_bytes(png_bytes(excitation_figure(design, limits)))
     return paths
