@@ -37,7 +37,8 @@ setup(
     ],
     extras_require={
         "test": ["pytest>=7.4", "pytest-xdist>=3.5", "hypothesis>=6.80", "ruff>=0.5"],
-        # ROS 2 (Kilted) as wheels for estimator_node and mb-estimation node/rig-sim/replay:
+        # ROS 2 (Kilted) as wheels for estimator_node, exciter_node and mb-estimation
+        # node/rig-sim/replay:
         # rclpy with its Fast DDS middleware (without which `import rclpy` fails) and the
         # message and service packages the node imports.
         "ros": [
@@ -57,6 +58,7 @@ setup(
         "console_scripts": [
             "mb-estimation = mb_estimation.cli:main",
             "estimator_node = mb_estimation.ros.ros_node:main",
+            "exciter_node = mb_estimation.ros.ros_exciter:main",
         ],
     },
 )

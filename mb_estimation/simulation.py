@@ -27,7 +27,7 @@ from mb_estimation.multibody.joint_space import joint_rates as tree_joint_rates
 from mb_estimation.multibody.variational import held_steps
 from mb_estimation.numerics import jax, jit
 from mb_estimation.rigs import Rig, parameter_arrays
-from mb_estimation.scenarios import Scenario, make_scenario
+from mb_estimation.scenarios import Scenario, make_scenario, played_scenario
 
 jnp = jax.numpy
 
@@ -232,7 +232,7 @@ def simulate_recording(
     )
 
 
-def scenario_in_chunks(rig: Rig, values: Mapping[str, object], scenario: str, *,
+def scenario_in_chunks(rig: Rig, values: Mapping[str, object], scenario: str | Scenario, *,
                        chunk_samples: int, dt: float, rate_hz: float, rigid: bool = False
                        ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """``scenario`` on ``rig`` without end, ``chunk_samples`` samples at a time.
@@ -256,3 +256,56 @@ def scenario_in_chunks(rig: Rig, values: Mapping[str, object], scenario: str, *,
             angles = np.unwrap(angles, axis=0)
         previous = angles[-1]
         yield angles, rates, inputs
+
+
+def _held_law(j, state, system, c):
+    """The input the rig was last given, held (a driven rig's law)."""
+    return c["input"]
+
+
+@dataclass(frozen=True)
+class DrivenRig:
+    """A simulated rig that obeys commands, one sample at a time (``rig-sim --driven``).
+
+    ``program`` is the compiled one-sample simulation (:func:`_scenario_chunk` with the input
+    held); ``state`` the rig's state now; ``angles`` its joint angles [rad], unwrapped since the
+    start, and ``rates`` [rad/s].
+    """
+
+    program: object
+    step: tuple
+    system: object
+    state: object
+    angles: np.ndarray
+    rates: np.ndarray
+
+
+def driven_rig(rig: Rig, values: Mapping[str, object], *, dt: float, rate_hz: float,
+               rigid: bool = False) -> DrivenRig:
+    """The rig at rest with the pendulum hanging, ready for :func:`driven_sample`.
+
+    Steps of ``dt`` [s] within each sample period ``1/rate_hz`` [s], rigid or compliant hinges
+    as :func:`simulate_recording`. Compiles the one-sample simulation (once per rig structure).
+    """
+    at_rest = played_scenario(np.zeros(1), rig.name)  # refuses a rig without an input
+    substeps, system, plan, state = _scenario_start(rig, values, at_rest, dt, rate_hz, rigid)
+    step = step_arguments(dt, substeps)
+    arguments = (step, system, state, np.asarray(0), _held_input(0.0))
+    program = _COMPILED.executable(_scenario_chunk, (_held_law, 1), *arguments)
+    return DrivenRig(program, step, system, state,
+                     np.asarray(plan.initial_angles, dtype=np.float64),
+                     np.asarray(plan.initial_rates, dtype=np.float64))
+
+
+def _held_input(value: float) -> dict:
+    return {"input": np.asarray([value], dtype=np.float64)}
+
+
+def driven_sample(driven: DrivenRig, value: float) -> DrivenRig:
+    """``driven`` one sample period later, ``value`` [the rig's input units] held meanwhile."""
+    state, _, _, angles, rates = driven.program(driven.step, driven.system, driven.state,
+                                                np.asarray(0), _held_input(value))
+    angles, rates = np.asarray(angles)[-1], np.asarray(rates)[-1]
+    turns = np.round((driven.angles - angles) / (2 * np.pi))  # unwrapped against the last
+    return DrivenRig(driven.program, driven.step, driven.system, state,
+                     angles + 2 * np.pi * turns, rates)

@@ -8,6 +8,7 @@ skip with the reason (``ros_network``).
 
 import os
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -65,6 +66,39 @@ def shared_data_dir() -> Path:
     if not SHARED_DATA_DIR.is_dir():
         pytest.skip(f"shared data folder not found: {SHARED_DATA_DIR}")
     return SHARED_DATA_DIR
+
+
+@pytest.fixture
+def ament_prefix(tmp_path, monkeypatch):
+    """The package in an ament index, as ``colcon build`` installs it (pip does not).
+
+    ``share/ament_index/resource_index/packages/mb_estimation``, ``share/mb_estimation`` with
+    the launch files and configs, and ``lib/mb_estimation/estimator_node`` and ``exciter_node``
+    running this interpreter; prepended to ``AMENT_PREFIX_PATH`` (after it, the ROS wheels' own
+    prefix).
+    """
+    prefix = tmp_path / "install"
+    index = prefix / "share" / "ament_index" / "resource_index" / "packages"
+    index.mkdir(parents=True)
+    (index / "mb_estimation").write_text("")
+    share = prefix / "share" / "mb_estimation"
+    (share / "launch").mkdir(parents=True)
+    (share / "config" / "examples").mkdir(parents=True)
+    for source in [REPO_ROOT / "package.xml", *(REPO_ROOT / "launch").glob("*.launch.py"),
+                   *(REPO_ROOT / "config").glob("*.yaml"),
+                   *(REPO_ROOT / "config" / "examples").glob("*.yaml")]:
+        target = share / source.relative_to(REPO_ROOT)
+        target.write_bytes(source.read_bytes())
+    (prefix / "lib" / "mb_estimation").mkdir(parents=True)
+    for name, module in (("estimator_node", "ros_node"), ("exciter_node", "ros_exciter")):
+        executable = prefix / "lib" / "mb_estimation" / name
+        executable.write_text(f"#!/bin/sh\nexec {sys.executable} -m mb_estimation.ros.{module} "
+                              '"$@"\n')
+        executable.chmod(0o755)
+    paths = [str(prefix), sys.prefix, *filter(None, os.environ.get("AMENT_PREFIX_PATH",
+                                                                   "").split(os.pathsep))]
+    monkeypatch.setenv("AMENT_PREFIX_PATH", os.pathsep.join(paths))
+    return prefix
 
 
 #: Test files that start rclpy: one work unit under ``pytest -n`` (below).

@@ -65,3 +65,18 @@ class Process:
                 self.process.wait(10)
         self._reader.join(5)
         return self.process.returncode
+
+
+#: Runs a launch file under the real launch system: ``python -c LAUNCH_SCRIPT FILE name:=value``.
+LAUNCH_SCRIPT = """
+import sys
+from launch import LaunchService
+from launch.actions import IncludeLaunchDescription
+from launch.launch_description_sources import PythonLaunchDescriptionSource
+
+service = LaunchService()
+service.include_launch_description(IncludeLaunchDescription(
+    PythonLaunchDescriptionSource(sys.argv[1]),
+    launch_arguments=[argument.split(":=", 1) for argument in sys.argv[2:]]))
+sys.exit(service.run())
+"""

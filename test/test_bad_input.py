@@ -4,11 +4,13 @@ Each case is a recording or config a user could really hand the tool; none may e
 traceback.
 """
 
+import importlib.util
 import os
 import re
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from mb_estimation.cli import main
 from mb_estimation.config import load_config
@@ -227,6 +229,22 @@ def test_impossible_simulations_are_one_line(tmp_path, capsys):
                        "--duration", "0")
     _assert_one_line(status, err, r"duration_s must be positive")
     assert not (tmp_path / "bag").exists()
+
+
+def test_rig_sim_refuses_an_input_it_cannot_play_in_one_line(tmp_path, capsys):
+    played = tmp_path / "excitation.csv"
+    played.write_text("time_s,input\n0.0,0.1\n0.01,0.2\n0.02,0.1\n")
+    status, err = _run(capsys, "rig-sim", "--config", CONFIG, "--input", str(played),
+                       "--rate", "200")
+    _assert_one_line(status, err, r"excitation.csv is sampled at 100 Hz, --rate is 200")
+    status, err = _run(capsys, "rig-sim", "--config", "pendulum", "--input", str(played))
+    _assert_one_line(status, err, r"a played input needs a motor")
+    with pytest.raises(SystemExit):  # one source: a scenario, an input file or the topic
+        main(["rig-sim", "--config", CONFIG, "--scenario", "release", "--driven"])
+    assert "not allowed with argument --scenario" in capsys.readouterr().err
+    if importlib.util.find_spec("rclpy") is not None:
+        status, err = _run(capsys, "rig-sim", "--config", "pendulum", "--driven")
+        _assert_one_line(status, err, r"a played input needs a motor")
 
 
 def test_a_bad_parameters_file_is_one_line(tmp_path, capsys):

@@ -25,6 +25,7 @@ from mb_estimation.ros.players import (
     JointStatePayload,
     TimedMessage,
     bag_messages,
+    driven_rig_messages,
     play,
     rig_sim_messages,
     rig_sim_topics,
@@ -192,6 +193,76 @@ def test_rig_sim_messages_check_arguments_at_once(config):
     with pytest.raises(ValueError, match="voltage_joint"):
         rig_sim_messages(_with_recording(config, voltage_type="sensor_msgs/msg/JointState",
                                          voltage_joint="elbow"), "release", duration_s=1.0)
+
+
+def test_a_driven_rig_moves_as_the_same_input_played_and_paces_itself(config):
+    """rig-sim --driven: the input read at each sample's time drives the period before it.
+
+    The same inputs played as a file (``simulate_recording`` of ``played_scenario``) give the
+    same samples; each sample waits for its due time on the stream's own clock.
+    """
+    from mb_estimation.rigs import get_rig
+    from mb_estimation.scenarios import played_scenario
+    from mb_estimation.simulation import simulate_recording
+
+    inputs = 0.8 * np.sin(2 * np.pi * 3.0 * np.arange(SAMPLES) / RATE + 0.5)
+    now = [100.0]
+    asked = []
+
+    def latest_input():
+        asked.append(now[0])
+        return inputs[len(asked) - 1]
+
+    def sleep(seconds):
+        now[0] += seconds
+
+    messages = list(driven_rig_messages(config, latest_input, rate_hz=RATE, duration_s=DURATION,
+                                        seed=SEED, clock=lambda: now[0], sleep=sleep))
+    assert len(messages) == SAMPLES and all(m.kind == JOINT_STATE for m in messages)
+    assert {m.topic for m in messages} == {config.recording.joint_states_topic}
+    np.testing.assert_allclose(asked, 100.0 + np.arange(1, SAMPLES) / RATE, rtol=0, atol=1e-9)
+    stamps = np.array([m.stamp_ns for m in messages])
+    np.testing.assert_array_equal(np.diff(stamps), 5_000_000)
+    played = simulate_recording(
+        get_rig(config.rig, config.friction), config.parameters,
+        played_scenario(inputs, config.rig), duration_s=DURATION, dt=config.simulation.dt,
+        rate_hz=RATE, noise_rad=config.simulation.noise_rad, seed=SEED,
+        encoder_counts=config.simulation.encoder_counts, rigid=config.hinges == "rigid")
+    positions = np.stack([m.payload.positions for m in messages])
+    expected = np.stack([ARM.sign * played.measured_angles[:, 0] + ARM.offset,
+                         PENDULUM.sign * played.measured_angles[:, 1] + PENDULUM.offset], 1)
+    assert np.ptp(played.joint_angles[:, 0]) > 0.05  # the input moved the arm
+    np.testing.assert_allclose(positions, expected, rtol=0, atol=1e-9)
+    velocities = np.stack([m.payload.velocities for m in messages])
+    np.testing.assert_allclose(velocities[:, 0], ARM.sign * played.joint_rates[:, 0], rtol=0,
+                               atol=1e-9)
+
+
+def test_rig_sim_plays_an_input_file_as_simulate_does(config):
+    """rig-sim --input: the played input's samples, the voltage the file's values."""
+    from mb_estimation.scenarios import played_scenario
+
+    inputs = 0.5 * np.cos(2 * np.pi * 2.0 * np.arange(SAMPLES) / RATE)
+    messages = list(rig_sim_messages(config, played_scenario(inputs, config.rig),
+                                     duration_s=DURATION, rate_hz=RATE, start_ns=START_NS,
+                                     seed=SEED, chunk_s=DURATION))
+    volts = np.array([m.payload[2] for m in messages if m.kind == FLOAT64_MULTIARRAY])
+    np.testing.assert_array_equal(volts, inputs)
+    assert len(_joint_states(messages)) == SAMPLES
+
+
+def test_a_driven_rig_stops_when_told(config):
+    stop = threading.Event()
+    now = [0.0]
+
+    def sleep(seconds):
+        now[0] += seconds
+        if now[0] > 0.2:
+            stop.set()
+
+    messages = list(driven_rig_messages(config, lambda: 0.0, rate_hz=RATE, clock=lambda: now[0],
+                                        sleep=sleep, stop=stop))
+    assert 40 <= len(messages) <= 42  # 0.2 s at 200 Hz, then the stop is seen
 
 
 # --- bag_messages -----------------------------------------------------------------------------

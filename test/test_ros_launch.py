@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 import yaml
 from configs import TABLE_1, write_config
+from processes import LAUNCH_SCRIPT
 
 from mb_estimation.config import ConfigError, load_config
 from mb_estimation.io.parameter_files import read_parameters
@@ -38,9 +39,13 @@ REPO = Path(__file__).resolve().parents[1]
 LAUNCH = REPO / "launch"
 ESTIMATOR_LAUNCH = LAUNCH / "estimator.launch.py"
 BAG_LAUNCH = LAUNCH / "bag_calibration.launch.py"
+EXCITER_LAUNCH = LAUNCH / "exciter.launch.py"
 ESTIMATOR_ARGUMENTS = {"config", "joint_states_topic", "voltage_topic", "free", "set",
                        "compliance", "use_sim_time", "node_name"}
 BAG_ARGUMENTS = {"bag", "config", "rate", "output", "player"}
+EXCITER_ARGUMENTS = {"excitation", "config", "joint_states_topic", "voltage_topic", "node_name",
+                     "max_input", "max_arm_rad", "max_arm_rate", "ramp_s", "timeout_s",
+                     "estimator"}
 
 
 # --------------------------------------------------------------------------------------------
@@ -102,7 +107,8 @@ def _declared_arguments(tree: ast.Module) -> dict[str, object]:
     return declared
 
 
-@pytest.mark.parametrize("path", [ESTIMATOR_LAUNCH, BAG_LAUNCH], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [ESTIMATOR_LAUNCH, BAG_LAUNCH, EXCITER_LAUNCH],
+                         ids=lambda p: p.name)
 def test_launch_file_parses_and_defines_generate_launch_description(path):
     tree = _tree(path)
     functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
@@ -240,6 +246,7 @@ def test_setup_installs_the_launch_files_into_share():
     scripts = [_value(item, constants) for item in ast.walk(entry_points)
                if isinstance(item, ast.Constant) and isinstance(item.value, str)]
     assert "estimator_node = mb_estimation.ros.ros_node:main" in scripts
+    assert "exciter_node = mb_estimation.ros.ros_exciter:main" in scripts
 
 
 # --------------------------------------------------------------------------------------------
@@ -636,59 +643,15 @@ def _load_launch_module(path: Path):
     return module
 
 
-@pytest.fixture
-def ament_prefix(tmp_path, monkeypatch):
-    """The package in an ament index, as ``colcon build`` installs it (pip does not).
-
-    ``share/ament_index/resource_index/packages/mb_estimation``, ``share/mb_estimation`` with
-    the launch files and configs, and ``lib/mb_estimation/estimator_node`` running this
-    interpreter; prepended to ``AMENT_PREFIX_PATH`` (after it, the ROS wheels' own prefix).
-    """
-    prefix = tmp_path / "install"
-    index = prefix / "share" / "ament_index" / "resource_index" / "packages"
-    index.mkdir(parents=True)
-    (index / "mb_estimation").write_text("")
-    share = prefix / "share" / "mb_estimation"
-    (share / "launch").mkdir(parents=True)
-    (share / "config" / "examples").mkdir(parents=True)
-    for source in [REPO / "package.xml", *LAUNCH.glob("*.launch.py"),
-                   *(REPO / "config").glob("*.yaml"),
-                   *(REPO / "config" / "examples").glob("*.yaml")]:
-        target = share / source.relative_to(REPO)
-        target.write_bytes(source.read_bytes())
-    executable = prefix / "lib" / "mb_estimation" / "estimator_node"
-    executable.parent.mkdir(parents=True)
-    executable.write_text(f"#!/bin/sh\nexec {sys.executable} -m mb_estimation.ros.ros_node "
-                          '"$@"\n')
-    executable.chmod(0o755)
-    paths = [str(prefix), sys.prefix, *filter(None, os.environ.get("AMENT_PREFIX_PATH",
-                                                                   "").split(os.pathsep))]
-    monkeypatch.setenv("AMENT_PREFIX_PATH", os.pathsep.join(paths))
-    return prefix
-
-
 @pytest.mark.parametrize("path, arguments", [(ESTIMATOR_LAUNCH, ESTIMATOR_ARGUMENTS
                                               | set(ros_common.NODE_SETTINGS)),
-                                             (BAG_LAUNCH, BAG_ARGUMENTS)],
+                                             (BAG_LAUNCH, BAG_ARGUMENTS),
+                                             (EXCITER_LAUNCH, EXCITER_ARGUMENTS)],
                          ids=lambda v: getattr(v, "name", ""))
 def test_launch_descriptions_load_with_launch_ros(path, arguments, ament_prefix):
     pytest.importorskip("launch_ros")
     description = _load_launch_module(path).generate_launch_description()
     assert {argument.name for argument in description.get_launch_arguments()} == arguments
-
-
-_LAUNCH_SCRIPT = """
-import sys
-from launch import LaunchService
-from launch.actions import IncludeLaunchDescription
-from launch.launch_description_sources import PythonLaunchDescriptionSource
-
-service = LaunchService()
-service.include_launch_description(IncludeLaunchDescription(
-    PythonLaunchDescriptionSource(sys.argv[1]),
-    launch_arguments=[argument.split(":=", 1) for argument in sys.argv[2:]]))
-sys.exit(service.run())
-"""
 
 
 def test_estimator_launch_runs_the_node_under_the_launch_system(ros_context, ament_prefix,
@@ -706,7 +669,7 @@ def test_estimator_launch_runs_the_node_under_the_launch_system(ros_context, ame
     config_path = write_config(tmp_path / "furuta_no_warm_up.yaml", node={"warm_up": False})
     domain = int(os.environ.get("MB_TEST_ROS_DOMAIN", "77"))
     env = dict(os.environ, ROS_DOMAIN_ID=str(domain))
-    launch = Process([sys.executable, "-c", _LAUNCH_SCRIPT, str(ESTIMATOR_LAUNCH),
+    launch = Process([sys.executable, "-c", LAUNCH_SCRIPT, str(ESTIMATOR_LAUNCH),
                       f"config:={config_path}", "joint_states_topic:=/rig/joint_states",
                       "voltage_topic:=/rig/voltage", "free:=J_Azz,J_Byy,b1,b2",
                       "compliance:=1e-4", "node_name:=launched_estimator", "stride_s:=7.5"],
@@ -754,7 +717,7 @@ def test_bag_calibration_launch_turns_a_bag_into_parameters_yaml(ros_network, am
     domain = int(os.environ.get("MB_TEST_ROS_DOMAIN", "77")) + 1
     env = dict(os.environ, ROS_DOMAIN_ID=str(domain), MB_ESTIMATION_CACHE_DIR=node_compile_cache)
     output = tmp_path / "calibration"
-    launch = Process([sys.executable, "-c", _LAUNCH_SCRIPT, str(BAG_LAUNCH), f"bag:={bag}",
+    launch = Process([sys.executable, "-c", LAUNCH_SCRIPT, str(BAG_LAUNCH), f"bag:={bag}",
                       f"config:={fit_path}", "rate:=2.0", f"output:={output}",
                       "player:=mb_estimation"], env)
     launch.process.wait(300)

@@ -193,3 +193,15 @@ def check_bags(paths) -> None:
         if not Path(path).exists():
             raise UserError(f"{path}: no such recording (a bag folder, .db3/.mcap file or "
                             "PlotJuggler .csv export)")
+
+
+def played_input(path, config):
+    """An input file (``time_s,input``) as a scenario of the rig, its rate [Hz], its length [s]."""
+    import numpy as np
+
+    from mb_estimation.io.excitation_files import read_excitation
+    from mb_estimation.scenarios import played_scenario
+
+    time_s, inputs = read_excitation(path)
+    rate = 1.0 / float(np.mean(np.diff(time_s)))
+    return played_scenario(inputs, config.rig), rate, float(time_s[-1] - time_s[0])

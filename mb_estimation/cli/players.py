@@ -12,6 +12,7 @@ from mb_estimation.cli.common import (
     add_hinges_option,
     check_bags,
     load_config,
+    played_input,
 )
 from mb_estimation.cli.ros_options import (
     SUBSCRIBER_WAIT_S,
@@ -25,14 +26,23 @@ def add_rig_sim(commands) -> None:
     """The rig-sim command and its options."""
     rig_sim = commands.add_parser(
         "rig-sim", help="publish a simulated rig's joint states and voltage in real time",
-        description="Simulate the rig of --config through a scenario, one continuous motion "
-        "until --duration (default forever; the swing-up lets go every 10 s and swings up "
-        "again), and publish its joint states and voltage on the "
+        description="Simulate the rig of --config through a scenario or an input file, one "
+        "continuous motion until --duration (default forever; the swing-up lets go every 10 s "
+        "and swings up again), and publish its joint states and voltage on the "
         "config's topics in real time through rclpy, as the rig's driver would: for trying "
-        "the node without the rig.")
+        "the node without the rig. With --driven the rig obeys the input published on the "
+        "config's voltage topic instead (trying exciter_node or a controller).")
     add_config_options(rig_sim)
-    rig_sim.add_argument("--scenario", required=True, choices=SCENARIOS, metavar="NAME",
-                         help=f"one of: {', '.join(SCENARIOS)}")
+    source = rig_sim.add_mutually_exclusive_group(required=True)
+    source.add_argument("--scenario", choices=SCENARIOS, metavar="NAME",
+                        help=f"one of: {', '.join(SCENARIOS)}")
+    source.add_argument("--input", metavar="FILE",
+                        help="play this input from rest instead (a time_s,input CSV such as "
+                        "excite's excitation.csv; at its rate, for its length unless --duration)")
+    source.add_argument("--driven", action="store_true",
+                        help="a rig that obeys its input topic (the config's "
+                        "recording.voltage_topic, e.g. from exciter_node): it starts at rest, "
+                        "holds the newest input received and publishes only joint states")
     rig_sim.add_argument("--rate", type=float, metavar="HZ",
                          help="sample rate [Hz] (default: config, 1000)")
     rig_sim.add_argument("--duration", type=float, metavar="S",
@@ -78,14 +88,41 @@ def rig_sim_command(args) -> int:
     if args.dt is not None:
         config = dataclasses.replace(
             config, simulation=dataclasses.replace(config.simulation, dt=args.dt))
+    if args.driven:
+        return _driven(args, config)
+    scenario, rate, duration, name = args.scenario, args.rate, args.duration, args.scenario
+    if args.input is not None:
+        scenario, rate, length_s = played_input(args.input, config)
+        if args.rate is not None and abs(args.rate / rate - 1) > 1e-6:
+            raise UserError(f"{args.input} is sampled at {rate:g} Hz, --rate is {args.rate:g}")
+        duration = length_s if args.duration is None else min(args.duration, length_s)
+        name = args.input
     # checked at once: SimulationError (--rate, --duration), ConfigError (recording section)
-    messages = rig_sim_messages(config, args.scenario, duration_s=args.duration,
-                                rate_hz=args.rate)
-    print(f"rig-sim: {args.scenario} on {config.recording.joint_states_topic} and "
+    messages = rig_sim_messages(config, scenario, duration_s=duration, rate_hz=rate)
+    print(f"rig-sim: {name} on {config.recording.joint_states_topic} and "
           f"{config.recording.voltage_topic} "
-          f"({'forever' if args.duration is None else f'{args.duration:g} s'}); simulating...",
+          f"({'forever' if duration is None else f'{duration:g} s'}); simulating...",
           flush=True)
     return _play(args, messages, speed=1.0, topics=rig_sim_topics(config))
+
+
+def _driven(args, config) -> int:
+    """The rig driven by its input topic until --duration or Ctrl-C."""
+    ros_transport(args)  # rclpy is there; --domain-id
+    from mb_estimation.ros.ros_player import run_driven_rig
+
+    settings = config.recording
+    print(f"rig-sim: driven by {settings.voltage_topic}, joint states on "
+          f"{settings.joint_states_topic} "
+          f"({'forever' if args.duration is None else f'{args.duration:g} s'}); compiling...",
+          flush=True)
+    try:
+        stats = run_driven_rig(config, rate_hz=args.rate, duration_s=args.duration,
+                               stop=stop_on_signals())
+    except ValueError as error:
+        raise UserError(str(error)) from None
+    print(f"published {stats.messages} joint states over {stats.wall_s:.1f} s", flush=True)
+    return 0
 
 
 def replay_command(args) -> int:

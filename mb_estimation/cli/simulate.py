@@ -11,6 +11,7 @@ from mb_estimation.cli.common import (
     add_config_options,
     add_hinges_option,
     load_config,
+    played_input,
 )
 
 DEMO_RATE_HZ = 500.0  # the demo's sample rate [Hz]
@@ -108,7 +109,7 @@ def simulate_command(args) -> int:
     scenario, rate = args.scenario, args.rate
     duration = args.duration if args.duration is not None else 10.0
     if args.input is not None:
-        scenario, rate, length_s = _played(args.input, config)
+        scenario, rate, length_s = played_input(args.input, config)
         if args.rate is not None and abs(args.rate / rate - 1) > 1e-6:
             raise UserError(f"{args.input} is sampled at {rate:g} Hz, --rate is {args.rate:g}")
         duration = length_s if args.duration is None else min(args.duration, length_s)
@@ -117,19 +118,6 @@ def simulate_command(args) -> int:
         rate_hz=rate, noise_rad=args.noise, seed=args.seed,
         encoder_counts=args.encoder_counts, storage=args.storage, overwrite=args.overwrite))
     return 0
-
-
-def _played(path, config):
-    """The input file as a scenario of the config's rig, its sample rate [Hz], its length [s]."""
-    import numpy as np
-
-    from mb_estimation.report.excitation import read_excitation
-    from mb_estimation.scenarios import played_scenario
-
-    time_s, inputs = read_excitation(path)
-    rate = 1.0 / float(np.mean(np.diff(time_s)))
-    return (played_scenario(inputs, config.rig), rate,
-            float(time_s[-1] - time_s[0]))
 
 
 def demo_command(args) -> int:

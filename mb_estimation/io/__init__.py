@@ -1,1 +1,1 @@
-"""Recordings from rosbag2 bags and PlotJuggler CSV exports, parameter files, atomic writes."""
+"""Recordings (rosbag2 bags, PlotJuggler CSV exports), parameter and input files, atomic writes."""

@@ -1,12 +1,13 @@
 """Outputs of ``mb-estimation excite``: excitation.csv, excitation.yaml, excitation.png.
 
 excitation.csv holds ``time_s,input``: the input at each sample [the rig's input units], held
-until the next one, as a rig's controller plays it (``simulate --input`` reads it back:
-:func:`read_excitation`). excitation.yaml gives the criterion, the
-limits, the multisine's frequencies, amplitudes and phases, and the predicted std per free
-parameter for the design and for the plain ``multisine`` scenario at the same bound and
-duration. The figure shows the input, the simulated angles with the arm's limits, and the
-predicted relative std of each free parameter, design beside multisine.
+until the next one, as a rig's controller plays it (``simulate --input``, ``rig-sim --input``
+and the exciter node read it back: :mod:`mb_estimation.io.excitation_files`).
+excitation.yaml gives the criterion, the limits, the multisine's frequencies, amplitudes and
+phases, and the predicted std per free parameter for the design and for the plain
+``multisine`` scenario at the same bound and duration. The figure shows the input, the
+simulated angles with the arm's limits, and the predicted relative std of each free
+parameter, design beside multisine.
 """
 
 from __future__ import annotations
@@ -16,38 +17,11 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from mb_estimation.errors import UserError
 from mb_estimation.excitation import ExcitationDesign, Limits, Response
 from mb_estimation.io.files import PLAIN_FILE, write_text_atomically
 from mb_estimation.report.figures import JOINT_LABELS, new_figure, png_bytes
 
 CRITERION = "worst relative std (the largest std / |value| of the free parameters)"
-
-
-def read_excitation(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """``(time_s, input)`` of an excitation.csv, its samples equally spaced.
-
-    Raises :class:`~mb_estimation.errors.UserError` (one line) for a file that is not one.
-    """
-    path = Path(path)
-    try:
-        lines = path.read_text().splitlines()
-    except OSError as error:
-        raise UserError(f"{path}: cannot read the input file ({error.strerror})") from None
-    if not lines or lines[0].strip() != "time_s,input":
-        raise UserError(f"{path}: not an input file: its first line must be 'time_s,input' "
-                        "(excite writes one)")
-    try:
-        rows = np.array([[float(value) for value in line.split(",")] for line in lines[1:]
-                         if line.strip()])
-    except ValueError:
-        raise UserError(f"{path}: a row is not two numbers") from None
-    if rows.ndim != 2 or rows.shape[1] != 2 or len(rows) < 2:
-        raise UserError(f"{path}: expected two columns and at least two rows")
-    steps = np.diff(rows[:, 0])
-    if not np.all(np.isfinite(rows)) or np.any(steps <= 0) or np.ptp(steps) > 1e-6 * steps[0]:
-        raise UserError(f"{path}: the times must be finite and equally spaced")
-    return rows[:, 0], rows[:, 1]
 
 
 def excitation_csv(design: ExcitationDesign) -> str:

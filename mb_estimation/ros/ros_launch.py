@@ -1,4 +1,4 @@
-"""What the launch files share: the estimator node driven through its lifecycle.
+"""What the launch files share: a lifecycle node (estimator, exciter) driven through its states.
 
 Needs the ROS 2 launch system (``launch``, ``launch_ros``): only the launch files import this.
 """
@@ -13,10 +13,12 @@ from launch_ros.events.lifecycle import ChangeState
 from lifecycle_msgs.msg import Transition
 
 
-def drive_lifecycle(node: LifecycleNode, *, when_active=()) -> list:
+def drive_lifecycle(node: LifecycleNode, *, what: str = "the estimator node",
+                    when_active=()) -> list:
     """Actions that configure ``node``, activate it once configured, then run ``when_active``.
 
-    A failed configure (the node logs why) shuts the launch down. Place them after ``node``.
+    A failed configure (the node logs why; ``what`` names the node in the launch's line) shuts
+    the launch down. Place them after ``node``.
     """
     def change(transition_id: int) -> EmitEvent:
         return EmitEvent(event=ChangeState(lifecycle_node_matcher=matches_action(node),
@@ -30,8 +32,8 @@ def drive_lifecycle(node: LifecycleNode, *, when_active=()) -> list:
     return [
         on("configuring", "inactive", [change(Transition.TRANSITION_ACTIVATE)]),
         on("configuring", "unconfigured", [
-            LogInfo(msg="the estimator node could not be configured (its log says why)"),
-            EmitEvent(event=Shutdown(reason="estimator node not configured"))]),
+            LogInfo(msg=f"{what} could not be configured (its log says why)"),
+            EmitEvent(event=Shutdown(reason=f"{what} not configured"))]),
         on("activating", "active", list(when_active)),
         change(Transition.TRANSITION_CONFIGURE),
     ]

@@ -1,7 +1,8 @@
 """The players on rclpy (``mb-estimation rig-sim``/``replay``) and ``call_trigger``.
 
 :class:`RosSink` is a :func:`~mb_estimation.ros.players.play` sink; :func:`run_ros_player`
-plays a stream through it from a node of its own; :func:`call_trigger` calls the node's
+plays a stream through it from a node of its own; :func:`run_driven_rig` runs a simulated rig
+that obeys its input topic (``rig-sim --driven``); :func:`call_trigger` calls the node's
 ``~/calibrate_now`` (or ``~/reset``) once, for bag_calibration.launch.py on machines without the
 ``ros2`` command line. :func:`try_shutdown` ends an rclpy context that may
 already be shut down. Needs rclpy (the node module says so when it is missing).
@@ -9,6 +10,7 @@ already be shut down. Needs rclpy (the node module says so when it is missing).
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections import Counter
@@ -109,6 +111,59 @@ def run_ros_player(messages: Iterable[TimedMessage], rate: float = 1.0, *,
         time.sleep(SETTLE_S)
         return stats
     finally:
+        node.destroy_node()
+        if owns_context:
+            try_shutdown()
+
+
+def run_driven_rig(config, *, rate_hz: float | None = None, duration_s: float | None = None,
+                   stop=None, args: list[str] | None = None) -> PlayStats:
+    """A simulated rig that obeys its input topic, from a node ``mb_estimation_player``.
+
+    Subscribes to the config's ``recording.voltage_topic`` (``std_msgs/Float64``, or
+    ``Float64MultiArray`` at ``voltage_index``; reliable, as a controller publishes) and
+    publishes :func:`~mb_estimation.ros.players.driven_rig_messages` driven by the newest
+    finite value received (zero before the first). rclpy is initialised and shut down as in
+    :func:`run_ros_player`.
+    """
+    import threading
+
+    from rclpy.executors import SingleThreadedExecutor
+    from std_msgs.msg import Float64, Float64MultiArray
+
+    from mb_estimation.message_types import FLOAT64, FLOAT64_MULTI_ARRAY
+
+    settings = config.recording
+    if settings.voltage_type not in (FLOAT64, FLOAT64_MULTI_ARRAY):
+        raise ValueError(f"config {config.source}: a driven rig takes its input on a topic of "
+                         f"its own (recording.voltage_type Float64 or Float64MultiArray, not "
+                         f"{settings.voltage_type})")
+    latest = [0.0]  # the newest finite input received
+    index = int(settings.voltage_index)
+    messages = players.driven_rig_messages(config, lambda: latest[0], rate_hz=rate_hz,
+                                           duration_s=duration_s, stop=stop)  # compiles
+
+    def take(message) -> None:
+        data = message.data if settings.voltage_type == FLOAT64 else (
+            message.data[index] if len(message.data) > index else float("nan"))
+        if math.isfinite(data):
+            latest[0] = float(data)
+
+    owns_context = not rclpy.ok()
+    if owns_context:
+        rclpy.init(args=args)
+    node = rclpy.create_node(PLAYER_NODE_NAME)
+    executor = SingleThreadedExecutor()
+    try:
+        node.create_subscription(Float64 if settings.voltage_type == FLOAT64
+                                 else Float64MultiArray, settings.voltage_topic, take, 10)
+        sink = ros_sink(node)
+        sink.publisher(settings.joint_states_topic, players.JOINT_STATE)
+        executor.add_node(node)
+        threading.Thread(target=executor.spin, daemon=True, name="rig-sim inputs").start()
+        return play(messages, sink, rate=0.0, stop=stop)
+    finally:
+        executor.shutdown(timeout_sec=1.0)
         node.destroy_node()
         if owns_context:
             try_shutdown()

@@ -5,7 +5,8 @@ a live rig would send.  It has three parts, the first two independent of the tra
 
 * **streams** of :class:`TimedMessage` -- :func:`rig_sim_messages` simulates the rig with a
   configuration's parameters and yields the joint states and the motor voltage as the rig's
-  driver publishes them; :func:`bag_messages` yields the messages of a rosbag2 bag;
+  driver publishes them; :func:`driven_rig_messages` simulates a rig that obeys the input it is
+  given, in real time; :func:`bag_messages` yields the messages of a rosbag2 bag;
 * **pacing** -- :func:`play` hands the messages of a stream to a *sink* in real time (or scaled,
   or as fast as possible) and reports how late it was;
 * **sinks** -- any callable ``sink(message)``; the rclpy sink
@@ -42,6 +43,7 @@ from mb_estimation.ros.players.messages import (
 from mb_estimation.ros.players.pacing import MAX_SLEEP_S, PlayStats, play
 from mb_estimation.ros.players.rig_sim import (
     DEFAULT_CHUNK_S,
+    driven_rig_messages,
     rig_sim_messages,
     rig_sim_topics,
 )
@@ -59,6 +61,7 @@ __all__ = [
     "TimedMessage",
     "bag_messages",
     "bag_topics",
+    "driven_rig_messages",
     "play",
     "rig_sim_messages",
     "rig_sim_topics",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import concurrent.futures
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -27,6 +27,7 @@ from mb_estimation.ros.players.messages import (
 
 if TYPE_CHECKING:
     from mb_estimation.config import Config
+    from mb_estimation.scenarios import Scenario
 
 #: Length of one simulation of :func:`rig_sim_messages` when it runs long or forever [s].
 DEFAULT_CHUNK_S = 10.0
@@ -51,7 +52,7 @@ def rig_sim_topics(config: Config) -> dict[str, str]:
 
 def rig_sim_messages(
     config: Config,
-    scenario: str,
+    scenario: str | Scenario,
     *,
     duration_s: float | None,
     rate_hz: float | None = None,
@@ -82,7 +83,8 @@ def rig_sim_messages(
 
     Args:
         config: Rig configuration (parameters, ``simulation`` and ``recording`` settings).
-        scenario: One of :data:`mb_estimation.scenarios.SCENARIOS`.
+        scenario: One of :data:`mb_estimation.scenarios.SCENARIOS`, or a played input
+            (:func:`~mb_estimation.scenarios.played_scenario`).
         duration_s: Length of the stream [s], or None for no end.
         rate_hz: Sample rate [Hz] (default: ``config.simulation.rate_hz``); the config's
             ``simulation.dt`` must divide its period.
@@ -101,7 +103,7 @@ def rig_sim_messages(
     from mb_estimation.scenarios import SCENARIOS
     from mb_estimation.simulation import substeps_per_sample
 
-    if scenario not in SCENARIOS:
+    if isinstance(scenario, str) and scenario not in SCENARIOS:
         raise SimulationError(f"unknown scenario {scenario!r}; choose one of "
                               f"{', '.join(SCENARIOS)}")
     rate = float(config.simulation.rate_hz if rate_hz is None else rate_hz)
@@ -124,12 +126,7 @@ def rig_sim_messages(
                                   f"{rate} Hz")
 
     settings = config.recording
-    rig_joints = config.rig_spec.joints
-    missing = [joint for joint in rig_joints if joint not in settings.joints]
-    if missing:
-        raise ConfigError(f"config {config.source}: recording.joints has no mapping for "
-                          f"{', '.join(missing)}")
-    mappings = [settings.joints[joint] for joint in rig_joints]
+    mappings = _joint_mappings(config)
     names = tuple(mapping.name for mapping in mappings)
     voltage_kind = KIND_BY_ROS_TYPE.get(settings.voltage_type)
     if voltage_kind is None:
@@ -146,6 +143,18 @@ def rig_sim_messages(
         seed=int(seed), names=names, mappings=mappings, voltage_kind=voltage_kind,
         effort_index=effort_index,
     )
+
+
+def _joint_mappings(config: Config) -> list:
+    """The recording's mapping of each rig joint (ConfigError where one is missing)."""
+    from mb_estimation.config import ConfigError
+
+    joints = config.recording.joints
+    missing = [joint for joint in config.rig_spec.joints if joint not in joints]
+    if missing:
+        raise ConfigError(f"config {config.source}: recording.joints has no mapping for "
+                          f"{', '.join(missing)}")
+    return [joints[joint] for joint in config.rig_spec.joints]
 
 
 def _rig_sim_stream(config, scenario, *, rate, dt, chunk, total, start_ns, seed, names,
@@ -213,3 +222,64 @@ def _one_ahead(items: Iterator) -> Iterator:
             yield item
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
+
+
+def driven_rig_messages(config: Config, latest_input: Callable[[], float], *,
+                        rate_hz: float | None = None, duration_s: float | None = None,
+                        seed: int = 0, clock: Callable[[], float] = time.monotonic,
+                        sleep: Callable[[float], object] = time.sleep,
+                        stop=None) -> Iterator[TimedMessage]:
+    """Joint states of a simulated rig that obeys its input topic (``rig-sim --driven``).
+
+    The rig starts at rest with the pendulum hanging and is simulated one sample at a time, in
+    real time and paced by itself: sample ``k`` is computed at its due time ``t0 + k/rate``
+    from sample ``k-1`` with the input ``latest_input()`` returns then [the rig's input units]
+    held over the period between them, as a motor driver acts on the command it last got (so an
+    input published between two joint states drives the rig over that period, where the
+    estimator node puts it). Joint states only, on ``recording.joint_states_topic`` as
+    :func:`rig_sim_messages` makes them (noise, encoder counts, the joint mappings); the input
+    topic is the commander's. Stamps: the wall clock at the first sample plus ``k/rate``.
+    Ends after ``duration_s`` (None: never) or when ``stop.is_set()``; play it with
+    :func:`~mb_estimation.ros.players.play` at rate 0 (it is paced already).
+    """
+    from mb_estimation.setup import rig_of
+    from mb_estimation.simulation import driven_rig
+
+    rate = float(config.simulation.rate_hz if rate_hz is None else rate_hz)
+    if not (math.isfinite(rate) and rate > 0):
+        raise SimulationError(f"rate_hz must be a positive number, got {rate_hz!r}")
+    mappings = _joint_mappings(config)
+    total = None if duration_s is None else int(round(duration_s * rate))
+    rig = driven_rig(rig_of(config), config.parameters, dt=float(config.simulation.dt),
+                     rate_hz=rate, rigid=config.hinges == "rigid")
+    return _driven_stream(config, rig, latest_input, rate=rate, total=total, seed=seed,
+                          mappings=mappings, clock=clock, sleep=sleep, stop=stop)
+
+
+def _driven_stream(config, rig, latest_input, *, rate, total, seed, mappings, clock, sleep,
+                   stop) -> Iterator[TimedMessage]:
+    from mb_estimation.signals import recorded_joint_states
+    from mb_estimation.simulation import driven_sample, quantise
+
+    names = tuple(mapping.name for mapping in mappings)
+    noise = float(config.simulation.noise_rad)
+    counts = config.simulation.encoder_counts
+    topic = config.recording.joint_states_topic
+    rng = np.random.default_rng(seed)
+    start_ns, started = time.time_ns(), clock()
+    sample = 0
+    while total is None or sample <= total:
+        due = started + sample / rate
+        while (now := clock()) < due:
+            if stop is not None and stop.is_set():
+                return
+            sleep(min(due - now, 0.1))
+        if stop is not None and stop.is_set():
+            return
+        if sample:
+            rig = driven_sample(rig, float(latest_input()))
+        measured = quantise(rig.angles, counts) + noise * rng.standard_normal(rig.angles.shape)
+        positions, velocities = recorded_joint_states(mappings, measured, rig.rates)
+        yield TimedMessage(start_ns + round(sample / rate * 1e9), topic, JOINT_STATE,
+                           JointStatePayload(names, positions, velocities, _EMPTY))
+        sample += 1
