@@ -98,7 +98,9 @@ class ExcitationDesign:
 
     ``time_s [n]`` and ``inputs [n]`` (the input at each sample, held until the next one);
     ``amplitudes`` (relative, ``[K]``) on ``frequencies_hz`` with ``phases``; ``scale`` the
-    input's peak [input units]; ``design`` and ``multisine`` their :class:`Response`;
+    input's peak [input units]; ``design`` and ``multisine`` their :class:`Response`, the
+    multisine (the ``multisine`` scenario's tones, equal amplitudes, Schroeder phases) at the
+    peak ``multisine_scale`` (the bound, or less where the arm's limits ask for it);
     ``evaluations`` the criterion evaluations made.
     """
 
@@ -110,6 +112,7 @@ class ExcitationDesign:
     scale: float
     design: Response
     multisine: Response
+    multisine_scale: float
     evaluations: int
 
 
@@ -225,12 +228,12 @@ def design_excitation(rig: Rig, values: Mapping[str, object], names: Sequence[st
     scale, (time_s, inputs, designed) = _within_limits(response, amplitudes, limits)
     # the multisine scenario's input (mb_estimation.scenarios.multisine_torque) at this bound
     plain_count = len(MULTISINE_FREQUENCIES_HZ)
-    _, (*_, plain) = _within_limits(
+    plain_scale, (*_, plain) = _within_limits(
         lambda a, scale: response(a, scale, frequencies=MULTISINE_FREQUENCIES_HZ,
                                   phases=schroeder_phases(plain_count)),
         np.ones(plain_count), limits)
     return ExcitationDesign(time_s, inputs, amplitudes, np.asarray(frequencies_hz), phases,
-                            scale, designed, plain, evaluations)
+                            scale, designed, plain, plain_scale, evaluations)
 
 
 def _within_limits(response, amplitudes, limits: Limits):

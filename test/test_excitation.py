@@ -24,6 +24,7 @@ from mb_estimation.excitation import (
     multisine,
     schroeder_phases,
 )
+from mb_estimation.online.exciter import excitation_run
 from mb_estimation.rigs import parameter_arrays
 from mb_estimation.setup import rig_of
 from mb_estimation.simulation import built_system
@@ -49,7 +50,7 @@ def test_the_design_beats_the_multisine_at_the_same_bound(rig_and_values):
     design = _design(rig_and_values, Limits(BOUND), 20)
     assert design.evaluations == 20
     assert np.max(np.abs(design.inputs)) == pytest.approx(BOUND, rel=1e-12)
-    assert design.scale == BOUND
+    assert design.scale == BOUND and design.multisine_scale == BOUND
     assert design.time_s[-1] == pytest.approx(2.0) and len(design.inputs) == 401
     assert design.design.worst_relative_std < design.multisine.worst_relative_std
     _, values = rig_and_values
@@ -69,6 +70,7 @@ def test_the_arm_stays_within_its_limits_or_the_design_says_it_cannot(rig_and_va
     assert limited.design.arm_peak_rad <= limits.max_arm_rad
     assert limited.design.arm_rate_peak <= limits.max_arm_rate
     assert limited.multisine.arm_peak_rad <= limits.max_arm_rad
+    assert limited.multisine_scale < BOUND  # the multisine it is compared with meets them too
     assert 0.0 < limited.scale < BOUND
     assert np.max(np.abs(limited.inputs)) == pytest.approx(limited.scale, rel=1e-12)
     with pytest.raises(SimulationError, match=r"^no input within 5% of the bound keeps the arm "
@@ -114,9 +116,13 @@ def test_excite_writes_the_input_what_it_predicts_and_a_figure(tmp_path, capsys)
                                   "max_arm_rate_rad_s": None}
     assert set(document["design"]["parameters"]) == set(FREE)
     assert set(document["multisine"]["parameters"]) == set(FREE)
+    assert document["multisine"]["peak"] == BOUND
     assert document["design"]["worst_relative_std"] == pytest.approx(max(
         entry["relative_std"] for entry in document["design"]["parameters"].values()))
     assert (out / "excitation.png").read_bytes().startswith(b"\x89PNG")
+    run = excitation_run(out / "excitation.csv")  # as the exciter node reads them back
+    assert (run.max_input, run.max_arm_rad, run.rate_hz) == (BOUND, None, pytest.approx(1e3))
+    np.testing.assert_array_equal(run.inputs, inputs)
 
 
 @pytest.mark.parametrize(("arguments", "message"), [

@@ -51,7 +51,7 @@ def excitation_document(design: ExcitationDesign, limits: Limits, noise_rad: flo
                   "amplitudes": design.amplitudes.tolist(), "phases_rad": design.phases.tolist()},
         "evaluations": design.evaluations,
         "design": _predicted(design.design),
-        "multisine": _predicted(design.multisine),
+        "multisine": {"peak": design.multisine_scale, **_predicted(design.multisine)},
     }
 
 

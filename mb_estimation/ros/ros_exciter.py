@@ -51,6 +51,9 @@ READY_MARKER = "mb_estimation exciter ready"
 #: the last joint states are in its buffer.
 SETTLE_S = 0.5
 SPIN_PERIOD_S = 0.05
+#: The watchdog runs out this long after the joint-state timeout [s] (a timer may fire a
+#: little early; the stream counts as lost only after the whole timeout).
+WATCHDOG_MARGIN_S = 0.002
 #: The parameters (name: default, description); a limit of 0 takes the excitation.yaml's.
 PARAMETERS = {
     "config": ("", "the mb_estimation configuration (path or built-in name): topics, joints"),
@@ -97,6 +100,7 @@ class ExciterNode(LifecycleNode):
         self._calibration = None  # the pending ~/calibrate_now call
         self._calibrate_client = None
         self._ended_s: float | None = None
+        self._watchdog = None
 
     def _parameter(self, name):
         return self.get_parameter(name).value
@@ -144,10 +148,13 @@ class ExciterNode(LifecycleNode):
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         """Subscribe to the joint states and start the timer: the input plays."""
         run = self.exciter.run
+        # a lost stream is seen when the watchdog, restarted by every joint state, runs out
+        self._watchdog = self.create_timer(run.timeout_s + WATCHDOG_MARGIN_S, self._tick)
         self._made += [
+            (self.destroy_timer, self._watchdog),
+            (self.destroy_timer, self.create_timer(1.0 / run.rate_hz, self._tick)),
             (self.destroy_subscription, self.create_subscription(
-                JointState, JOINT_STATES_INPUT, self._on_joint_state, qos_profile_sensor_data)),
-            (self.destroy_timer, self.create_timer(1.0 / run.rate_hz, self._tick))]
+                JointState, JOINT_STATES_INPUT, self._on_joint_state, qos_profile_sensor_data))]
         limits = ", ".join(f"{name} {value:g}" for name, value in (
             ("input", run.max_input), ("arm rad", run.max_arm_rad),
             ("arm rad/s", run.max_arm_rate)) if value is not None)
@@ -204,6 +211,7 @@ class ExciterNode(LifecycleNode):
         rate = sign * message.velocity[index] if len(message.velocity) > index else None
         finite = all(math.isfinite(v) for v in (*message.position, *message.velocity))
         stamp = message.header.stamp.sec + 1e-9 * message.header.stamp.nanosec
+        self._watchdog.reset()
         was = self.exciter.state
         self._publish(self.exciter.joint_state(self._monotonic(), stamp,
                                                sign * message.position[index], rate, finite))

@@ -1,0 +1,175 @@
+"""The designed experiment realised: the design against the multisine, over noise seeds.
+
+    python benchmarks/studies/bench_excitation.py --rig synthetic|peer [--seeds 10]
+        [--evaluations 120] [--work DIR] [--json FILE]
+
+For the rig (``synthetic``: §4.7's ``furuta_synthetic.yaml`` on rigid hinges, bound 0.4;
+``peer``: the shipped ODrive example config, bound 2 command units, the arm within ±π), J_Azz,
+J_Byy, b1, b2 free, 8 s from rest: ``design_excitation`` designs the input (as ``mb-estimation
+excite`` does), and both it and the plain multisine at the same bound (the ``multisine``
+scenario's tones, within the same limits) drive the **independent rigid reference model**
+(test/reference_furuta.py, RK4 at 1e-4 s), sampled at 1 kHz with 1e-3 rad of angle noise, one
+recording per noise seed. Each is calibrated through the default path (``api.calibrate``, the
+config's values ×1.5 as the start). Printed per input: the mean over seeds of the worst
+reported relative std and of the worst relative error, each parameter's mean reported std,
+and the ratios design / multisine (benchmarks/RESULTS.md quotes them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "test"))
+FREE = ("J_Azz", "J_Byy", "b1", "b2")
+DURATION_S = 8.0
+RATE_HZ = 1000.0
+NOISE_RAD = 1e-3
+START_FACTOR = 1.5
+RIGS = {  # config, input bound, arm limit [rad]
+    "synthetic": ("furuta_synthetic", 0.4, None),
+    "peer": (str(REPO / "config" / "examples" / "odrive_furuta.yaml"), 2.0, np.pi),
+}
+
+
+def _config(rig: str):
+    from mb_estimation.config import apply_overrides, load_config
+
+    path, _, _ = RIGS[rig]
+    return apply_overrides(load_config(path), hinges="rigid", free=FREE)
+
+
+def designed_inputs(rig: str, evaluations: int) -> dict:
+    """``{"design": inputs, "multisine": inputs}`` at 1 kHz, and the design's prediction."""
+    from mb_estimation.excitation import (
+        Limits,
+        at_peak,
+        design_excitation,
+        multisine,
+        schroeder_phases,
+    )
+    from mb_estimation.scenarios import MULTISINE_FREQUENCIES_HZ
+    from mb_estimation.setup import rig_of
+
+    config = _config(rig)
+    _, bound, arm = RIGS[rig]
+    started = time.perf_counter()
+    design = design_excitation(rig_of(config), config.parameters, FREE, duration_s=DURATION_S,
+                               rate_hz=RATE_HZ, limits=Limits(bound, max_arm_rad=arm),
+                               start=np.zeros(4), noise_rad=NOISE_RAD,
+                               max_evaluations=evaluations)
+    elapsed = time.perf_counter() - started
+    count = len(MULTISINE_FREQUENCIES_HZ)
+    plain = at_peak(multisine(design.time_s, np.ones(count), MULTISINE_FREQUENCIES_HZ,
+                              schroeder_phases(count)), design.multisine_scale)
+    predicted = {label: {"worst_relative_std": response.worst_relative_std,
+                         "relative_std": response.relative_std}
+                 for label, response in (("design", design.design),
+                                         ("multisine", design.multisine))}
+    return {"time_s": design.time_s, "design": design.inputs, "multisine": plain,
+            "predicted": predicted, "design_s": elapsed}
+
+
+def reference_bag(config, folder: Path, time_s, inputs, seed: int) -> Path:
+    """The reference model driven by ``inputs``, noise of ``seed``, as a bag of the config."""
+    from reference_furuta import simulate_reference
+
+    from mb_estimation.io.bags import write_rig_bag
+
+    values = {name: (list(np.ravel(v)) if name == "tilt" else float(np.ravel(v)[0]))
+              for name, v in config.parameters.items()}
+    run = simulate_reference(values, (0.0, 0.0), (0.0, 0.0), time_s,
+                             voltage=(time_s, inputs), method="rk4", step=1e-4)
+    angles = run["theta"] + NOISE_RAD * np.random.default_rng(seed).standard_normal(
+        run["theta"].shape)
+    recording = config.recording
+    mappings = [recording.joints[joint] for joint in config.rig_spec.joints]
+    positions = np.stack([m.to_recorded(angles[:, i]) for i, m in enumerate(mappings)], 1)
+    stamps = 1_700_000_000 * 10**9 + np.round(time_s * 1e9).astype(np.int64)
+    return write_rig_bag(folder / f"seed{seed}", joint_time_ns=stamps,
+                         joint_names=[m.name for m in mappings], joint_positions=positions,
+                         joint_states_topic=recording.joint_states_topic,
+                         voltage_time_ns=stamps, voltage=inputs,
+                         voltage_topic=recording.voltage_topic,
+                         voltage_type=recording.voltage_type,
+                         voltage_index=recording.voltage_index, overwrite=True)
+
+
+def calibrated(config, bag: Path, output: Path) -> dict:
+    """Value, std and verdict of one calibration through the default path."""
+    from mb_estimation.api import calibrate
+    from mb_estimation.config import apply_overrides
+
+    start = {name: START_FACTOR * float(np.ravel(config.parameters[name])[0]) for name in FREE}
+    run = calibrate(apply_overrides(config, set_values=start), [bag], output)
+    parameters, std = run.result.parameters, run.result.std
+    return {"value": {n: float(np.ravel(parameters[n])[0]) for n in FREE},
+            "std": {n: float(np.ravel(std[n])[0]) for n in FREE},
+            "trustworthy": bool(run.verdict.trustworthy)}
+
+
+def summary(rig: str, runs: dict) -> dict:
+    """Means over seeds per input, and the ratios design / multisine."""
+    truth = {n: float(np.ravel(_config(rig).parameters[n])[0]) for n in FREE}
+    out = {}
+    for label, seeds in runs.items():
+        relative_std = np.array([[r["std"][n] / abs(r["value"][n]) for n in FREE] for r in seeds])
+        error = np.array([[abs(r["value"][n] / truth[n] - 1) for n in FREE] for r in seeds])
+        out[label] = {
+            "worst_relative_std": float(np.mean(relative_std.max(axis=1))),
+            "worst_relative_error": float(np.mean(error.max(axis=1))),
+            "std": {n: float(np.mean([r["std"][n] for r in seeds])) for n in FREE},
+            "relative_error": {n: float(np.mean(error[:, i])) for i, n in enumerate(FREE)},
+            "trustworthy": sum(r["trustworthy"] for r in seeds)}
+    design, plain = out["design"], out["multisine"]
+    out["ratios"] = {
+        "worst_relative_std": design["worst_relative_std"] / plain["worst_relative_std"],
+        "worst_relative_error": design["worst_relative_error"] / plain["worst_relative_error"],
+        "std": {n: design["std"][n] / plain["std"][n] for n in FREE}}
+    return out
+
+
+def main() -> None:
+    """Design, realise over the seeds, calibrate, print (and write) the summary."""
+    from mb_estimation.numerics import configure_jax
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rig", choices=sorted(RIGS), required=True)
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--evaluations", type=int, default=120)
+    parser.add_argument("--work", type=Path)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    configure_jax()
+    work = args.work or Path(tempfile.mkdtemp(prefix=f"excitation_{args.rig}_"))
+    config = _config(args.rig)
+    inputs = designed_inputs(args.rig, args.evaluations)
+    print(f"{args.rig}: designed in {inputs['design_s']:.1f} s; predicted worst relative std "
+          f"design {inputs['predicted']['design']['worst_relative_std']:.4g}, multisine "
+          f"{inputs['predicted']['multisine']['worst_relative_std']:.4g}", flush=True)
+    runs = {"design": [], "multisine": []}
+    for seed in range(args.seeds):
+        for label in runs:
+            folder = work / label
+            bag = reference_bag(config, folder, inputs["time_s"], inputs[label], seed)
+            run = calibrated(config, bag, folder / f"out{seed}")
+            runs[label].append(run)
+            worst = max(run["std"][n] / abs(run["value"][n]) for n in FREE)
+            print(f"  seed {seed} {label}: worst relative std {worst:.4g}, "
+                  f"{'TRUSTWORTHY' if run['trustworthy'] else 'not trusted'}", flush=True)
+        result = {"rig": args.rig, "predicted": inputs["predicted"], "runs": runs,
+                  "summary": summary(args.rig, runs)}
+        if args.json:  # after every seed: a long run interrupted keeps what it measured
+            args.json.write_text(json.dumps(result, indent=1))
+    print(json.dumps(result["summary"], indent=1))
+
+
+if __name__ == "__main__":
+    main()
