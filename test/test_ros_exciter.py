@@ -257,6 +257,24 @@ def test_played_to_its_end_it_asks_the_estimator_to_calibrate_once(exciter, rig)
     assert tail and all(value == 0.0 for _, value in tail)
 
 
+def test_deactivated_it_stops_and_activated_again_it_plays_from_the_start(exciter, rig,
+                                                                           files):
+    node, _ = exciter
+    deactivated = time.monotonic()
+    assert node.trigger_deactivate() == TransitionCallbackReturn.SUCCESS
+    assert node.exciter.reason == "deactivated"
+    time.sleep(0.3)
+    received = rig.received(deactivated)
+    assert received and all(value == 0.0 for _, value in received)
+    assert not rig.received(deactivated + 0.1)  # inactive: it publishes nothing more
+    again = time.monotonic()
+    assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
+    assert wait_until(lambda: sum(v != 0.0 for _, v in rig.received(again)) >= 10, 5.0)
+    played = ExcitationRun(files["inputs"], rate_hz=RATE, max_input=1.0, ramp_s=0.2).played()
+    first = next(value for _, value in rig.received(again) if value != 0.0)
+    assert played.tolist().index(first) <= 2  # a fresh run, from the file's start
+
+
 def test_a_configuration_it_cannot_play_fails_to_configure(context, files, tmp_path):
     effort = write_config(tmp_path / "effort.yaml", recording={
         "voltage_type": "sensor_msgs/msg/JointState", "voltage_joint": "arm_joint",

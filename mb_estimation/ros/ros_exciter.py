@@ -4,8 +4,9 @@ A managed (lifecycle) node around :class:`~mb_estimation.online.exciter.Exciter`
 the safety rules, without ROS). ``configure`` reads the config and the input file
 (``excite``'s ``excitation.csv``; its limits from the ``excitation.yaml`` beside it unless the
 parameters say otherwise) and makes the input publisher and the ``~/stop`` service;
-``activate`` subscribes to the joint states and starts the timer, at the file's rate: the input
-plays from the first joint state on, faded in and out, and stops for good with a zero on the
+``activate`` starts a fresh run: it subscribes to the joint states and starts a timer at the
+file's rate (``deactivate`` stops the run and removes both); the input plays from the first
+joint state on, faded in and out, and stops for good with a zero on the
 input topic when the arm leaves its limits, a joint state is not finite, the joint states stop
 arriving, ``~/stop`` is called or the node is deactivated. Played to its end, it calls the
 estimator node's ``~/calibrate_now`` and logs its answer. By hand::
@@ -41,7 +42,13 @@ from std_srvs.srv import Trigger
 from mb_estimation.config import load_config
 from mb_estimation.errors import first_line
 from mb_estimation.message_types import FLOAT64, JOINT_STATE
-from mb_estimation.online.exciter import DONE, STOPPED, Exciter, excitation_run
+from mb_estimation.online.exciter import (
+    DONE,
+    STOPPED,
+    ExcitationRun,
+    Exciter,
+    excitation_run,
+)
 from mb_estimation.ros.ros_common import JOINT_STATES_INPUT, VOLTAGE_INPUT, StopSignals
 from mb_estimation.ros.ros_player import try_shutdown
 
@@ -95,7 +102,9 @@ class ExciterNode(LifecycleNode):
         self._monotonic = clock
         self.exciter: Exciter | None = None
         self._publisher = self._input_message = None
-        self._made: list = []  # (destroy, entity) made by configure and activate
+        self._made: list = []  # (destroy, entity) made by configure
+        self._active: list = []  # ... and by activate
+        self._run: ExcitationRun | None = None
         self._arm: tuple[str, int] | None = None  # recorded name and sign of the arm joint
         self._calibration = None  # the pending ~/calibrate_now call
         self._calibrate_client = None
@@ -125,8 +134,7 @@ class ExciterNode(LifecycleNode):
         except Exception as error:  # ConfigError, UserError, ValueError: one line
             self.get_logger().fatal(" ".join(first_line(error).split()))
             return TransitionCallbackReturn.FAILURE
-        self._arm = (arm.name, arm.sign)
-        self.exciter = Exciter(run)
+        self._arm, self._run = (arm.name, arm.sign), run
         if recording.voltage_type == FLOAT64:
             kind, self._input_message = Float64, lambda value: Float64(data=value)
         else:
@@ -146,11 +154,12 @@ class ExciterNode(LifecycleNode):
 
     @_logged
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        """Subscribe to the joint states and start the timer: the input plays."""
-        run = self.exciter.run
+        """A fresh run: subscribe to the joint states and start the timers; the input plays."""
+        run = self._run
+        self.exciter, self._ended_s, self._calibration = Exciter(run), None, None
         # a lost stream is seen when the watchdog, restarted by every joint state, runs out
         self._watchdog = self.create_timer(run.timeout_s + WATCHDOG_MARGIN_S, self._tick)
-        self._made += [
+        self._active = [
             (self.destroy_timer, self._watchdog),
             (self.destroy_timer, self.create_timer(1.0 / run.rate_hz, self._tick)),
             (self.destroy_subscription, self.create_subscription(
@@ -166,26 +175,23 @@ class ExciterNode(LifecycleNode):
 
     @_logged
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        """Stop the input (zero) and the timer."""
+        """Stop the run (a zero input), the timers and the subscription."""
         self._halt("deactivated")
+        self._active = _destroyed(self._active)
         return TransitionCallbackReturn.SUCCESS
 
     @_logged
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Remove what configure made (back to unconfigured)."""
         self._halt("cleaned up")
-        self._remove()
+        self._made = _destroyed(self._made)
+        self._publisher = self._calibrate_client = None
         return TransitionCallbackReturn.SUCCESS
 
     @_logged
     def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._halt("shut down")
         return TransitionCallbackReturn.SUCCESS
-
-    def _remove(self) -> None:
-        for destroy, entity in reversed(self._made):
-            destroy(entity)
-        self._made = []
-        self._publisher = self._calibrate_client = None
 
     # --- the input -----------------------------------------------------------------------
 
@@ -269,6 +275,13 @@ class ExciterNode(LifecycleNode):
         future.add_done_callback(report)
         self.get_logger().info(f"exciter: calling {service}")
         return future
+
+
+def _destroyed(made: list) -> list:
+    """Destroy each ``(destroy, entity)``, the last made first; an empty list."""
+    for destroy, entity in reversed(made):
+        destroy(entity)
+    return []
 
 
 def _missing(name: str):
