@@ -48,14 +48,8 @@ def _config(rig: str):
 
 def designed_inputs(rig: str, evaluations: int) -> dict:
     """``{"design": inputs, "multisine": inputs}`` at 1 kHz, and the design's prediction."""
-    from mb_estimation.excitation import (
-        Limits,
-        at_peak,
-        design_excitation,
-        multisine,
-        schroeder_phases,
-    )
-    from mb_estimation.scenarios import MULTISINE_FREQUENCIES_HZ
+    from mb_estimation.excitation import Limits, design_excitation
+    from mb_estimation.report.excitation import multisine_input
     from mb_estimation.setup import rig_of
 
     config = _config(rig)
@@ -66,9 +60,7 @@ def designed_inputs(rig: str, evaluations: int) -> dict:
                                start=np.zeros(4), noise_rad=NOISE_RAD,
                                max_evaluations=evaluations)
     elapsed = time.perf_counter() - started
-    count = len(MULTISINE_FREQUENCIES_HZ)
-    plain = at_peak(multisine(design.time_s, np.ones(count), MULTISINE_FREQUENCIES_HZ,
-                              schroeder_phases(count)), design.multisine_scale)
+    plain = multisine_input(design)
     predicted = {label: {"worst_relative_std": response.worst_relative_std,
                          "relative_std": response.relative_std}
                  for label, response in (("design", design.design),

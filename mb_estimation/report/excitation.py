@@ -5,7 +5,7 @@ until the next one, as a rig's controller plays it (``simulate --input``, ``rig-
 and the exciter node read it back: :mod:`mb_estimation.io.excitation_files`).
 excitation.yaml gives the criterion, the limits, the multisine's frequencies, amplitudes and
 phases, and the predicted std per free parameter for the design and for the plain
-``multisine`` scenario at the same bound and duration. The figure shows the input, the
+``multisine`` scenario at the same bound and duration. The figure shows the input and the
 simulated angles with the arm's limits, and the predicted relative std of each free
 parameter, design beside multisine.
 """
@@ -17,9 +17,17 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from mb_estimation.excitation import ExcitationDesign, Limits, Response
+from mb_estimation.excitation import (
+    ExcitationDesign,
+    Limits,
+    Response,
+    at_peak,
+    multisine,
+    schroeder_phases,
+)
 from mb_estimation.io.files import PLAIN_FILE, write_text_atomically
 from mb_estimation.report.figures import JOINT_LABELS, new_figure, png_bytes
+from mb_estimation.scenarios import MULTISINE_FREQUENCIES_HZ
 
 CRITERION = "worst relative std (the largest std / |value| of the free parameters)"
 
@@ -55,18 +63,31 @@ def excitation_document(design: ExcitationDesign, limits: Limits, noise_rad: flo
     }
 
 
+def multisine_input(design: ExcitationDesign) -> np.ndarray:
+    """The multisine the design is compared with, on the design's samples [input units]."""
+    count = len(MULTISINE_FREQUENCIES_HZ)
+    return at_peak(multisine(design.time_s, np.ones(count), MULTISINE_FREQUENCIES_HZ,
+                             schroeder_phases(count)), design.multisine_scale)
+
+
 def excitation_figure(design: ExcitationDesign, limits: Limits):
     """The input, the simulated angles (arm limits dashed), the predicted relative stds."""
     figure = new_figure(8.0)
     input_axes, angle_axes, std_axes = figure.subplots(3, 1)
+    input_axes.plot(design.time_s, multisine_input(design), color="0.6", linewidth=0.8,
+                    label="multisine")
     input_axes.plot(design.time_s, design.inputs, color="tab:red", linewidth=1.0,
                     label="design")
     input_axes.axhline(limits.max_input, color="0.4", linestyle="--", linewidth=0.8)
     input_axes.axhline(-limits.max_input, color="0.4", linestyle="--", linewidth=0.8)
-    input_axes.set(xlabel="time [s]", ylabel="input", title="designed input (bound dashed)")
+    input_axes.set(xlabel="time [s]", ylabel="input",
+                   title="designed input beside the multisine (bound dashed)")
+    input_axes.legend(loc="upper right", fontsize="small")
     for joint, label in enumerate(JOINT_LABELS[:design.design.angles.shape[1]]):
-        angle_axes.plot(design.time_s, design.design.angles[:, joint], linewidth=1.0,
-                        label=label)
+        line, = angle_axes.plot(design.time_s, design.design.angles[:, joint], linewidth=1.0,
+                                label=f"{label}, design")
+        angle_axes.plot(design.time_s, design.multisine.angles[:, joint], linewidth=0.8,
+                        color=line.get_color(), alpha=0.45, label=f"{label}, multisine")
     if limits.max_arm_rad is not None:
         start = design.design.angles[0, 0]
         for side in (-1, 1):
@@ -83,8 +104,9 @@ def excitation_figure(design: ExcitationDesign, limits: Limits):
         std_axes.bar(positions + offset, [100 * response.relative_std[n] for n in names],
                      width=0.4, label=label)
     std_axes.set_xticks(positions, names)
+    std_axes.set_yscale("log")
     std_axes.set(ylabel="predicted std [% of value]",
-                 title="Cramér–Rao bound of each free parameter")
+                 title="Cramér–Rao bound of each free parameter (log scale)")
     std_axes.legend(fontsize="small")
     return figure
 
