@@ -101,7 +101,9 @@ class ExcitationDesign:
     input's peak [input units]; ``design`` and ``multisine`` their :class:`Response`, the
     multisine (the ``multisine`` scenario's tones, equal amplitudes, Schroeder phases) at the
     peak ``multisine_scale`` (the bound, or less where the arm's limits ask for it);
-    ``evaluations`` the criterion evaluations made.
+    ``evaluations`` the criterion evaluations made. ``improved`` is False where the search
+    found nothing that predicts better than the multisine at the experiment's rate: the
+    design is then the multisine itself (its tones, amplitudes and phases).
     """
 
     time_s: np.ndarray
@@ -114,6 +116,7 @@ class ExcitationDesign:
     multisine: Response
     multisine_scale: float
     evaluations: int
+    improved: bool = True
 
 
 def schroeder_phases(count: int) -> np.ndarray:
@@ -228,10 +231,17 @@ def design_excitation(rig: Rig, values: Mapping[str, object], names: Sequence[st
     scale, (time_s, inputs, designed) = _within_limits(response, amplitudes, limits)
     # the multisine scenario's input (mb_estimation.scenarios.multisine_torque) at this bound
     plain_count = len(MULTISINE_FREQUENCIES_HZ)
-    plain_scale, (*_, plain) = _within_limits(
+    plain_scale, (_, plain_inputs, plain) = _within_limits(
         lambda a, scale: response(a, scale, frequencies=MULTISINE_FREQUENCIES_HZ,
                                   phases=schroeder_phases(plain_count)),
         np.ones(plain_count), limits)
+    if not designed.worst_relative_std < plain.worst_relative_std:
+        # the search ranks on a coarser grid than the experiment's: what it found may predict
+        # worse at the experiment's rate (or nothing at all). Never worse than the multisine.
+        return ExcitationDesign(time_s, plain_inputs, np.ones(plain_count),
+                                np.asarray(MULTISINE_FREQUENCIES_HZ),
+                                schroeder_phases(plain_count), plain_scale, plain, plain,
+                                plain_scale, evaluations, improved=False)
     return ExcitationDesign(time_s, inputs, amplitudes, np.asarray(frequencies_hz), phases,
                             scale, designed, plain, plain_scale, evaluations)
 

@@ -25,7 +25,9 @@ from mb_estimation.excitation import (
     schroeder_phases,
 )
 from mb_estimation.online.exciter import excitation_run
+from mb_estimation.report.excitation import multisine_input
 from mb_estimation.rigs import parameter_arrays
+from mb_estimation.scenarios import MULTISINE_FREQUENCIES_HZ
 from mb_estimation.setup import rig_of
 from mb_estimation.simulation import built_system
 from mb_estimation.validation import rigid_replay, rigid_replays
@@ -60,6 +62,19 @@ def test_the_design_beats_the_multisine_at_the_same_bound(rig_and_values):
     expected = at_peak(multisine(design.time_s, design.amplitudes, EXCITATION_FREQUENCIES_HZ,
                                  schroeder_phases(len(EXCITATION_FREQUENCIES_HZ))), BOUND)
     np.testing.assert_allclose(design.inputs, expected, rtol=0, atol=1e-15)
+
+
+def test_a_search_that_finds_nothing_better_gives_the_multisine(rig_and_values):
+    """Two high tones cannot beat the multisine: the design written is the multisine itself."""
+    rig, values = rig_and_values
+    design = design_excitation(rig, values, FREE, duration_s=2.0, rate_hz=200.0,
+                               limits=Limits(BOUND), start=np.zeros(4), max_evaluations=2,
+                               frequencies_hz=np.array([2.2, 2.4]))
+    assert design.improved is False
+    assert design.design is design.multisine
+    np.testing.assert_array_equal(design.inputs, multisine_input(design))
+    np.testing.assert_array_equal(design.frequencies_hz, MULTISINE_FREQUENCIES_HZ)
+    assert _design(rig_and_values, Limits(BOUND), 2).improved is True
 
 
 def test_the_arm_stays_within_its_limits_or_the_design_says_it_cannot(rig_and_values):

@@ -79,5 +79,8 @@ def excite_command(args) -> int:
           f"multisine {100 * design.multisine.worst_relative_std:.3g} % (input peak "
           f"{design.scale:.3g}; arm within {design.design.arm_peak_rad:.3g} rad, "
           f"{design.design.arm_rate_peak:.3g} rad/s)")
+    if not design.improved:
+        print("the search found no input that predicts better than the multisine at the "
+              "experiment's rate: the design written is the multisine")
     print("written: " + ", ".join(str(path) for path in paths))
     return 0

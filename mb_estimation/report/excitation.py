@@ -58,6 +58,7 @@ def excitation_document(design: ExcitationDesign, limits: Limits, noise_rad: flo
         "input": {"peak": design.scale, "frequencies_hz": design.frequencies_hz.tolist(),
                   "amplitudes": design.amplitudes.tolist(), "phases_rad": design.phases.tolist()},
         "evaluations": design.evaluations,
+        "improved_on_the_multisine": design.improved,
         "design": _predicted(design.design),
         "multisine": {"peak": design.multisine_scale, **_predicted(design.multisine)},
     }
