@@ -15,8 +15,9 @@ import time
 
 import numpy as np
 import pytest
+import yaml
 from configs import write_config
-from processes import wait_until
+from processes import REPO, wait_until
 
 rclpy = pytest.importorskip("rclpy")
 
@@ -30,7 +31,7 @@ from std_msgs.msg import Float64  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
 
 from mb_estimation.online.exciter import ExcitationRun  # noqa: E402
-from mb_estimation.ros.ros_exciter import SETTLE_S, ExciterNode  # noqa: E402
+from mb_estimation.ros.ros_exciter import PARAMETERS, SETTLE_S, ExciterNode  # noqa: E402
 
 DOMAIN = int(os.environ.get("MB_TEST_ROS_EXCITER_DOMAIN", "90"))
 pytestmark = pytest.mark.usefixtures("alone_on_the_machine")  # the zeros are timed
@@ -290,3 +291,11 @@ def test_a_configuration_it_cannot_play_fails_to_configure(context, files, tmp_p
             assert node.trigger_configure() == TransitionCallbackReturn.FAILURE
         finally:
             node.destroy_node()
+
+
+def test_the_shipped_parameter_file_names_every_parameter_with_its_type():
+    text = (REPO / "config" / "ros" / "exciter_node.yaml").read_text()
+    given = yaml.safe_load(text)["/**"]["ros__parameters"]
+    assert set(given) == set(PARAMETERS)
+    for name, (default, _) in PARAMETERS.items():
+        assert type(given[name]) is type(default), name
