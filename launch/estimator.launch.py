@@ -33,8 +33,8 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import LifecycleNode
 from launch_ros.parameter_descriptions import ParameterValue
 
-from mb_estimation.ros.ros_common import NODE_SETTINGS, config_topics, input_remappings
-from mb_estimation.ros.ros_launch import drive_lifecycle
+from mb_estimation.ros.ros_common import NODE_SETTINGS
+from mb_estimation.ros.ros_launch import drive_lifecycle, rig_remappings
 
 PACKAGE = "mb_estimation"
 
@@ -47,11 +47,6 @@ def _node_settings(context) -> dict:
 
 
 def _estimator(context):
-    # the config (a path or a built-in name) found as the node finds it
-    joint_topic, voltage_topic = config_topics(LaunchConfiguration("config").perform(context))
-    remappings = input_remappings(
-        LaunchConfiguration("joint_states_topic").perform(context) or joint_topic,
-        LaunchConfiguration("voltage_topic").perform(context) or voltage_topic)
     node = LifecycleNode(
         package=PACKAGE,
         executable="estimator_node",
@@ -65,7 +60,7 @@ def _estimator(context):
             "compliance": ParameterValue(LaunchConfiguration("compliance"), value_type=float),
             "use_sim_time": ParameterValue(LaunchConfiguration("use_sim_time"), value_type=bool),
         }, _node_settings(context)],
-        remappings=remappings,
+        remappings=rig_remappings(context),
     )
     return [node, *drive_lifecycle(node)]
 

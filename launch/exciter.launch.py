@@ -35,8 +35,7 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import LifecycleNode
 from launch_ros.parameter_descriptions import ParameterValue
 
-from mb_estimation.ros.ros_common import config_topics, input_remappings
-from mb_estimation.ros.ros_launch import drive_lifecycle
+from mb_estimation.ros.ros_launch import drive_lifecycle, rig_remappings
 
 PACKAGE = "mb_estimation"
 #: Launch argument: (default, type, description).
@@ -54,11 +53,6 @@ SETTINGS = {
 
 
 def _exciter(context):
-    config = LaunchConfiguration("config").perform(context)
-    joint_topic, voltage_topic = config_topics(config)
-    remappings = input_remappings(
-        LaunchConfiguration("joint_states_topic").perform(context) or joint_topic,
-        LaunchConfiguration("voltage_topic").perform(context) or voltage_topic)
     node = LifecycleNode(
         package=PACKAGE,
         executable="exciter_node",
@@ -71,7 +65,7 @@ def _exciter(context):
             **{name: ParameterValue(LaunchConfiguration(name), value_type=kind)
                for name, (_, kind, _) in SETTINGS.items()},
         }],
-        remappings=remappings,
+        remappings=rig_remappings(context),
     )
     return [node, *drive_lifecycle(node, what="the exciter node")]
 

@@ -195,13 +195,21 @@ def check_bags(paths) -> None:
                             "PlotJuggler .csv export)")
 
 
-def played_input(path, config):
-    """An input file (``time_s,input``) as a scenario of the rig, its rate [Hz], its length [s]."""
+def played_input(args, config):
+    """``--input FILE`` as a scenario of the rig, its rate [Hz] and the duration to play [s].
+
+    The file's rate, which ``--rate`` may repeat but not change; its length, or ``--duration``
+    where shorter.
+    """
     import numpy as np
 
     from mb_estimation.io.excitation_files import read_excitation
     from mb_estimation.scenarios import played_scenario
 
-    time_s, inputs = read_excitation(path)
+    time_s, inputs = read_excitation(args.input)
     rate = 1.0 / float(np.mean(np.diff(time_s)))
-    return played_scenario(inputs, config.rig), rate, float(time_s[-1] - time_s[0])
+    if args.rate is not None and abs(args.rate / rate - 1) > 1e-6:
+        raise UserError(f"{args.input} is sampled at {rate:g} Hz, --rate is {args.rate:g}")
+    length_s = float(time_s[-1] - time_s[0])
+    duration = length_s if args.duration is None else min(args.duration, length_s)
+    return played_scenario(inputs, config.rig), rate, duration

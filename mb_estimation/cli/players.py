@@ -92,10 +92,7 @@ def rig_sim_command(args) -> int:
         return _driven(args, config)
     scenario, rate, duration, name = args.scenario, args.rate, args.duration, args.scenario
     if args.input is not None:
-        scenario, rate, length_s = played_input(args.input, config)
-        if args.rate is not None and abs(args.rate / rate - 1) > 1e-6:
-            raise UserError(f"{args.input} is sampled at {rate:g} Hz, --rate is {args.rate:g}")
-        duration = length_s if args.duration is None else min(args.duration, length_s)
+        scenario, rate, duration = played_input(args, config)
         name = args.input
     # checked at once: SimulationError (--rate, --duration), ConfigError (recording section)
     messages = rig_sim_messages(config, scenario, duration_s=duration, rate_hz=rate)

@@ -109,10 +109,7 @@ def simulate_command(args) -> int:
     scenario, rate = args.scenario, args.rate
     duration = args.duration if args.duration is not None else 10.0
     if args.input is not None:
-        scenario, rate, length_s = played_input(args.input, config)
-        if args.rate is not None and abs(args.rate / rate - 1) > 1e-6:
-            raise UserError(f"{args.input} is sampled at {rate:g} Hz, --rate is {args.rate:g}")
-        duration = length_s if args.duration is None else min(args.duration, length_s)
+        scenario, rate, duration = played_input(args, config)
     print_simulated(write_simulated_bag(
         config, scenario, output, duration_s=duration, dt=args.dt,
         rate_hz=rate, noise_rad=args.noise, seed=args.seed,

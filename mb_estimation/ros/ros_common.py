@@ -9,15 +9,17 @@ is written to. The node itself is :mod:`mb_estimation.ros.ros_node` (rclpy).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import signal
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 # pure Python (no rigs, no JAX): the launch files import this module
 from mb_estimation.config.builtin import resolve_config
 from mb_estimation.config.schema import ConfigError, NodeSettings, RecordingSettings
+from mb_estimation.errors import first_line
 from mb_estimation.message_types import JOINT_STATE, normalise_message_type
 
 if TYPE_CHECKING:
@@ -265,6 +267,22 @@ def config_topics(config: str | Path) -> tuple[str, str | None]:
     if normalise_message_type(voltage_type) == JOINT_STATE:
         return joint_topic, None
     return joint_topic, voltage_topic
+
+
+def logged_transition(transition: Callable) -> Callable:
+    """A lifecycle node's transition callback whose exception is logged, then raised.
+
+    rclpy turns an exception in a transition into its ERROR outcome silently; the estimator and
+    the exciter node decorate their transitions with this.
+    """
+    @functools.wraps(transition)
+    def run(node, state):
+        try:
+            return transition(node, state)
+        except Exception as error:
+            node.get_logger().error(f"{transition.__name__}: {first_line(error)}")
+            raise
+    return run
 
 
 class StopSignals:

@@ -19,7 +19,6 @@ Its parameters, topics and services are described in ``docs/node.md`` ("The exci
 
 from __future__ import annotations
 
-import functools
 import math
 import sys
 import time
@@ -49,7 +48,12 @@ from mb_estimation.online.exciter import (
     Exciter,
     excitation_run,
 )
-from mb_estimation.ros.ros_common import JOINT_STATES_INPUT, VOLTAGE_INPUT, StopSignals
+from mb_estimation.ros.ros_common import (
+    JOINT_STATES_INPUT,
+    VOLTAGE_INPUT,
+    StopSignals,
+    logged_transition,
+)
 from mb_estimation.ros.ros_player import try_shutdown
 
 NODE_NAME = "mb_exciter"
@@ -75,18 +79,6 @@ PARAMETERS = {
                                    "end (empty: none)"),
     "autostart": (False, "configure and activate at start"),
 }
-
-
-def _logged(transition):
-    """A transition whose exception is logged (rclpy turns it into ERROR silently)."""
-    @functools.wraps(transition)
-    def run(node, state):
-        try:
-            return transition(node, state)
-        except Exception as error:
-            node.get_logger().error(f"{transition.__name__}: {first_line(error)}")
-            raise
-    return run
 
 
 class ExciterNode(LifecycleNode):
@@ -116,7 +108,7 @@ class ExciterNode(LifecycleNode):
 
     # --- transitions -------------------------------------------------------------------
 
-    @_logged
+    @logged_transition
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
         """Read the config and the input; make the input publisher and ``~/stop``."""
         try:
@@ -152,7 +144,7 @@ class ExciterNode(LifecycleNode):
             self._made.append((self.destroy_client, self._calibrate_client))
         return TransitionCallbackReturn.SUCCESS
 
-    @_logged
+    @logged_transition
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         """A fresh run: subscribe to the joint states and start the timers; the input plays."""
         run = self._run
@@ -173,14 +165,14 @@ class ExciterNode(LifecycleNode):
             f"{self.resolve_topic_name(JOINT_STATES_INPUT)}; limits: {limits}")
         return TransitionCallbackReturn.SUCCESS
 
-    @_logged
+    @logged_transition
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
         """Stop the run (a zero input), the timers and the subscription."""
         self._halt("deactivated")
         self._active = _destroyed(self._active)
         return TransitionCallbackReturn.SUCCESS
 
-    @_logged
+    @logged_transition
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
         """Remove what configure made (back to unconfigured)."""
         self._halt("cleaned up")
@@ -188,7 +180,7 @@ class ExciterNode(LifecycleNode):
         self._publisher = self._calibrate_client = None
         return TransitionCallbackReturn.SUCCESS
 
-    @_logged
+    @logged_transition
     def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._halt("shut down")
         return TransitionCallbackReturn.SUCCESS
@@ -200,12 +192,12 @@ class ExciterNode(LifecycleNode):
             self._publisher.publish(self._input_message(float(value)))
 
     def _halt(self, reason: str) -> None:
-        """Stop the run (if it still plays) and publish zero."""
+        """Stop the run (if it still plays) and publish zero, then log it."""
+        was = self.exciter.state if self.exciter is not None else None
         if self.exciter is not None:
-            was = self.exciter.state
             self.exciter.stop(reason)
-            self._report(was)
         self._publish(0.0)
+        self._report(was)
 
     def _on_joint_state(self, message: JointState) -> None:
         """Answer the rig's sample with its input (zero where that stops the run)."""
@@ -224,11 +216,7 @@ class ExciterNode(LifecycleNode):
         self._report(was)
 
     def _on_stop(self, request, response):
-        was = self.exciter.state if self.exciter is not None else None
-        if self.exciter is not None:
-            self.exciter.stop("stopped on ~/stop")
-        self._publish(0.0)
-        self._report(was)
+        self._halt("stopped on ~/stop")
         response.success = True
         response.message = f"input zero ({self.exciter.state if self.exciter else 'unconfigured'})"
         return response

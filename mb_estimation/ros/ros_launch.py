@@ -1,4 +1,4 @@
-"""What the launch files share: a lifecycle node (estimator, exciter) driven through its states.
+"""What the launch files share: inputs remapped to the rig, a lifecycle node driven through.
 
 Needs the ROS 2 launch system (``launch``, ``launch_ros``): only the launch files import this.
 """
@@ -7,10 +7,13 @@ from __future__ import annotations
 
 from launch.actions import EmitEvent, LogInfo, RegisterEventHandler
 from launch.events import Shutdown, matches_action
+from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import LifecycleNode
 from launch_ros.event_handlers import OnStateTransition
 from launch_ros.events.lifecycle import ChangeState
 from lifecycle_msgs.msg import Transition
+
+from mb_estimation.ros.ros_common import config_topics, input_remappings
 
 
 def drive_lifecycle(node: LifecycleNode, *, what: str = "the estimator node",
@@ -37,3 +40,15 @@ def drive_lifecycle(node: LifecycleNode, *, what: str = "the estimator node",
         on("activating", "active", list(when_active)),
         change(Transition.TRANSITION_CONFIGURE),
     ]
+
+
+def rig_remappings(context) -> list[tuple[str, str]]:
+    """The node's inputs remapped to the rig's topics, from the launch arguments.
+
+    ``joint_states_topic`` and ``voltage_topic``, each where given, else the topic of the
+    ``config`` (a path or a built-in name, found as the node finds it).
+    """
+    joint_topic, voltage_topic = config_topics(LaunchConfiguration("config").perform(context))
+    return input_remappings(
+        LaunchConfiguration("joint_states_topic").perform(context) or joint_topic,
+        LaunchConfiguration("voltage_topic").perform(context) or voltage_topic)

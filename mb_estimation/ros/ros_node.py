@@ -34,7 +34,6 @@ groups keep it correct where a user adds it to a multi-threaded one.
 
 from __future__ import annotations
 
-import functools
 import signal
 import sys
 import threading
@@ -80,6 +79,7 @@ from mb_estimation.ros.ros_common import (
     DRAIN_TIMEOUT_S,
     READY_MARKER,
     StopSignals,
+    logged_transition,
     write_fused,
 )
 from mb_estimation.ros.ros_inputs import RosInputs
@@ -103,18 +103,6 @@ DIAGNOSTICS_PERIOD_S = 1.0
 SHADOW_DEPTH = 2000
 #: The main loop looks for a stop signal at least this often [s].
 SPIN_PERIOD_S = 0.1
-
-
-def _logged(transition: Callable) -> Callable:
-    """A transition callback whose exception is logged (rclpy turns it into ERROR silently)."""
-    @functools.wraps(transition)
-    def run(node: EstimatorNode, state: LifecycleState) -> TransitionCallbackReturn:
-        try:
-            return transition(node, state)
-        except Exception as error:
-            node.get_logger().error(f"{transition.__name__}: {first_line(error)}")
-            raise
-    return run
 
 
 class EstimatorNode(LifecycleNode):
@@ -155,7 +143,7 @@ class EstimatorNode(LifecycleNode):
 
     # --- transitions -------------------------------------------------------------------
 
-    @_logged
+    @logged_transition
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
         """Load the config, make the core and outputs, compile; FAILURE says why in the log."""
         self.configure_error = None
@@ -184,7 +172,7 @@ class EstimatorNode(LifecycleNode):
             time.sleep(SPIN_PERIOD_S / 2)
         return super().on_configure(state)
 
-    @_logged
+    @logged_transition
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         """Subscribe to the inputs and enable the publishers; log the ready line."""
         self._inputs = RosInputs(self, self.core, self._inputs_group)
@@ -199,19 +187,19 @@ class EstimatorNode(LifecycleNode):
                "false): the first window compiles the solver"))
         return result
 
-    @_logged
+    @logged_transition
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
         """Unsubscribe and disable the publishers (the worker finishes the cut windows)."""
         self._unsubscribe()
         return super().on_deactivate(state)
 
-    @_logged
+    @logged_transition
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
         """Stop the worker and remove what configure made (back to unconfigured)."""
         self._unconfigure()
         return super().on_cleanup(state)
 
-    @_logged
+    @logged_transition
     def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
         """Stop as :meth:`close` does (the cut windows, then the files)."""
         self._unsubscribe()

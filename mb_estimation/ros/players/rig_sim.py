@@ -24,6 +24,7 @@ from mb_estimation.ros.players.messages import (
     JointStatePayload,
     TimedMessage,
 )
+from mb_estimation.ros.players.pacing import MAX_SLEEP_S
 
 if TYPE_CHECKING:
     from mb_estimation.config import Config
@@ -160,15 +161,12 @@ def _joint_mappings(config: Config) -> list:
 def _rig_sim_stream(config, scenario, *, rate, dt, chunk, total, start_ns, seed, names,
                     mappings, voltage_kind, effort_index) -> Iterator[TimedMessage]:
     from mb_estimation.setup import rig_of
-    from mb_estimation.signals import recorded_joint_states
-    from mb_estimation.simulation import quantise, scenario_in_chunks
+    from mb_estimation.simulation import scenario_in_chunks
 
     settings = config.recording
     chunks = _one_ahead(scenario_in_chunks(
         rig_of(config), config.parameters,
         scenario, chunk_samples=chunk, dt=dt, rate_hz=rate, rigid=config.hinges == "rigid"))
-    noise = float(config.simulation.noise_rad)
-    counts = config.simulation.encoder_counts
     rng = np.random.default_rng(seed)
     joint_topic = settings.joint_states_topic
     voltage_topic = settings.voltage_topic
@@ -179,8 +177,7 @@ def _rig_sim_stream(config, scenario, *, rate, dt, chunk, total, start_ns, seed,
             start_ns = time.time_ns()
         count = chunk if total is None else min(chunk, total + 1 - first)
         angles, rates, inputs = angles[:count], rates[:count], inputs[:count]
-        measured = quantise(angles, counts) + noise * rng.standard_normal(angles.shape)
-        positions, velocities = recorded_joint_states(mappings, measured, rates)
+        positions, velocities = _recorded(config, mappings, rng, angles, rates)
         positions.flags.writeable = velocities.flags.writeable = False  # payloads are shared
         has_input = inputs.shape[1] > 0
         efforts = None
@@ -205,6 +202,21 @@ def _rig_sim_stream(config, scenario, *, rate, dt, chunk, total, start_ns, seed,
         first += count
         if total is not None and first > total:
             return
+
+
+def _recorded(config, mappings, rng, angles, rates):
+    """Positions and velocities as the rig's driver records them.
+
+    The config's encoder counts and angle noise (drawn from ``rng``) on the angles [rad], the
+    joint mappings on both.
+    """
+    from mb_estimation.signals import recorded_joint_states
+    from mb_estimation.simulation import quantise
+
+    angles = np.asarray(angles)
+    measured = (quantise(angles, config.simulation.encoder_counts)
+                + float(config.simulation.noise_rad) * rng.standard_normal(angles.shape))
+    return recorded_joint_states(mappings, measured, rates)
 
 
 def _one_ahead(items: Iterator) -> Iterator:
@@ -258,12 +270,9 @@ def driven_rig_messages(config: Config, latest_input: Callable[[], float], *,
 
 def _driven_stream(config, rig, latest_input, *, rate, total, seed, mappings, clock, sleep,
                    stop) -> Iterator[TimedMessage]:
-    from mb_estimation.signals import recorded_joint_states
-    from mb_estimation.simulation import driven_sample, quantise
+    from mb_estimation.simulation import driven_sample
 
     names = tuple(mapping.name for mapping in mappings)
-    noise = float(config.simulation.noise_rad)
-    counts = config.simulation.encoder_counts
     topic = config.recording.joint_states_topic
     rng = np.random.default_rng(seed)
     start_ns, started = time.time_ns(), clock()
@@ -273,13 +282,12 @@ def _driven_stream(config, rig, latest_input, *, rate, total, seed, mappings, cl
         while (now := clock()) < due:
             if stop is not None and stop.is_set():
                 return
-            sleep(min(due - now, 0.1))
+            sleep(min(due - now, MAX_SLEEP_S))
         if stop is not None and stop.is_set():
             return
         if sample:
             rig = driven_sample(rig, float(latest_input()))
-        measured = quantise(rig.angles, counts) + noise * rng.standard_normal(rig.angles.shape)
-        positions, velocities = recorded_joint_states(mappings, measured, rig.rates)
+        positions, velocities = _recorded(config, mappings, rng, rig.angles, rig.rates)
         yield TimedMessage(start_ns + round(sample / rate * 1e9), topic, JOINT_STATE,
                            JointStatePayload(names, positions, velocities, _EMPTY))
         sample += 1
