@@ -22,6 +22,8 @@ setup(
         ("share/" + package_name + "/config", sorted(glob("config/*.yaml"))),
         ("share/" + package_name + "/config/examples", sorted(glob("config/examples/*.yaml"))),
         ("share/" + package_name + "/config/ros", sorted(glob("config/ros/*.yaml"))),
+        ("share/" + package_name + "/config/excitations/furuta_synthetic_demo",
+         sorted(glob("config/excitations/furuta_synthetic_demo/*"))),
     ],
     python_requires=">=3.10",
     install_requires=[

@@ -413,15 +413,16 @@ def write_simulated_bag(config: Config, scenario: str | Scenario, output: str | 
 
 def design_experiment(config: Config, output: str | Path, *, duration_s: float,
                       limits: Limits, noise_rad: float | None = None,
-                      max_evaluations: int = MAX_EVALUATIONS,
+                      rate_hz: float | None = None, max_evaluations: int = MAX_EVALUATIONS,
                       progress: Callable[[int, float], None] | None = None
                       ) -> tuple[ExcitationDesign, tuple[Path, ...]]:
     """An input for the config's free parameters at its values (excite), and its files.
 
-    :func:`~mb_estimation.excitation.design_excitation` at the config's ``simulation.rate_hz``
-    from rest, hanging (the ``multisine`` scenario's start), the angle noise ``noise_rad``
-    (default: the config's ``simulation.noise_rad``, else 1e-3 rad); writes excitation.csv,
-    excitation.yaml and excitation.png into ``output`` (:mod:`mb_estimation.report.excitation`).
+    :func:`~mb_estimation.excitation.design_excitation` at ``rate_hz`` [Hz] (default: the
+    config's ``simulation.rate_hz``) from rest, hanging (the ``multisine`` scenario's start),
+    the angle noise ``noise_rad`` (default: the config's ``simulation.noise_rad``, else 1e-3
+    rad); writes excitation.csv, excitation.yaml and excitation.png into ``output``
+    (:mod:`mb_estimation.report.excitation`).
     """
     names = tuple(config.free_names)
     if not names:
@@ -435,8 +436,8 @@ def design_experiment(config: Config, output: str | Path, *, duration_s: float,
     if zero:
         raise ConfigError(f"excite: {', '.join(zero)} is 0 in the config: a relative std needs "
                           "a nonzero value (give a guess with --set or --from)")
-    if limits.max_input <= 0 or duration_s <= 0:
-        raise ConfigError("excite: --max-input and --duration must be positive")
+    if limits.max_input <= 0 or duration_s <= 0 or (rate_hz is not None and rate_hz <= 0):
+        raise ConfigError("excite: --max-input, --duration and --rate must be positive")
     from mb_estimation.report.excitation import write_excitation  # matplotlib: only here
 
     folder = writable_folder(output)
@@ -445,7 +446,9 @@ def design_experiment(config: Config, output: str | Path, *, duration_s: float,
     rig = rig_of(config)
     start = np.zeros(2 * len(rig.spec.joints))  # at rest, hanging (the multisine's start)
     design = design_excitation(rig, config.parameters, names, duration_s=duration_s,
-                               rate_hz=config.simulation.rate_hz, limits=limits, start=start,
+                               rate_hz=rate_hz or config.simulation.rate_hz, limits=limits,
+                               start=start,
                                noise_rad=noise_rad, max_evaluations=max_evaluations,
                                progress=progress)
-    return design, write_excitation(folder, design, limits, noise_rad)
+    designed_at = {name: float(np.ravel(config.parameters[name])[0]) for name in names}
+    return design, write_excitation(folder, design, limits, noise_rad, designed_at)

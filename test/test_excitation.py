@@ -117,16 +117,18 @@ def test_replays_run_together_are_the_replays_one_by_one(rig_and_values):
 def test_excite_writes_the_input_what_it_predicts_and_a_figure(tmp_path, capsys):
     out = tmp_path / "design"
     assert main(["excite", "--config", "furuta_synthetic", "--free", ",".join(FREE),
-                 "--duration", "2", "--max-input", str(BOUND), "--max-evaluations", "3",
-                 "--output", str(out)]) == 0
+                 "--duration", "2", "--rate", "500", "--max-input", str(BOUND),
+                 "--max-evaluations", "3", "--output", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "worst relative std: design" in printed and "evaluation    1/3" in printed
     lines = (out / "excitation.csv").read_text().splitlines()
-    assert lines[0] == "time_s,input" and len(lines) == 2002  # 1 kHz, the config's rate
+    assert lines[0] == "time_s,input" and len(lines) == 1002  # 500 Hz, --rate
     inputs = np.array([float(line.split(",")[1]) for line in lines[1:]])
     assert np.max(np.abs(inputs)) == pytest.approx(BOUND, rel=1e-12)
     document = yaml.safe_load((out / "excitation.yaml").read_text())
     assert document["criterion"].startswith("worst relative std")
+    values = load_config("furuta_synthetic").parameters
+    assert document["designed_at"] == {name: values[name] for name in FREE}
     assert document["limits"] == {"max_input": BOUND, "max_arm_rad": None,
                                   "max_arm_rate_rad_s": None}
     assert set(document["design"]["parameters"]) == set(FREE)
@@ -136,7 +138,7 @@ def test_excite_writes_the_input_what_it_predicts_and_a_figure(tmp_path, capsys)
         entry["relative_std"] for entry in document["design"]["parameters"].values()))
     assert (out / "excitation.png").read_bytes().startswith(b"\x89PNG")
     run = excitation_run(out / "excitation.csv")  # as the exciter node reads them back
-    assert (run.max_input, run.max_arm_rad, run.rate_hz) == (BOUND, None, pytest.approx(1e3))
+    assert (run.max_input, run.max_arm_rad, run.rate_hz) == (BOUND, None, pytest.approx(500))
     np.testing.assert_array_equal(run.inputs, inputs)
 
 
@@ -145,6 +147,8 @@ def test_excite_writes_the_input_what_it_predicts_and_a_figure(tmp_path, capsys)
     (["--config", "furuta_synthetic", "--free", "J_Azz,tilt"], "tilt is not a scalar"),
     (["--config", "furuta_synthetic", "--free", "J_Azz", "--max-arm-rad", "-1"],
      "--max-arm-rad must be positive"),
+    (["--config", "furuta_synthetic", "--free", "J_Azz", "--rate", "0"],
+     "--rate must be positive"),
 ])
 def test_excite_refuses_in_one_line(tmp_path, capsys, arguments, message):
     assert main(["excite", *arguments, "--max-input", "1", "--output",

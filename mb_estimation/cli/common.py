@@ -195,21 +195,21 @@ def check_bags(paths) -> None:
                             "PlotJuggler .csv export)")
 
 
-def played_input(args, config):
-    """``--input FILE`` as a scenario of the rig, its rate [Hz] and the duration to play [s].
+def played_input(path, config, *, rate_hz=None, duration_s=None):
+    """An input file (``--input FILE``) as a scenario, its rate [Hz] and the duration to play [s].
 
-    The file's rate, which ``--rate`` may repeat but not change; its length, or ``--duration``
-    where shorter.
+    The file's rate, which ``rate_hz`` (``--rate``) may repeat but not change; its length, or
+    ``duration_s`` (``--duration``) where shorter.
     """
     import numpy as np
 
     from mb_estimation.io.excitation_files import read_excitation
     from mb_estimation.scenarios import played_scenario
 
-    time_s, inputs = read_excitation(args.input)
+    time_s, inputs = read_excitation(path)
     rate = 1.0 / float(np.mean(np.diff(time_s)))
-    if args.rate is not None and abs(args.rate / rate - 1) > 1e-6:
-        raise UserError(f"{args.input} is sampled at {rate:g} Hz, --rate is {args.rate:g}")
+    if rate_hz is not None and abs(rate_hz / rate - 1) > 1e-6:
+        raise UserError(f"{path} is sampled at {rate:g} Hz, --rate is {rate_hz:g}")
     length_s = float(time_s[-1] - time_s[0])
-    duration = length_s if args.duration is None else min(args.duration, length_s)
+    duration = length_s if duration_s is None else min(duration_s, length_s)
     return played_scenario(inputs, config.rig), rate, duration

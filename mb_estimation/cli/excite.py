@@ -17,9 +17,10 @@ def add_excite(commands) -> None:
         "worst relative standard deviation the Cramér–Rao bound predicts for the rigid model's "
         "simulated response, its peak is --max-input, and the arm's simulated angle and rate "
         "stay within --max-arm-rad and --max-arm-rate. Writes DIR/excitation.csv (time_s, "
-        "input at the config's simulation.rate_hz), DIR/excitation.yaml (the predicted std per "
-        "free parameter for the design and for the multisine scenario at the same bound and "
-        "duration, the limits, the criterion) and DIR/excitation.png.")
+        "input at --rate, default the config's simulation.rate_hz), DIR/excitation.yaml (the "
+        "values designed at, the predicted std per free parameter for the design and for the "
+        "multisine scenario at the same bound and duration, the limits, the criterion) and "
+        "DIR/excitation.png.")
     add_config_options(excite, compliance=False)
     add_free_option(excite)
     excite.add_argument("--from", dest="parameters", metavar="FILE",
@@ -27,6 +28,9 @@ def add_excite(commands) -> None:
                         "values (a sequential design); --set still overrides")
     excite.add_argument("--duration", type=float, default=8.0, metavar="S",
                         help="length of the experiment [s] (default 8)")
+    excite.add_argument("--rate", type=float, metavar="HZ",
+                        help="the experiment's sample rate [Hz]: one input per joint state "
+                        "(default: the config's simulation.rate_hz)")
     excite.add_argument("--max-input", type=float, required=True, metavar="U",
                         help="the input's bound [the rig's input units, e.g. V]")
     excite.add_argument("--max-arm-rad", type=float, metavar="A",
@@ -50,7 +54,7 @@ def excite_command(args) -> int:
     from mb_estimation.api import design_experiment
     from mb_estimation.excitation import MAX_EVALUATIONS, Limits
 
-    for name in ("max_arm_rad", "max_arm_rate", "noise"):
+    for name in ("max_arm_rad", "max_arm_rate", "noise", "rate"):
         value = getattr(args, name)
         if value is not None and value <= 0:
             raise UserError(f"--{name.replace('_', '-')} must be positive, got {value}")
@@ -70,7 +74,7 @@ def excite_command(args) -> int:
     design, paths = design_experiment(
         config, args.output, duration_s=args.duration,
         limits=Limits(args.max_input, args.max_arm_rad, args.max_arm_rate),
-        noise_rad=args.noise, max_evaluations=evaluations, progress=progress)
+        noise_rad=args.noise, rate_hz=args.rate, max_evaluations=evaluations, progress=progress)
     print(f"{'parameter':10s} {'design std':>12s} {'multisine std':>14s}")
     for name, relative in design.design.relative_std.items():
         plain = design.multisine.relative_std[name]

@@ -92,7 +92,8 @@ def rig_sim_command(args) -> int:
         return _driven(args, config)
     scenario, rate, duration, name = args.scenario, args.rate, args.duration, args.scenario
     if args.input is not None:
-        scenario, rate, duration = played_input(args, config)
+        scenario, rate, duration = played_input(args.input, config, rate_hz=args.rate,
+                                                   duration_s=args.duration)
         name = args.input
     # checked at once: SimulationError (--rate, --duration), ConfigError (recording section)
     messages = rig_sim_messages(config, scenario, duration_s=duration, rate_hz=rate)

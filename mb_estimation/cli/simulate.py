@@ -14,13 +14,14 @@ from mb_estimation.cli.common import (
     played_input,
 )
 
-DEMO_RATE_HZ = 500.0  # the demo's sample rate [Hz]
-DEMO_DURATION_S = 5.0  # the demo's simulated time [s]
 DEMO_STEP_S = 2.5e-4  # [s] the rigid model's step (converged: simulation.dt's documentation)
 #: What a user frees on a rig: the inertias about the joints, the driver's gain, the frictions.
 DEMO_FREE = ("J_Azz", "J_Byy", "K", "b1", "b2")
 #: The demo's first guess: round values 25 % to 5× off the truth (Table G.5, K = 1).
 DEMO_GUESS = {"J_Azz": 0.005, "J_Byy": 0.005, "K": 0.5, "b1": 0.002, "b2": 0.0005}
+#: The demo's experiment, shipped beside the built-in configurations: excite's design for
+#: DEMO_FREE at DEMO_GUESS, 5 s at 500 Hz, input bound 0.4 V (the user guide has the command).
+DEMO_EXPERIMENT = "excitations/furuta_synthetic_demo/excitation.csv"
 
 
 def add_simulate(commands) -> None:
@@ -74,15 +75,18 @@ def add_demo(commands) -> None:
         "demo", help="simulate a rig, calibrate it from a rough guess, write the report "
         "(built-in defaults)",
         description="Simulate the paper's synthetic Furuta pendulum (config furuta_synthetic, "
-        "Table G.5) on rigid hinges, as a rig on ball bearings is, driven by a multisine "
-        f"command and recorded at {DEMO_RATE_HZ:g} Hz with angle noise; then calibrate its "
-        f"{', '.join(DEMO_FREE)} through the default path from a rough first guess, print "
-        "truth beside estimate ± std and the verdict, and write DIR/parameters.yaml and "
-        "DIR/report.html.")
+        "Table G.5) on rigid hinges, as a rig on ball bearings is, driven by an experiment "
+        f"that excite designed for {', '.join(DEMO_FREE)} at a rough first guess, recorded "
+        "with angle noise; then calibrate those parameters through the default path from the "
+        "guess, print truth beside estimate ± std and the verdict, and write "
+        "DIR/parameters.yaml and DIR/report.html.")
     demo.add_argument("--output", default="mb_estimation_demo", metavar="DIR",
                       help="output folder (default mb_estimation_demo)")
-    demo.add_argument("--duration", type=float, default=DEMO_DURATION_S, metavar="S",
-                      help=f"simulated time [s] (default {DEMO_DURATION_S:g})")
+    demo.add_argument("--input", metavar="FILE",
+                      help="an excitation.csv to play instead (from excite; recorded at its "
+                      "rate; default: the shipped design, 5 s at 500 Hz)")
+    demo.add_argument("--duration", type=float, metavar="S",
+                      help="simulated time [s] (default: the input's length)")
     demo.add_argument("--quiet", action="store_true", help="no progress output")
     demo.set_defaults(handler=demo_command)
 
@@ -109,7 +113,8 @@ def simulate_command(args) -> int:
     scenario, rate = args.scenario, args.rate
     duration = args.duration if args.duration is not None else 10.0
     if args.input is not None:
-        scenario, rate, duration = played_input(args, config)
+        scenario, rate, duration = played_input(args.input, config, rate_hz=args.rate,
+                                                   duration_s=args.duration)
     print_simulated(write_simulated_bag(
         config, scenario, output, duration_s=duration, dt=args.dt,
         rate_hz=rate, noise_rad=args.noise, seed=args.seed,
@@ -118,7 +123,7 @@ def simulate_command(args) -> int:
 
 
 def demo_command(args) -> int:
-    """Simulate furuta_synthetic on rigid hinges under a multisine; calibrate it from a guess."""
+    """Simulate furuta_synthetic on rigid hinges under a designed input; calibrate it."""
     from mb_estimation.api import calibrate, write_simulated_bag
     from mb_estimation.cli.printing import (
         fit_progress,
@@ -126,27 +131,39 @@ def demo_command(args) -> int:
         print_set_up,
         print_written,
     )
-    from mb_estimation.config import apply_overrides
+    from mb_estimation.config import apply_overrides, builtin_file
     from mb_estimation.config import load_config as load_named_config
+    from mb_estimation.io.excitation_files import read_prediction
     from mb_estimation.io.files import writable_folder
     from mb_estimation.numerics import compiling_meanwhile
     from mb_estimation.setup import compile_ahead
 
+    if args.duration is not None and args.duration <= 0:
+        raise UserError(f"--duration must be positive, got {args.duration}")
     output = writable_folder(args.output)
-    bag = output / "multisine_bag"
+    bag = output / "experiment_bag"
+    design = Path(args.input) if args.input is not None else builtin_file(DEMO_EXPERIMENT)
     truth = apply_overrides(load_named_config("furuta_synthetic"), hinges="rigid")
+    scenario, rate, duration = played_input(design, truth, duration_s=args.duration)
+    prediction = read_prediction(design)
+    predicted = "" if prediction is None else (
+        f": predicted worst relative std {100 * prediction[0]:.3g} % against "
+        f"{100 * prediction[1]:.3g} % for a multisine at the same bound")
+    what = (design if args.input is not None else "the input excite designed for "
+            f"{', '.join(DEMO_FREE)} at the rough guess the calibration starts from")
+    print(f"1/3 the experiment: {what}, {duration:g} s at {rate:g} Hz{predicted}")
     noise = truth.simulation.noise_rad
-    print(f"1/2 simulating {args.duration:g} s of the rig (config furuta_synthetic on rigid "
-          f"hinges, step {DEMO_STEP_S:g} s) driven by a multisine, recorded at "
-          f"{DEMO_RATE_HZ:g} Hz with {noise:g} rad of angle noise → {bag}")
+    print(f"2/3 simulating the rig (config furuta_synthetic on rigid hinges, step "
+          f"{DEMO_STEP_S:g} s) driven by it, recorded at {rate:g} Hz with {noise:g} rad of "
+          f"angle noise → {bag}")
     config = apply_overrides(truth, free=list(DEMO_FREE), set_values=DEMO_GUESS)
     # the fit's model compiles on the other core while the rig is simulated
     with compiling_meanwhile(compile_ahead, config):
-        print_simulated(write_simulated_bag(truth, "multisine", bag, duration_s=args.duration,
-                                            dt=DEMO_STEP_S, rate_hz=DEMO_RATE_HZ,
-                                            noise_rad=noise, overwrite=True))
+        print_simulated(write_simulated_bag(truth, scenario, bag, duration_s=duration,
+                                            dt=DEMO_STEP_S, rate_hz=rate, noise_rad=noise,
+                                            overwrite=True))
         guess = ", ".join(f"{name} {value:g}" for name, value in DEMO_GUESS.items())
-        print(f"2/2 calibrating {', '.join(DEMO_FREE)} from a rough guess ({guess}) through "
+        print(f"3/3 calibrating {', '.join(DEMO_FREE)} from a rough guess ({guess}) through "
               "the default path: the joint fit, then the simulation-error fit")
         calibration = calibrate(config, [bag], output,
                                 progress=fit_progress(args.quiet, config),

@@ -26,7 +26,7 @@ _EXPORTS = {
                "JointMapping", "MethodSettings", "NodeSettings", "RecordingSettings",
                "SimulationSettings"),
     "load": ("load_config", "parse_config"),
-    "builtin": ("builtin_config_names", "builtin_config_path", "resolve_config"),
+    "builtin": ("builtin_config_names", "builtin_config_path", "builtin_file", "resolve_config"),
     "overrides": ("apply_overrides", "parse_assignments", "parse_free_list",
                   "with_node_values"),
 }

@@ -71,6 +71,19 @@ def builtin_config_path(name: str) -> Path:
                      f"searched: {searched})")
 
 
+def builtin_file(relative: str) -> Path:
+    """A file shipped beside the built-in configurations, e.g. ``excitations/.../excitation.csv``.
+
+    Looked up in the same directories as :func:`builtin_config_path`; raises
+    :class:`ConfigError` when no installation holds it.
+    """
+    for directory in _config_dirs():
+        if (directory / relative).is_file():
+            return directory / relative
+    fail(relative, None, "not found beside the built-in configurations (searched: "
+                         f"{', '.join(str(d) for d in _config_dirs()) or 'none found'})")
+
+
 def resolve_config(config: str | Path) -> Path:
     """The file of a configuration given as a path or as the bare name of a built-in one.
 

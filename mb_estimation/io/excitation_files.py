@@ -47,16 +47,31 @@ def read_limits(path: Path) -> dict | None:
     ``{"max_input": float, "max_arm_rad": float or None, "max_arm_rate": float or None}``
     [input units, rad, rad/s].
     """
+    return _beside(path, lambda document: {
+        "max_input": float(document["limits"]["max_input"]),
+        "max_arm_rad": _optional(document["limits"].get("max_arm_rad")),
+        "max_arm_rate": _optional(document["limits"].get("max_arm_rate_rad_s"))}, "limits")
+
+
+def read_prediction(path: Path) -> tuple[float, float] | None:
+    """The worst relative std predicted for the design and the multisine, or None.
+
+    Read from the ``excitation.yaml`` beside an excitation.csv; None where there is none.
+    """
+    return _beside(path, lambda document: (
+        float(document["design"]["worst_relative_std"]),
+        float(document["multisine"]["worst_relative_std"])), "prediction")
+
+
+def _beside(path: Path, read, what: str):
+    """``read`` applied to the ``excitation.yaml`` beside ``path``; None where there is none."""
     beside = Path(path).with_name("excitation.yaml")
     try:
-        limits = (yaml.safe_load(beside.read_text(encoding="utf-8")) or {})["limits"]
-        return {"max_input": float(limits["max_input"]),
-                "max_arm_rad": _optional(limits.get("max_arm_rad")),
-                "max_arm_rate": _optional(limits.get("max_arm_rate_rad_s"))}
+        return read(yaml.safe_load(beside.read_text(encoding="utf-8")) or {})
     except FileNotFoundError:
         return None
     except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError) as error:
-        raise UserError(f"{beside}: cannot read its limits ({first_line(error)})") from None
+        raise UserError(f"{beside}: cannot read its {what} ({first_line(error)})") from None
 
 
 def _optional(value) -> float | None:

@@ -3,10 +3,10 @@
 excitation.csv holds ``time_s,input``: the input at each sample [the rig's input units], held
 until the next one, as a rig's controller plays it (``simulate --input``, ``rig-sim --input``
 and the exciter node read it back: :mod:`mb_estimation.io.excitation_files`).
-excitation.yaml gives the criterion, the limits, the multisine's frequencies, amplitudes and
-phases, and the predicted std per free parameter for the design and for the plain
-``multisine`` scenario at the same bound and duration. The figure shows the input and the
-simulated angles with the arm's limits, and the predicted relative std of each free
+excitation.yaml gives the criterion, the values designed at, the limits, the multisine's
+frequencies, amplitudes and phases, and the predicted std per free parameter for the design
+and for the plain ``multisine`` scenario at the same bound and duration. The figure shows the
+input and the simulated angles with the arm's limits, and the predicted relative std of each free
 parameter, design beside multisine.
 """
 
@@ -46,10 +46,15 @@ def _predicted(response: Response) -> dict:
                            for name, std in response.std.items()}}
 
 
-def excitation_document(design: ExcitationDesign, limits: Limits, noise_rad: float) -> dict:
-    """The content of excitation.yaml (plain types)."""
+def excitation_document(design: ExcitationDesign, limits: Limits, noise_rad: float,
+                        designed_at: dict[str, float]) -> dict:
+    """The content of excitation.yaml (plain types).
+
+    ``designed_at``: the free parameters' values the bound was predicted at.
+    """
     return {
         "criterion": CRITERION,
+        "designed_at": {name: float(value) for name, value in designed_at.items()},
         "noise_rad": noise_rad,
         "duration_s": float(design.time_s[-1]),
         "rate_hz": float(1.0 / (design.time_s[1] - design.time_s[0])),
@@ -113,12 +118,12 @@ def excitation_figure(design: ExcitationDesign, limits: Limits):
 
 
 def write_excitation(output: Path, design: ExcitationDesign, limits: Limits,
-                     noise_rad: float) -> tuple[Path, ...]:
+                     noise_rad: float, designed_at: dict[str, float]) -> tuple[Path, ...]:
     """Write the three files into ``output``; their paths."""
     paths = (output / "excitation.csv", output / "excitation.yaml", output / "excitation.png")
     write_text_atomically(paths[0], excitation_csv(design), mode=PLAIN_FILE)
     write_text_atomically(paths[1], yaml.safe_dump(
-        excitation_document(design, limits, noise_rad), sort_keys=False),
+        excitation_document(design, limits, noise_rad, designed_at), sort_keys=False),
         mode=PLAIN_FILE)
     paths[2].write_bytes(png_bytes(excitation_figure(design, limits)))
     return paths
