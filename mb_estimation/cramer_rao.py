@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mb_estimation.estimation.shooting_segments import amplification
 from mb_estimation.pseudo_inverse import informed, mark_undetermined, scaled_pseudo_inverse
 from mb_estimation.rigs import Rig, parameter_arrays
 from mb_estimation.simulation import built_system
@@ -48,12 +49,18 @@ class CramerRao:
 
     Their ``covariance [p, p]`` and ``std`` by name (``inf`` where the data determine nothing
     of it), and the ``information [p, p]`` it inverts (the initial states eliminated).
+    ``amplification``: how much the simulated motion amplifies a change of its initial state,
+    the largest over the recordings, as the simulation-error stage measures its segments
+    (:func:`~mb_estimation.estimation.shooting_segments.amplification`): the bound counts on
+    each recording followed in one piece, which that stage does only up to its
+    ``max_amplification``.
     """
 
     names: tuple[str, ...]
     covariance: np.ndarray
     std: dict[str, float]
     information: np.ndarray
+    amplification: float
 
 
 def cramer_rao_bound(rig: Rig, values: Mapping[str, object], names: Sequence[str], grids,
@@ -78,14 +85,15 @@ def cramer_rao_bound(rig: Rig, values: Mapping[str, object], names: Sequence[str
         step = PARAMETER_STEP * max(abs(value), 1e-6)  # a value at 0 (a friction) too
         perturbed.append((step, built_system(rig, parameter_arrays(
             {**values, name: value + step}))))
-    information = np.zeros((len(names), len(names)))
+    information, amplified = np.zeros((len(names), len(names))), 0.0
     for grid, start, noise in zip(grids, starts, noise_rad, strict=True):
-        information += _parameter_information(system, perturbed, grid, np.asarray(start),
-                                              simulation_dt,
-                                              np.asarray(noise, dtype=np.float64), together)
+        recording, amplified_here = _parameter_information(
+            system, perturbed, grid, np.asarray(start), simulation_dt,
+            np.asarray(noise, dtype=np.float64), together)
+        information, amplified = information + recording, max(amplified, amplified_here)
     covariance = covariance_of(information)
     std = {name: float(np.sqrt(covariance[i, i])) for i, name in enumerate(names)}
-    return CramerRao(names, covariance, std, information)
+    return CramerRao(names, covariance, std, information, amplified)
 
 
 def covariance_of(information: np.ndarray) -> np.ndarray:
@@ -98,8 +106,11 @@ def covariance_of(information: np.ndarray) -> np.ndarray:
 
 
 def _parameter_information(system, perturbed, grid, start, simulation_dt: float, noise,
-                           together: bool) -> np.ndarray:
-    """One recording's information on the parameters, its initial state eliminated.
+                           together: bool) -> tuple[np.ndarray, float]:
+    """One recording's information on the parameters and its motion's amplification.
+
+    The information with the initial state eliminated; the amplification of a change of that
+    state as :class:`CramerRao` gives it.
 
     The runs whose forward differences are the sensitivities: the values at ``start``, each
     parameter moved, each component of the initial state moved; ``together``: all of them in
@@ -124,7 +135,9 @@ def _parameter_information(system, perturbed, grid, start, simulation_dt: float,
     # a joint the recording holds still is held in the replay too: its angle tells nothing
     scale = np.where(np.asarray(grid.locked_mask) > 0, np.inf, noise)
     weighted = np.stack([(c / scale).ravel() for c in columns], axis=1)
-    return eliminated_information(weighted, len(perturbed))
+    in_start = np.stack(columns[len(perturbed):], axis=-1).reshape(1, -1, len(start))
+    return (eliminated_information(weighted, len(perturbed)),
+            amplification(in_start, joints))
 
 
 def eliminated_information(weighted: np.ndarray, count: int) -> np.ndarray:

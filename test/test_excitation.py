@@ -17,7 +17,11 @@ from mb_estimation.cramer_rao import cramer_rao_bound
 from mb_estimation.errors import SimulationError
 from mb_estimation.excitation import (
     EXCITATION_FREQUENCIES_HZ,
+    FOLLOWED_AMPLIFICATION,
     Limits,
+    Response,
+    _against_goals,
+    _overshoot,
     at_peak,
     design_excitation,
     design_grid,
@@ -55,6 +59,7 @@ def test_the_design_beats_the_multisine_at_the_same_bound(rig_and_values):
     assert design.scale == BOUND and design.multisine_scale == BOUND
     assert design.time_s[-1] == pytest.approx(2.0) and len(design.inputs) == 401
     assert design.design.worst_relative_std < design.multisine.worst_relative_std
+    assert design.design.amplification <= FOLLOWED_AMPLIFICATION
     _, values = rig_and_values
     relative = {name: std / abs(float(values[name])) for name, std in design.design.std.items()}
     assert max(relative.values()) == pytest.approx(design.design.worst_relative_std)
@@ -62,6 +67,41 @@ def test_the_design_beats_the_multisine_at_the_same_bound(rig_and_values):
     expected = at_peak(multisine(design.time_s, design.amplitudes, EXCITATION_FREQUENCIES_HZ,
                                  schroeder_phases(len(EXCITATION_FREQUENCIES_HZ))), BOUND)
     np.testing.assert_allclose(design.inputs, expected, rtol=0, atol=1e-15)
+
+
+def _response(std, relative_std, amplification=1.0):
+    return Response(std, relative_std, 0.0, 0.0, np.zeros((1, 2)), amplification)
+
+
+def test_the_criterion_lowers_the_worst_relative_std_within_each_parameters_cap():
+    plain = _response({"a": 1.0, "b": 1.0}, {"a": 0.01, "b": 0.04})
+    # the worst relative std alone while every std is below its cap (1.2× the multisine's)
+    assert _against_goals(_response({"a": 1.1, "b": 0.8}, {"a": 0.011, "b": 0.032}),
+                          plain) == pytest.approx(0.032 / (0.5 * 0.04))
+    # a parameter's std past its cap counts once the worst relative std nears its goal
+    assert _against_goals(_response({"a": 1.8, "b": 0.4}, {"a": 0.018, "b": 0.016}),
+                          plain) == pytest.approx(1.8 / 1.2)
+    assert _against_goals(plain, plain) == pytest.approx(2.0)
+    # where the multisine leaves a parameter undetermined: the worst relative std alone
+    undetermined = _response({"a": 1.0, "b": np.inf}, {"a": 0.01, "b": np.inf})
+    assert _against_goals(_response({"a": 3.0, "b": 1.0}, {"a": 0.03, "b": 0.04}),
+                          undetermined) == pytest.approx(0.04)
+
+
+def test_a_motion_that_amplifies_its_start_beyond_what_a_calibration_follows_is_a_limit(
+        rig_and_values):
+    within = _response({"a": 1.0}, {"a": 0.01}, 0.5 * FOLLOWED_AMPLIFICATION)
+    beyond = _response({"a": 1.0}, {"a": 0.01}, 4.0 * FOLLOWED_AMPLIFICATION)
+    assert _overshoot(within, Limits(BOUND)) == 0.0
+    assert _overshoot(beyond, Limits(BOUND)) == pytest.approx(np.log(4.0))
+    # the bound measures it: a pendulum released near upright against one swinging low
+    rig, values = rig_and_values
+    time_s = np.arange(401) / 200.0
+    grid = design_grid(time_s, np.zeros(401), 2)
+    low, upright = (cramer_rao_bound(rig, values, ("J_Byy", "b2"), [grid],
+                                     [np.array([0.0, angle, 0.0, 0.0])], [np.full(2, 1e-3)])
+                    for angle in (0.3, np.pi - 0.03))
+    assert upright.amplification > 10.0 * low.amplification > 10.0
 
 
 def test_a_search_that_finds_nothing_better_gives_the_multisine(rig_and_values):

@@ -212,7 +212,7 @@ def test_a_std_far_above_the_bound_is_advice_not_a_finding():
     result = _result()
     names = ("J_Azz", "J_Byy")
     bound = CramerRao(names, np.eye(2), {name: 0.002 * VALUES[name] for name in names},
-                      np.eye(2))
+                      np.eye(2), 1.0)
     judged = verdict(_setup(), _assessment(result, bound=bound))
     assert judged.trustworthy
     (advice,) = judged.advice
@@ -237,7 +237,7 @@ def test_std_with_the_models_error_are_said_and_not_taken_for_a_loose_fit():
     result = _result()
     names = ("J_Azz", "J_Byy")
     bound = CramerRao(names, np.eye(2), {name: 0.002 * VALUES[name] for name in names},
-                      np.eye(2))
+                      np.eye(2), 1.0)
     judged = verdict(_setup(), _assessment(
         result, bound=bound, model_error_correlation_s=0.17,
         identified=_identified(J_Byy=NOT_DETERMINED)))

@@ -1,7 +1,7 @@
 """The designed experiment realised: the design against the multisine, over noise seeds.
 
     python benchmarks/studies/bench_excitation.py --rig synthetic|peer [--seeds 10]
-        [--evaluations 120] [--work DIR] [--json FILE]
+        [--first-seed 0] [--evaluations 120] [--work DIR] [--json FILE]
 
 For the rig (``synthetic``: §4.7's ``furuta_synthetic.yaml`` on rigid hinges, bound 0.4;
 ``peer``: the shipped ODrive example config, bound 2 command units, the arm within ±π), J_Azz,
@@ -135,6 +135,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rig", choices=sorted(RIGS), required=True)
     parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--first-seed", type=int, default=0,
+                        help="the noise seeds are FIRST-SEED, FIRST-SEED + 1, ... (default 0)")
     parser.add_argument("--evaluations", type=int, default=120)
     parser.add_argument("--work", type=Path)
     parser.add_argument("--json", type=Path)
@@ -147,7 +149,7 @@ def main() -> None:
           f"design {inputs['predicted']['design']['worst_relative_std']:.4g}, multisine "
           f"{inputs['predicted']['multisine']['worst_relative_std']:.4g}", flush=True)
     runs = {"design": [], "multisine": []}
-    for seed in range(args.seeds):
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
         for label in runs:
             folder = work / label
             bag = reference_bag(config, folder, inputs["time_s"], inputs[label], seed)

@@ -13,14 +13,15 @@ def add_excite(commands) -> None:
     excite = commands.add_parser(
         "excite", help="design an input that determines the free parameters best",
         description="Design a multisine input for the config's free parameters at the "
-        "config's values (or a previous calibration's, --from): its amplitudes minimise the "
+        "config's values (or a previous calibration's, --from): its amplitudes lower the "
         "worst relative standard deviation the Cramér–Rao bound predicts for the rigid model's "
-        "simulated response, its peak is --max-input, and the arm's simulated angle and rate "
-        "stay within --max-arm-rad and --max-arm-rate. Writes DIR/excitation.csv (time_s, "
-        "input at --rate, default the config's simulation.rate_hz), DIR/excitation.yaml (the "
-        "values designed at, the predicted std per free parameter for the design and for the "
-        "multisine scenario at the same bound and duration, the limits, the criterion) and "
-        "DIR/excitation.png.")
+        "simulated response towards half the plain multisine's, no parameter's std above 1.2 "
+        "times its std under the multisine; its peak is --max-input, and the arm's simulated "
+        "angle and rate stay within --max-arm-rad and --max-arm-rate. Writes "
+        "DIR/excitation.csv (time_s, input at --rate, default the config's "
+        "simulation.rate_hz), DIR/excitation.yaml (the values designed at, the predicted std "
+        "per free parameter for the design and for the multisine scenario at the same bound "
+        "and duration, the limits, the criterion) and DIR/excitation.png.")
     add_config_options(excite, compliance=False)
     add_free_option(excite)
     excite.add_argument("--from", dest="parameters", metavar="FILE",

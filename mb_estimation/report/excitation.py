@@ -29,7 +29,9 @@ from mb_estimation.io.files import PLAIN_FILE, write_text_atomically
 from mb_estimation.report.figures import JOINT_LABELS, new_figure, png_bytes
 from mb_estimation.scenarios import MULTISINE_FREQUENCIES_HZ
 
-CRITERION = "worst relative std (the largest std / |value| of the free parameters)"
+CRITERION = ("worst relative std (the largest std / |value| of the free parameters) towards half "
+             "the multisine's, each std at most 1.2 times the multisine's: the larger ratio to "
+             "its goal")
 
 
 def excitation_csv(design: ExcitationDesign) -> str:
