@@ -322,4 +322,4 @@ def _within_limits(response, amplitudes, limits: Limits):
             low, outcome = middle, trial
         else:
             high = middle
-    return low, outcome
+    return float(low), outcome

@@ -29,7 +29,7 @@ from mb_estimation.excitation import (
     schroeder_phases,
 )
 from mb_estimation.online.exciter import excitation_run
-from mb_estimation.report.excitation import multisine_input
+from mb_estimation.report.excitation import excitation_document, multisine_input
 from mb_estimation.rigs import parameter_arrays
 from mb_estimation.scenarios import MULTISINE_FREQUENCIES_HZ
 from mb_estimation.setup import rig_of
@@ -128,6 +128,9 @@ def test_the_arm_stays_within_its_limits_or_the_design_says_it_cannot(rig_and_va
     assert limited.multisine_scale < BOUND  # the multisine it is compared with meets them too
     assert 0.0 < limited.scale < BOUND
     assert np.max(np.abs(limited.inputs)) == pytest.approx(limited.scale, rel=1e-12)
+    document = yaml.safe_load(yaml.safe_dump(excitation_document(  # plain numbers: written
+        limited, limits, 1e-3, {name: 1.0 for name in FREE})))
+    assert document["multisine"]["peak"] == limited.multisine_scale
     with pytest.raises(SimulationError, match=r"^no input within 5% of the bound keeps the arm "
                                               r"within its limits .*--max-arm-rad"):
         _design(rig_and_values, Limits(BOUND, max_arm_rad=1e-6), 1)
