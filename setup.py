@@ -39,6 +39,8 @@ setup(
     ],
     extras_require={
         "test": ["pytest>=7.4", "pytest-xdist>=3.5", "hypothesis>=6.80", "ruff>=0.5"],
+        # benchmarks/perf/bench_vs_mujoco.py only: MuJoCo's system identification side by side
+        "bench": ["mujoco[sysid]>=4.0"],
         # ROS 2 (Kilted) as wheels for estimator_node, exciter_node and mb-estimation
         # node/rig-sim/replay:
         # rclpy with its Fast DDS middleware (without which `import rclpy` fails) and the

@@ -313,7 +313,9 @@ def _within_limits(response, amplitudes, limits: Limits):
         raise SimulationError(
             f"no input within {SMALLEST_SCALE:.0%} of the bound keeps the arm within its limits "
             f"(at {low:.3g}: {lowest[-1].arm_peak_rad:.3g} rad, {lowest[-1].arm_rate_peak:.3g} "
-            "rad/s); raise --max-arm-rad/--max-arm-rate or lower --max-input")
+            f"rad/s, a start-state change amplified {lowest[-1].amplification:.3g}× where a "
+            f"calibration follows {FOLLOWED_AMPLIFICATION:g}×); raise --max-arm-rad/--max-arm-rate "
+            "or lower --max-input")
     outcome = lowest
     for _ in range(8):
         middle = np.sqrt(low * high)
