@@ -15,6 +15,7 @@ import yaml
 from mb_estimation.cli import main
 from mb_estimation.cli.simulate import DEMO_EXPERIMENT, DEMO_FREE, DEMO_GUESS
 from mb_estimation.config import apply_overrides, builtin_file, load_config
+from mb_estimation.config.schema import ConfigError
 from mb_estimation.excitation import at_peak, multisine, predicted_response
 from mb_estimation.io.excitation_files import read_excitation
 from mb_estimation.setup import rig_of
@@ -39,6 +40,11 @@ def test_the_shipped_experiment_is_excites_design_for_the_demo():
         assert response.std[name] == pytest.approx(predicted["std"], rel=1e-6), name
     assert (document["design"]["worst_relative_std"]
             < 0.6 * document["multisine"]["worst_relative_std"])
+
+
+def test_a_shipped_file_not_there_is_refused_in_one_line():
+    with pytest.raises(ConfigError, match="no/such.csv: not found beside the built-in"):
+        builtin_file("no/such.csv")
 
 
 @pytest.mark.slow

@@ -59,16 +59,12 @@ def builtin_config_path(name: str) -> Path:
     checkout's ``config/`` (editable installs) first, then in ``share/mb_estimation/config`` of
     the ament index and the install prefixes. Raises :class:`ConfigError` when not found.
     """
-    relative = name if name.endswith((".yaml", ".yml")) else f"{name}.yaml"
-    directories = _config_dirs()
-    for directory in directories:
-        candidate = directory / relative
-        if candidate.is_file():
-            return candidate
+    found = _first_holding(name if name.endswith((".yaml", ".yml")) else f"{name}.yaml")
+    if found is not None:
+        return found
     available = ", ".join(builtin_config_names()) or "none"
-    searched = ", ".join(str(d) for d in directories) or "no config directory found"
     fail(name, None, f"no such built-in configuration (available: {available}; "
-                     f"searched: {searched})")
+                     f"searched: {_searched()})")
 
 
 def builtin_file(relative: str) -> Path:
@@ -77,11 +73,20 @@ def builtin_file(relative: str) -> Path:
     Looked up in the same directories as :func:`builtin_config_path`; raises
     :class:`ConfigError` when no installation holds it.
     """
-    for directory in _config_dirs():
-        if (directory / relative).is_file():
-            return directory / relative
-    fail(relative, None, "not found beside the built-in configurations (searched: "
-                         f"{', '.join(str(d) for d in _config_dirs()) or 'none found'})")
+    found = _first_holding(relative)
+    if found is None:
+        fail(relative, None, f"not found beside the built-in configurations (searched: "
+                             f"{_searched()})")
+    return found
+
+
+def _first_holding(relative: str) -> Path | None:
+    """``relative`` in the first of :func:`_config_dirs` that holds it, or None."""
+    return next((d / relative for d in _config_dirs() if (d / relative).is_file()), None)
+
+
+def _searched() -> str:
+    return ", ".join(str(d) for d in _config_dirs()) or "no config directory found"
 
 
 def resolve_config(config: str | Path) -> Path:
