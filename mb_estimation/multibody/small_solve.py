@@ -69,6 +69,16 @@ def _solve_with_derivative(factor, substitute, primals, tangents):
     return solution, substitute(factored, d_rhs - d_matrix @ solution)
 
 
+def lu_factor(matrix):
+    """The factors of :func:`solve_small`'s ``matrix``, for several right-hand sides in turn."""
+    return _factor(matrix)
+
+
+def lu_solve(factored, rhs):
+    """``matrix⁻¹ rhs`` from :func:`lu_factor`'s ``factored`` (``rhs [n]`` or ``[n, r]``)."""
+    return _substitute(factored, rhs)
+
+
 def solve_small(matrix, rhs):
     """``matrix⁻¹ rhs`` for a small ``matrix [n, n]`` whose leading minors are positive.
 
