@@ -23,7 +23,7 @@ from mb_estimation.numerics import jax
 jnp = jax.numpy
 
 
-def _factor(matrix):
+def lu_factor(matrix):
     """``L U`` of ``matrix [n, n]``, no pivoting, in one array (``L``'s unit diagonal implied)."""
     n = matrix.shape[0]
     below = jnp.arange(n)
@@ -35,7 +35,7 @@ def _factor(matrix):
     return lu
 
 
-def _substitute(lu, rhs):
+def lu_solve(lu, rhs):
     """``x`` with ``L U x = rhs`` (``rhs [n]`` or ``[n, r]``)."""
     n = lu.shape[0]
     index = jnp.arange(n)
@@ -69,23 +69,13 @@ def _solve_with_derivative(factor, substitute, primals, tangents):
     return solution, substitute(factored, d_rhs - d_matrix @ solution)
 
 
-def lu_factor(matrix):
-    """The factors of :func:`solve_small`'s ``matrix``, for several right-hand sides in turn."""
-    return _factor(matrix)
-
-
-def lu_solve(factored, rhs):
-    """``matrix⁻¹ rhs`` from :func:`lu_factor`'s ``factored`` (``rhs [n]`` or ``[n, r]``)."""
-    return _substitute(factored, rhs)
-
-
 def solve_small(matrix, rhs):
     """``matrix⁻¹ rhs`` for a small ``matrix [n, n]`` whose leading minors are positive.
 
     ``rhs [n]`` or ``[n, r]``. Forward-mode derivatives reuse the factorisation:
     ``d x = matrix⁻¹ (d rhs − d matrix · x)``.
     """
-    return _solve_with(_factor, _substitute, matrix, rhs)
+    return _solve_with(lu_factor, lu_solve, matrix, rhs)
 
 
 def _cholesky(matrix):

@@ -169,38 +169,38 @@ def _step_residual(system: Multibody, state: JointStates, inputs, h, locked, unk
     return jnp.concatenate([kept, residual[joints:]])
 
 
+#: ``∂r/∂(θ_{k+1}, p_{k+1})`` of :func:`_step_residual`: ``(system, state, inputs, h, locked,
+#: unknowns) ↦ [2 n_joints, 2 n_joints]``.
+_step_matrix = jax.jacfwd(_step_residual, argnums=5)
+
+
 @jax.custom_jvp
 def _solved_step(system: Multibody, state: JointStates, inputs, h, locked) -> JointStates:
     """:func:`variational_step`'s iterations (:data:`CHORD_ITERATIONS`)."""
     joints = state.angles.shape[-1]
-
-    def residual(unknowns):
-        return _step_residual(system, state, inputs, h, locked, unknowns)
+    step = (system, state, inputs, h, locked)
 
     def newton(_, unknowns):
-        return unknowns - small_solve.solve_small(jax.jacfwd(residual)(unknowns),
-                                                  residual(unknowns))
+        return unknowns - small_solve.solve_small(_step_matrix(*step, unknowns),
+                                                  _step_residual(*step, unknowns))
 
     guess = jnp.concatenate([state.angles + h * joint_rates(system, state, locked),
                              state.momenta])
     if any(hinge.has_dry_friction for hinge in system.hinges):
         solution = jax.lax.fori_loop(0, NEWTON_ITERATIONS, newton, guess)
     else:
-        factored = small_solve.lu_factor(jax.jacfwd(residual)(guess))
+        factored = small_solve.lu_factor(_step_matrix(*step, guess))
         solution = jax.lax.fori_loop(
-            0, CHORD_ITERATIONS, lambda _, x: x - small_solve.lu_solve(factored, residual(x)),
-            guess)
+            0, CHORD_ITERATIONS,
+            lambda _, x: x - small_solve.lu_solve(factored, _step_residual(*step, x)), guess)
     return JointStates(solution[:joints], solution[joints:])
 
 
 @_solved_step.defjvp
 def _solved_step_derivative(primals, tangents):
-    system, state, inputs, h, locked = primals
     following = _solved_step(*primals)
     unknowns = jnp.concatenate([following.angles, following.momenta])
     _, change = jax.jvp(lambda *args: _step_residual(*args, unknowns), primals, tangents)
-    matrix = jax.jacfwd(lambda x: _step_residual(system, state, inputs, h, locked, x))(
-        unknowns)
-    moved = -small_solve.solve_small(matrix, change)
-    joints = state.angles.shape[-1]
+    moved = -small_solve.solve_small(_step_matrix(*primals, unknowns), change)
+    joints = following.angles.shape[-1]
     return following, JointStates(moved[:joints], moved[joints:])
