@@ -38,7 +38,14 @@ from mb_estimation.estimation.residuals import (
     recording_residuals,
 )
 from mb_estimation.fitting import Progress, StageKind, fit, plan_of
-from mb_estimation.multibody import WORLD, Bodies, Hinge, Multibody, states_from_joints
+from mb_estimation.multibody import (
+    WORLD,
+    Bodies,
+    Hinge,
+    Multibody,
+    states_from_joints,
+    without_dry_friction,
+)
 from mb_estimation.multibody.joint_space import (
     JointStates,
     body_impulse_norm_weights,
@@ -257,6 +264,60 @@ def test_variational_step_forward_follows_the_reference_at_second_order(truth):
               for substeps in (1, 2)]
     assert errors[0] < 1e-4, errors
     assert 3.5 < errors[0] / errors[1] < 4.5, errors  # second order
+
+
+@pytest.mark.parametrize("dry_friction", [False, True])
+def test_the_step_solves_its_residuals_and_differentiates_as_its_solution(dry_friction):
+    """The rigid step solves both residual rows, with or without dry friction.
+
+    Chord iterations on the angles alone, or with dry friction Newton's on both. From 20
+    random states at 0.25, 1 and 2 ms, the arm locked in half of them: the step's result
+    makes ``r_a`` and ``r_b`` vanish to round-off, and its forward derivative in the start
+    state and the input matches central differences. (§4.7's rig: its long pendulum needs
+    more of the iterations than the short one the other tests here use.)
+    """
+    config = apply_overrides(load_config("furuta_synthetic"), hinges="rigid")
+    system = get_rig("furuta").build(parameter_arrays(config.parameters))
+    assert all(hinge.has_dry_friction for hinge in system.hinges)  # as the config declares
+    if not dry_friction:
+        system = without_dry_friction(system, (True, True))
+
+    @jax.jit
+    def step_and_residual(angles, momenta, u, h, locked):
+        state = JointStates(angles, momenta)
+        following = variational_step(system, state, u, h, locked)
+        residual = variational_residuals(system, state, following, u, h, jnp.eye(2))
+        return following, jnp.where(jnp.concatenate([locked, jnp.zeros(2)]) > 0.5, 0.0,
+                                    residual)
+
+    @jax.jit
+    def derivative(angles, momenta, u, h, locked):
+        return jax.jvp(lambda a, p, v: variational_step(system, JointStates(a, p), v, h,
+                                                        locked),
+                       (angles, momenta, u), (jnp.asarray([0.3, -1.0]),
+                                              jnp.asarray([1e-3, 2e-3]), jnp.ones(1)))[1]
+
+    rng = np.random.default_rng(4)
+    for trial in range(20):
+        locked = jnp.asarray([float(trial % 2), 0.0])
+        angles = jnp.asarray(rng.uniform(-np.pi, np.pi, 2))
+        rates = jnp.asarray(rng.uniform(-20.0, 20.0, 2)) * (1.0 - locked)
+        momenta = joint_states(system, angles, rates).momenta
+        u = jnp.asarray(rng.uniform(-1.0, 1.0, 1))
+        for h in (2.5e-4, 1e-3, 2e-3):
+            following, residual = step_and_residual(angles, momenta, u, h, locked)
+            # round-off: the rates (θ_{k+1} - θ_k)/h carry about 1e-16 · π / h
+            assert np.max(np.abs(np.asarray(residual))) < 1e-15 / h, (trial, h)
+            tangent = derivative(angles, momenta, u, h, locked)
+            d = 1e-6
+            moved = [step_and_residual(angles + sign * d * jnp.asarray([0.3, -1.0]),
+                                       momenta + sign * d * jnp.asarray([1e-3, 2e-3]),
+                                       u + sign * d, h, locked)[0] for sign in (1.0, -1.0)]
+            for got, plus, minus in ((tangent.angles, moved[0].angles, moved[1].angles),
+                                     (tangent.momenta, moved[0].momenta, moved[1].momenta)):
+                np.testing.assert_allclose(np.asarray(got),
+                                           (np.asarray(plus) - np.asarray(minus)) / (2 * d),
+                                           rtol=1e-5, atol=1e-9)
 
 
 def test_a_locked_arm_is_the_limit_of_an_immovable_one_and_its_derivatives_hold(truth):

@@ -62,6 +62,7 @@ from mb_estimation.estimation.shooting_segments import (
     amplification,
     chained,
     correlated_statistics,
+    lane_batch,
     lanes_of,
     linearize_segments,
     segments_of,
@@ -193,6 +194,7 @@ def fit_by_shooting(rig: Rig, parameters: dict, names: Sequence[str], lower: dic
     if settings.rigid and lengths[-1] < whole <= settings.longest_segment_s:
         lengths.append(whole)  # the rigid model: last, the shortest recording in one piece
     result, fitted_starts, totals = None, None, _Effort()
+    batch = lane_batch(len(segments_of(grids, lengths[-1], settings.lead_s).begin))
     for length in lengths:
         # A stage with a longer one after it only leads there: converged loosely.
         stage = dataclasses.replace(settings, segment_s=length, chi_square_tolerance=(
@@ -200,35 +202,36 @@ def fit_by_shooting(rig: Rig, parameters: dict, names: Sequence[str], lower: dic
             else settings.continuation_chi_square_tolerance))
         start = parameters if result is None else _values_of(result, parameters)
         # A longer segment starts where every other shorter one did: from its fitted state.
-        attempt, attempt_starts = _shoot(
+        attempt, attempt_starts, attempt_finer = _shoot(
             rig, start, names, lower, upper, grids, joint_motion, simulation_dt, stage,
             progress, fitted_starts, np.inf if result is None else settings.max_amplification,
-            statistics=length == lengths[-1])
+            statistics=length == lengths[-1], lane_batch=batch)
         totals = totals.plus(attempt)
         if result is not None and not (
                 attempt.converged
                 and attempt.cost <= settings.lengthening_cost_ratio * result.cost
                 and attempt.amplification <= settings.max_amplification):
             break
-        result, fitted_starts, polished = attempt, attempt_starts, length == lengths[-1]
+        result, fitted_starts, finer_start = attempt, attempt_starts, attempt_finer
+        polished = length == lengths[-1]
     if not polished:  # the last accepted length converged loosely: finish it
-        result, fitted_starts = _shoot(
+        result, fitted_starts, finer_start = _shoot(
             rig, _values_of(result, parameters), names, lower, upper, grids, joint_motion,
             simulation_dt, dataclasses.replace(settings, segment_s=result.segment_s), progress,
-            fitted_starts)
+            fitted_starts, lane_batch=batch)
         totals = totals.plus(result)
     divisor = settings.kept_step_divisor
     while divisor < settings.max_kept_step_divisor and _step_biased(result):
         divisor *= 2  # the step's error is a bias the estimate must not carry: refine it
-        finer, finer_starts = _shoot(
+        finer, finer_starts, following = _shoot(
             rig, _values_of(result, parameters), names, lower, upper, grids, joint_motion,
             simulation_dt, dataclasses.replace(settings, segment_s=result.segment_s,
                                                kept_step_divisor=divisor), progress,
-            fitted_starts)
+            fitted_starts, lane_batch=batch, linearized=finer_start)
         totals = totals.plus(finer)
         if not finer.converged:
             break
-        result, fitted_starts = finer, finer_starts
+        result, fitted_starts, finer_start = finer, finer_starts, following
     return dataclasses.replace(result, **dataclasses.asdict(totals))
 
 
@@ -371,8 +374,9 @@ class _Shooting:
 def _shoot(rig: Rig, parameters: dict, names: tuple[str, ...], lower: dict, upper: dict,
            grids: Sequence, joint_motion: Sequence, simulation_dt: float,
            settings: ShootingSettings, progress, fitted_starts: dict | None = None,
-           max_amplification: float = np.inf, statistics: bool = True
-           ) -> tuple[ShootingResult, dict]:
+           max_amplification: float = np.inf, statistics: bool = True,
+           lane_batch: int = LANE_BATCH, linearized: tuple | None = None
+           ) -> tuple[ShootingResult, dict, tuple | None]:
     """One multiple-shooting fit with segments of ``settings.segment_s``.
 
     A segment starts from ``fitted_starts[(recording, begin)]`` where an earlier fit has one,
@@ -381,7 +385,13 @@ def _shoot(rig: Rig, parameters: dict, names: tuple[str, ...], lower: dict, uppe
     ``max_amplification`` at the start, gives up at once (not converged, no iteration).
     Without ``statistics`` (a fit that only leads to a longer one) convergence may be read
     from a chord step and the covariance from the last linearisation rather than the last
-    iterate.
+    iterate. ``lane_batch``: rigid lanes per compiled call (:func:`lane_batch`).
+
+    ``linearized = (residual, jac_state, jac_values)``: this step's residuals at the start
+    with another step's Jacobians there (unscaled values), the first iterate's model instead of
+    a linearisation; a fresh one must confirm convergence. Returns besides, where the kept
+    fit's step is checked, such a triple for half its step at the fitted point (else None):
+    where a refit at that step starts (one simulation instead of a linearisation).
     """
     segments = segments_of(grids, settings.segment_s, settings.lead_s)
     substeps = max(1, int(round(segments.dt / simulation_dt)))
@@ -406,7 +416,7 @@ def _shoot(rig: Rig, parameters: dict, names: tuple[str, ...], lower: dict, uppe
 
     # Rigid segments in lanes chained on the host (one program for every length); compliant
     # ones whole, since their state between lanes is more than the joints' angles and rates.
-    lanes = lanes_of(segments, LANE_STEPS, LANE_BATCH) if settings.rigid else lanes_of(segments)
+    lanes = lanes_of(segments, LANE_STEPS, lane_batch) if settings.rigid else lanes_of(segments)
 
     def linearize(at_starts, at_values):
         return chained(functools.partial(compiler, linearize_segments, static, step, fixed),
@@ -416,7 +426,9 @@ def _shoot(rig: Rig, parameters: dict, names: tuple[str, ...], lower: dict, uppe
         return chained(functools.partial(compiler, segments_residuals, static, step, fixed),
                        lanes, at_starts, at_values, derivatives=False)[0]
 
-    residual, jac_state, jac_values = linearize(starts, values)
+    # A start from another step's Jacobians: one chord step from them, then a linearisation.
+    fresh = linearized is None
+    residual, jac_state, jac_values = linearize(starts, values) if fresh else linearized
     initial_cost = float(np.sum(residual ** 2))
     joints = segments.measured.shape[-1]
     allowed = settings.max_iterations if amplification(jac_state, joints) <= max_amplification \
@@ -429,8 +441,9 @@ def _shoot(rig: Rig, parameters: dict, names: tuple[str, ...], lower: dict, uppe
         linearize, residual_at, scale, low, high,
         # a decrease of χ² (the cost over the residual variance) below the tolerance
         Termination(allowed, cost_tolerance=settings.chi_square_tolerance / dof), statistics)
-    state = problem.state_at(starts, values, (residual, jac_state, jac_values),
-                             INITIAL_DAMPING, 0, float("nan"), 1)
+    state = dataclasses.replace(
+        problem.state_at(starts, values, (residual, jac_state, jac_values), INITIAL_DAMPING, 0,
+                         float("nan"), int(fresh)), chords=0 if fresh else MAX_CHORD_STEPS - 1)
 
     def record(iterate: _ShootingState):
         if progress is not None and iterate.iteration > 0:
@@ -449,7 +462,7 @@ def _shoot(rig: Rig, parameters: dict, names: tuple[str, ...], lower: dict, uppe
     correlated, shares = correlated_statistics(normal.jac_state, normal.jac_values,
                                                state.residual, lanes.weights, segments,
                                                cost / dof, scale, names)
-    step_bias = None
+    step_bias, refit_start = None, None
     if statistics and settings.max_kept_step_divisor > 1:
         finer = (np.asarray(step[0] / 2.0), np.asarray(2 * step[1]))
         finer_residual = chained(
@@ -457,6 +470,7 @@ def _shoot(rig: Rig, parameters: dict, names: tuple[str, ...], lower: dict, uppe
             starts, values, derivatives=False)[0]
         step_bias = step_bias_of(normal, state.residual, finer_residual, starts, values,
                                  scale, low, high, names)
+        refit_start = (finer_residual, normal.jac_state, normal.jac_values / scale)
     return ShootingResult(
         names=names, values=dict(zip(names, values.tolist(), strict=True)),
         std=dict(zip(names, std.tolist(), strict=True)), covariance=covariance, cost=cost / scored,
@@ -467,5 +481,6 @@ def _shoot(rig: Rig, parameters: dict, names: tuple[str, ...], lower: dict, uppe
         compile_time_s=compiler.seconds,
         tried=(settings.segment_s,), amplification=amplification(normal.jac_state, joints),
         correlated=correlated, shares=shares, step_bias=step_bias), dict(zip(keys, starts,
-                                                                          strict=True))
+                                                                          strict=True)), \
+        refit_start
 

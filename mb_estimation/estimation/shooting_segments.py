@@ -170,6 +170,17 @@ LANE_STEPS = 128
 LANE_BATCH = 4
 
 
+def lane_batch(kept_segments: int) -> int:
+    """Lanes per compiled call for a fit whose kept length has ``kept_segments`` segments.
+
+    One where that is a single segment (a recording in one piece), whose lanes run one after
+    the other: a batch of :data:`LANE_BATCH` would simulate three copies beside each (an 8 s
+    recording's calibration 1.5× faster); else :data:`LANE_BATCH`. One size for every length
+    a fit tries, so one program serves them all.
+    """
+    return 1 if kept_segments < 2 else LANE_BATCH
+
+
 @dataclass(frozen=True)
 class Lanes:
     """Every segment cut into ``count`` lanes of ``steps`` grid steps (host arrays).
