@@ -1,7 +1,7 @@
 """The designed experiment realised: the design against the multisine, over noise seeds.
 
     python benchmarks/studies/bench_excitation.py --rig synthetic|peer [--seeds 10]
-        [--first-seed 0] [--evaluations 120] [--work DIR] [--json FILE]
+        [--first-seed 0] [--evaluations 120] [--work DIR] [--json FILE] [--linear DRAWS]
 
 For the rig (``synthetic``: §4.7's ``furuta_synthetic.yaml`` on rigid hinges, bound 0.4;
 ``peer``: the shipped ODrive example config, bound 2 command units, the arm within ±π), J_Azz,
@@ -13,6 +13,14 @@ recording per noise seed. Each is calibrated through the default path (``api.cal
 config's values ×1.5 as the start). Printed per input: the mean over seeds of the worst
 reported relative std and of the worst relative error, each parameter's mean reported std,
 and the ratios design / multisine (benchmarks/RESULTS.md quotes them).
+
+``--linear DRAWS`` calibrates nothing: it predicts each seed's errors as the linearised fit
+(model right, start state fitted) would make them, ``(WᵀW)⁻¹Wᵀe`` with ``W`` the package's
+rigid model's forward-difference sensitivities (as the Cramér–Rao bound takes them, at
+0.25 ms) and ``e`` the seed's noise, for seeds 0 … DRAWS − 1: the seeds' z per parameter (to
+set beside the calibrations'), the worst relative error's mean over all draws and the ratios
+design / multisine of means over ``--seeds`` consecutive seeds (how far one batch of seeds
+strays from the expectation).
 """
 
 from __future__ import annotations
@@ -107,6 +115,70 @@ def calibrated(config, bag: Path, output: Path) -> dict:
             "trustworthy": bool(run.verdict.trustworthy)}
 
 
+LINEAR_DT = 2.5e-4
+PARAMETER_STEP, ANGLE_STEP_RAD, RATE_STEP_RAD_S = 1e-6, 1e-7, 1e-6
+
+
+def linear_errors(rig: str, time_s, inputs, draws: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each seed's parameter errors ``[draws, p]`` under the linearised fit, and the std ``[p]``.
+
+    From rest at the config's values, ``inputs`` at 1 kHz; the start state's four components
+    fitted too (eliminated).
+    """
+    from mb_estimation.rigs import parameter_arrays
+    from mb_estimation.setup import rig_of
+    from mb_estimation.signals import Recording, prepare_recording
+    from mb_estimation.simulation import built_system
+    from mb_estimation.validation import rigid_replays
+
+    config = _config(rig)
+    values = dict(config.parameters)
+    inputs = np.asarray(inputs).reshape(len(time_s), -1)
+    grid = prepare_recording(Recording("input", time_s, np.zeros((len(time_s), 2)), time_s,
+                                       inputs), 1.0 / RATE_HZ, 100.0)
+    system = built_system(rig_of(config), parameter_arrays(values))
+    systems, steps = [system], []
+    for name in FREE:
+        value = float(np.ravel(values[name])[0])
+        steps.append(PARAMETER_STEP * abs(value))
+        systems.append(built_system(rig_of(config), parameter_arrays(
+            {**values, name: value + steps[-1]})))
+    state_steps = [ANGLE_STEP_RAD] * 2 + [RATE_STEP_RAD_S] * 2
+    starts = [np.zeros(4)] * len(systems) + [step * np.eye(4)[i]
+                                             for i, step in enumerate(state_steps)]
+    systems += [system] * 4
+    angles = rigid_replays(systems, grid, np.stack(starts), LINEAR_DT)
+    sensitivity = np.stack([((run - angles[0]) / step).ravel()
+                            for run, step in zip(angles[1:], steps + state_steps, strict=True)],
+                           axis=1)
+    information = sensitivity.T @ sensitivity
+    std = NOISE_RAD * np.sqrt(np.diag(np.linalg.inv(information)))[:len(FREE)]
+    errors = np.stack([np.linalg.solve(information, sensitivity.T @ (
+        NOISE_RAD * np.random.default_rng(seed).standard_normal(angles[0].shape).ravel())
+    )[:len(FREE)] for seed in range(draws)])
+    return errors, std
+
+
+def linear_study(rig: str, inputs: dict, draws: int, batch: int) -> dict:
+    """:func:`linear_errors` for both inputs: z per seed, worst relative errors, batch ratios."""
+    truth = np.array([float(np.ravel(_config(rig).parameters[n])[0]) for n in FREE])
+    out = {}
+    for label in ("design", "multisine"):
+        errors, std = linear_errors(rig, inputs["time_s"], inputs[label], draws)
+        out[label] = {"z": (errors / std).tolist(),
+                      "z_std": dict(zip(FREE, (errors / std).std(axis=0).tolist(), strict=True)),
+                      "worst_relative_error": np.max(np.abs(errors) / truth, axis=1).tolist()}
+    design, plain = (np.array(out[label]["worst_relative_error"])
+                     for label in ("design", "multisine"))
+    ratios = np.array([design[i:i + batch].mean() / plain[i:i + batch].mean()
+                       for i in range(0, draws - batch + 1, batch)])
+    out["ratios"] = {"all_draws": float(design.mean() / plain.mean()),
+                     "batches": ratios.tolist(),
+                     "batches_at_most_0.7": float(np.mean(ratios <= 0.7)),
+                     "batches_5_50_95_percent": np.percentile(ratios, [5, 50, 95]).tolist()}
+    return out
+
+
 def summary(rig: str, runs: dict) -> dict:
     """Means over seeds per input, and the ratios design / multisine."""
     truth = {n: float(np.ravel(_config(rig).parameters[n])[0]) for n in FREE}
@@ -140,6 +212,8 @@ def main() -> None:
     parser.add_argument("--evaluations", type=int, default=120)
     parser.add_argument("--work", type=Path)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--linear", type=int, metavar="DRAWS",
+                        help="predict the linearised fit's errors over this many seeds instead")
     args = parser.parse_args()
     configure_jax()
     work = args.work or Path(tempfile.mkdtemp(prefix=f"excitation_{args.rig}_"))
@@ -148,6 +222,22 @@ def main() -> None:
     print(f"{args.rig}: designed in {inputs['design_s']:.1f} s; predicted worst relative std "
           f"design {inputs['predicted']['design']['worst_relative_std']:.4g}, multisine "
           f"{inputs['predicted']['multisine']['worst_relative_std']:.4g}", flush=True)
+    if args.linear:
+        study = linear_study(args.rig, inputs, args.linear, args.seeds)
+        for label in ("design", "multisine"):
+            z = np.array(study[label]["z"])
+            print(f"{label}: z std over {args.linear} seeds "
+                  f"{ {n: round(v, 3) for n, v in study[label]['z_std'].items()} }; "
+                  f"seeds {args.first_seed}-{args.first_seed + args.seeds - 1}, b2's z: "
+                  f"{np.round(z[args.first_seed:args.first_seed + args.seeds, -1], 2).tolist()}")
+        ratios = study["ratios"]
+        print(f"worst relative error, design / multisine: {ratios['all_draws']:.3f} over all "
+              f"draws; over {args.seeds} seeds at a time, 5/50/95 % "
+              f"{np.round(ratios['batches_5_50_95_percent'], 3).tolist()}, at most 0.7 in "
+              f"{100 * ratios['batches_at_most_0.7']:.0f} %")
+        if args.json:
+            args.json.write_text(json.dumps({"rig": args.rig, "linear": study}))
+        return
     runs = {"design": [], "multisine": []}
     for seed in range(args.first_seed, args.first_seed + args.seeds):
         for label in runs:
