@@ -49,6 +49,14 @@ def test_a_shipped_file_not_there_is_refused_in_one_line():
         builtin_file("no/such.csv")
 
 
+def test_an_input_not_there_is_refused_before_anything_is_written(tmp_path, capsys):
+    output = tmp_path / "out"
+    assert main(["demo", "--input", str(tmp_path / "none.csv"), "--output", str(output)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "none.csv" in error and len(error.splitlines()) == 1, error
+    assert not output.exists()
+
+
 @pytest.mark.slow
 def test_the_demo_calibrates_the_rig_from_its_designed_experiment(tmp_path, capsys):
     assert main(["demo", "--output", str(tmp_path), "--quiet"]) == 0

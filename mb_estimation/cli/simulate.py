@@ -140,12 +140,12 @@ def demo_command(args) -> int:
 
     if args.duration is not None and args.duration <= 0:
         raise UserError(f"--duration must be positive, got {args.duration}")
-    output = writable_folder(args.output)
-    bag = output / "experiment_bag"
     design = Path(args.input) if args.input is not None else builtin_file(DEMO_EXPERIMENT)
     truth = apply_overrides(load_named_config("furuta_synthetic"), hinges="rigid")
     scenario, rate, duration = played_input(design, truth, duration_s=args.duration)
     prediction = read_prediction(design)
+    output = writable_folder(args.output)  # once the input is known to be readable
+    bag = output / "experiment_bag"
     predicted = "" if prediction is None else (
         f": predicted worst relative std {100 * prediction[0]:.3g} % against "
         f"{100 * prediction[1]:.3g} % for a multisine at the same bound")
