@@ -471,7 +471,7 @@ def _shoot(rig: Rig, parameters: dict, names: tuple[str, ...], lower: dict, uppe
         step_bias = step_bias_of(normal, state.residual, finer_residual, starts, values,
                                  scale, low, high, names)
         refit_start = (finer_residual, normal.jac_state, normal.jac_values / scale)
-    return ShootingResult(
+    result = ShootingResult(
         names=names, values=dict(zip(names, values.tolist(), strict=True)),
         std=dict(zip(names, std.tolist(), strict=True)), covariance=covariance, cost=cost / scored,
         initial_cost=initial_cost / scored, iterations=state.iteration,
@@ -480,7 +480,6 @@ def _shoot(rig: Rig, parameters: dict, names: tuple[str, ...], lower: dict, uppe
         solve_time_s=time.perf_counter() - started - compiler.seconds,
         compile_time_s=compiler.seconds,
         tried=(settings.segment_s,), amplification=amplification(normal.jac_state, joints),
-        correlated=correlated, shares=shares, step_bias=step_bias), dict(zip(keys, starts,
-                                                                          strict=True)), \
-        refit_start
+        correlated=correlated, shares=shares, step_bias=step_bias)
+    return result, dict(zip(keys, starts, strict=True)), refit_start
 
