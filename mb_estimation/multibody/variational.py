@@ -222,14 +222,14 @@ def _solved_step(system: Multibody, state: JointStates, inputs, h, locked) -> Jo
                                      jnp.concatenate([guess, state.momenta]))
         return JointStates(solution[:joints], solution[joints:])
     matrix = _angle_step_matrix(*step, guess)
-    factored, following = small_solve.lu_factor(matrix[:joints]), matrix[joints:]
+    factored, momenta_in_angles = small_solve.lu_factor(matrix[:joints]), matrix[joints:]
 
     def chord(carry):
         count, iterate, _ = carry
         balance = _angle_step(*step, iterate.angles)
         change = small_solve.lu_solve(factored, balance[:joints])
         return (count + 1, JointStates(iterate.angles - change,
-                                       balance[joints:] - following @ change),
+                                       balance[joints:] - momenta_in_angles @ change),
                 jnp.max(jnp.abs(change) / jnp.maximum(jnp.abs(iterate.angles), 1.0)))
 
     def unconverged(carry):
@@ -242,14 +242,14 @@ def _solved_step(system: Multibody, state: JointStates, inputs, h, locked) -> Jo
 
 @_solved_step.defjvp
 def _solved_step_derivative(primals, tangents):
-    following = _solved_step(*primals)
-    joints = following.angles.shape[-1]
+    solved = _solved_step(*primals)
+    joints = solved.angles.shape[-1]
     if _has_dry_friction(primals[0]):
-        unknowns = jnp.concatenate([following.angles, following.momenta])
+        unknowns = jnp.concatenate([solved.angles, solved.momenta])
         _, change = jax.jvp(lambda *args: _step_residual(*args, unknowns), primals, tangents)
         moved = -small_solve.solve_small(_step_matrix(*primals, unknowns), change)
-        return following, JointStates(moved[:joints], moved[joints:])
-    _, change = jax.jvp(lambda *args: _angle_step(*args, following.angles), primals, tangents)
-    matrix = _angle_step_matrix(*primals, following.angles)
+        return solved, JointStates(moved[:joints], moved[joints:])
+    _, change = jax.jvp(lambda *args: _angle_step(*args, solved.angles), primals, tangents)
+    matrix = _angle_step_matrix(*primals, solved.angles)
     moved = -small_solve.solve_small(matrix[:joints], change[:joints])
-    return following, JointStates(moved, change[joints:] + matrix[joints:] @ moved)
+    return solved, JointStates(moved, change[joints:] + matrix[joints:] @ moved)
