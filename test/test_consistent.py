@@ -63,6 +63,7 @@ from mb_estimation.multibody.joint_space import (
 )
 from mb_estimation.multibody.variational import (
     at_rest_where_locked,
+    joint_impulses,
     variational_residuals,
     variational_step,
 )
@@ -264,6 +265,26 @@ def test_variational_step_forward_follows_the_reference_at_second_order(truth):
               for substeps in (1, 2)]
     assert errors[0] < 1e-4, errors
     assert 3.5 < errors[0] / errors[1] < 4.5, errors  # second order
+
+
+def test_dry_friction_of_zero_width_has_no_slope_at_rest():
+    """Dry friction declared, its coefficients at 0: no slope of its own at zero rate.
+
+    The impulse's derivative there is central differences' (the viscous term's alone), not
+    half an open band's.
+    """
+    config = apply_overrides(load_config("furuta_synthetic"), hinges="rigid")
+    system = get_rig("furuta").build(parameter_arrays(config.parameters))
+    assert all(hinge.has_dry_friction for hinge in system.hinges)
+
+    def impulses(rates):
+        return joint_impulses(system, jnp.ones((2, 5)), jnp.zeros(2), rates, jnp.zeros(1), 1e-3)
+
+    slope = np.asarray(jax.jacfwd(impulses)(jnp.zeros(2)))
+    step = 1e-7
+    central = np.stack([(np.asarray(impulses(step * unit)) - np.asarray(impulses(-step * unit)))
+                        / (2 * step) for unit in jnp.eye(2)], axis=1)
+    np.testing.assert_allclose(slope, central, rtol=1e-9, atol=1e-12)
 
 
 @pytest.mark.parametrize("dry_friction", [False, True])

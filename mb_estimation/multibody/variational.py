@@ -63,7 +63,11 @@ def joint_impulses(system: Multibody, reactions, mid_angles, mid_rates, inputs, 
                      + hinge.coulomb_torque * h)
             regularization = 4.0 / h**2 * hinge.compliance_rotational * spook_gamma(
                 hinge.damping, h)
-            impulse = impulse + jnp.clip(-mid_rates[i] / regularization, -bound, bound)
+            # A band of zero width at zero rate is closed: no slope either way (a clip would
+            # take half of each side's at the tie, as if it were open).
+            impulse = impulse + jnp.where(
+                (bound == 0.0) & (mid_rates[i] == 0.0), 0.0,
+                jnp.clip(-mid_rates[i] / regularization, -bound, bound))
         impulses.append(impulse)
     return jnp.stack(impulses)
 
