@@ -236,6 +236,27 @@ def test_simulation_refinement_recovers_the_simulators_parameters():
 
 
 
+def _reference_multisine():
+    """§4.7's rig on rigid hinges and 3 s of the independent rigid reference's multisine.
+
+    ``(config, run, recording)``: the reference's run (RK4 at 1e-4 s, 1 kHz) and the recording
+    of its angles with 1e-3 rad of noise (seed 5).
+    """
+    from reference_furuta import simulate_reference
+
+    from mb_estimation.scenarios import multisine_torque
+
+    config = apply_overrides(load_config("furuta_synthetic"), hinges="rigid")
+    values = {name: (list(v) if name == "tilt" else float(v))
+              for name, v in config.parameters.items()}
+    time_s = np.arange(3001) / 1000.0
+    voltage = np.asarray(multisine_torque(time_s)) / values["K"]
+    run = simulate_reference(values, (0.0, 0.0), (0.0, 0.0), time_s, voltage=(time_s, voltage),
+                             method="rk4", step=1e-4)
+    angles = run["theta"] + 1e-3 * np.random.default_rng(5).standard_normal(run["theta"].shape)
+    return config, run, Recording("multisine", time_s, angles, time_s, voltage[:, None])
+
+
 def test_a_rigid_rig_refined_by_simulation_error_reaches_the_cramer_rao_bound():
     """Rigid hinges declared, no method setting: the default path ends in the rigid model's.
 
@@ -247,20 +268,9 @@ def test_a_rigid_rig_refined_by_simulation_error_reaches_the_cramer_rao_bound():
     recording worse than the joint fit, its simulations far from the data (here: its J_Byy
     doubled, its cost 100-fold), is not kept, and the note says why.
     """
-    from reference_furuta import simulate_reference
-
     from mb_estimation.assess import fit_noise_rad, kept_fit
-    from mb_estimation.scenarios import multisine_torque
 
-    truth = apply_overrides(load_config("furuta_synthetic"), hinges="rigid")
-    values = {name: (list(v) if name == "tilt" else float(v))
-              for name, v in truth.parameters.items()}
-    time_s = np.arange(3001) / 1000.0
-    voltage = np.asarray(multisine_torque(time_s)) / values["K"]
-    run = simulate_reference(values, (0.0, 0.0), (0.0, 0.0), time_s, voltage=(time_s, voltage),
-                             method="rk4", step=1e-4)
-    angles = run["theta"] + 1e-3 * np.random.default_rng(5).standard_normal(run["theta"].shape)
-    recording = Recording("multisine", time_s, angles, time_s, voltage[:, None])
+    truth, _, recording = _reference_multisine()
     free = ["J_Azz", "J_Byy", "b1", "b2"]
     start = {"J_Azz": 0.0035, "J_Byy": 0.0045, "b1": 1.2e-3, "b2": 1.2e-4}
     joint = fit(set_up(apply_overrides(truth, free=free, set_values=start,
@@ -303,21 +313,10 @@ def test_a_refit_at_half_the_step_starts_from_the_coarser_steps_jacobians():
     chord step, then a linearisation at 4 ms): both within a tenth of a std of the 4 ms
     optimum (converged tightly), the std equal, the warm start with a linearisation fewer.
     """
-    from reference_furuta import simulate_reference
-
     from mb_estimation.estimation.shooting import ShootingSettings, _shoot
-    from mb_estimation.scenarios import multisine_torque
 
-    config = apply_overrides(load_config("furuta_synthetic"), hinges="rigid")
-    values = {name: (list(v) if name == "tilt" else float(v))
-              for name, v in config.parameters.items()}
-    time_s = np.arange(3001) / 1000.0
-    voltage = np.asarray(multisine_torque(time_s)) / values["K"]
-    run = simulate_reference(values, (0.0, 0.0), (0.0, 0.0), time_s, voltage=(time_s, voltage),
-                             method="rk4", step=1e-4)
-    angles = run["theta"] + 1e-3 * np.random.default_rng(5).standard_normal(run["theta"].shape)
-    grid = prepare_recording(Recording("multisine", time_s, angles, time_s, voltage[:, None]),
-                             8e-3, 50.0)
+    config, run, recording = _reference_multisine()
+    grid = prepare_recording(recording, 8e-3, 50.0)
     names = ("J_Azz", "J_Byy", "b1", "b2")
     start = {**config.parameters, "J_Azz": 0.0031, "J_Byy": 0.0041, "b1": 1.02e-3}
     lower, upper = dict.fromkeys(names, 0.0), dict.fromkeys(names, 1.0)

@@ -116,7 +116,6 @@ def calibrated(config, bag: Path, output: Path) -> dict:
 
 
 LINEAR_DT = 2.5e-4
-PARAMETER_STEP, ANGLE_STEP_RAD, RATE_STEP_RAD_S = 1e-6, 1e-7, 1e-6
 
 
 def linear_errors(rig: str, time_s, inputs, draws: int) -> tuple[np.ndarray, np.ndarray]:
@@ -125,6 +124,7 @@ def linear_errors(rig: str, time_s, inputs, draws: int) -> tuple[np.ndarray, np.
     From rest at the config's values, ``inputs`` at 1 kHz; the start state's four components
     fitted too (eliminated).
     """
+    from mb_estimation.cramer_rao import ANGLE_STEP_RAD, PARAMETER_STEP, RATE_STEP_RAD_S
     from mb_estimation.rigs import parameter_arrays
     from mb_estimation.setup import rig_of
     from mb_estimation.signals import Recording, prepare_recording

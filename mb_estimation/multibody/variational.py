@@ -100,7 +100,7 @@ def variational_residuals(system: Multibody, state: JointStates, next_state: Joi
     rate_gradient = momenta_in_pose(system, middle, mid_motion, mid_rates)
     d1, d2 = angle_gradient - rate_gradient, angle_gradient + rate_gradient
     reactions = None
-    if any(hinge.has_dry_friction for hinge in system.hinges):  # needs the bodies' motion
+    if _has_dry_friction(system):  # needs the bodies' motion
         forces = (next_state.momenta - state.momenta) / h - 2.0 / h * angle_gradient
         reactions = reaction_impulses(system, middle, mid_motion, forces, h)
     half = 0.5 * joint_impulses(system, reactions, 0.5 * (a0 + a1), mid_rates, inputs, h)
