@@ -23,9 +23,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mb_estimation.estimation.compiled import Compiler
 from mb_estimation.multibody.joint_space import joint_states
 from mb_estimation.multibody.variational import variational_residuals
-from mb_estimation.numerics import jax, jit
+from mb_estimation.numerics import jax
 from mb_estimation.signals.preprocess import held_input_means
 
 jnp = jax.numpy
@@ -44,7 +45,11 @@ class InputDelay:
     std_s: float
 
 
-@jit
+#: The check's program, compiled once per recording length (and kept on disk with the
+#: compiled-code cache: a later process loads it instead of tracing it again).
+_COMPILED = Compiler()
+
+
 def _momentum_balance(system, angles, rates, inputs, h):
     """``e_k`` ``[n-1, n_joints]`` and ``∂e_k/∂u`` ``[n-1, n_joints, n_inputs]`` on states."""
     states = jax.vmap(lambda a, r: joint_states(system, a, r))(angles, rates)
@@ -82,8 +87,9 @@ def apparent_input_delay(system, time_s, angles, rates, input_time_s, inputs
     held = held_input_means(input_time_s, inputs, time_s)
     if np.ptp(held, axis=0).max() == 0.0:
         return None
-    balance, gain = (np.asarray(a) for a in _momentum_balance(
-        system, jnp.asarray(angles), jnp.asarray(rates), jnp.asarray(held), h))
+    balance, gain = (np.asarray(a) for a in _COMPILED(
+        _momentum_balance, None, system, np.asarray(angles, dtype=np.float64),
+        np.asarray(rates, dtype=np.float64), held, np.asarray(h)))
     delays = np.arange(DELAY_RANGE_S[0], DELAY_RANGE_S[1] + 0.5 * DELAY_RESOLUTION_S,
                        DELAY_RESOLUTION_S)
     costs = np.empty(len(delays))

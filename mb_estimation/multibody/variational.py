@@ -244,16 +244,42 @@ def _solved_step(system: Multibody, state: JointStates, inputs, h, locked) -> Jo
                                                    jnp.inf))[1]
 
 
-@_solved_step.defjvp
+def _jvp_of_moving(function, primals, tangents):
+    """``jax.jvp(function, primals, tangents)`` through the inputs that move alone.
+
+    ``tangents`` as a rule with ``symbolic_zeros`` gets them: a leaf whose tangent is a
+    :class:`~jax.custom_derivatives.SymbolicZero` (the recorded input, the step, every part of
+    the system no free value reaches) is held constant instead of carrying zeros through the
+    whole tree algebra in every direction.
+    """
+    leaves, tree = jax.tree_util.tree_flatten(primals)
+    tangent_leaves = tree.flatten_up_to(tangents)
+    moving = [i for i, tangent in enumerate(tangent_leaves)
+              if not isinstance(tangent, jax.custom_derivatives.SymbolicZero)]
+
+    def of_moving(*moving_leaves):
+        current = list(leaves)
+        for index, leaf in zip(moving, moving_leaves, strict=True):
+            current[index] = leaf
+        return function(*jax.tree_util.tree_unflatten(tree, current))
+
+    return jax.jvp(of_moving, [leaves[i] for i in moving], [tangent_leaves[i] for i in moving])
+
+
 def _solved_step_derivative(primals, tangents):
     solved = _solved_step(*primals)
     joints = solved.angles.shape[-1]
     if _has_dry_friction(primals[0]):
         unknowns = jnp.concatenate([solved.angles, solved.momenta])
-        _, change = jax.jvp(lambda *args: _step_residual(*args, unknowns), primals, tangents)
+        _, change = _jvp_of_moving(lambda *args: _step_residual(*args, unknowns), primals,
+                                   tangents)
         moved = -small_solve.solve_small(_step_matrix(*primals, unknowns), change)
         return solved, JointStates(moved[:joints], moved[joints:])
-    _, change = jax.jvp(lambda *args: _angle_step(*args, solved.angles), primals, tangents)
+    _, change = _jvp_of_moving(lambda *args: _angle_step(*args, solved.angles), primals,
+                               tangents)
     matrix = _angle_step_matrix(*primals, solved.angles)
     moved = -small_solve.solve_small(matrix[:joints], change[:joints])
     return solved, JointStates(moved, change[joints:] + matrix[joints:] @ moved)
+
+
+_solved_step.defjvp(_solved_step_derivative, symbolic_zeros=True)
