@@ -36,9 +36,16 @@ setup(
         "matplotlib>=3.7",
         # jax.export's serialisation: traced programs kept on disk (estimation/program_store)
         "flatbuffers>=24.3",
+        # a rig from its URDF or xacro, and calibrated.urdf (config/urdf.py, io/urdf_files.py):
+        # ROS's own xacro and URDF parser (urdfdom-py), the XML edited with lxml
+        "xacro>=2.0",
+        "urdfdom-py>=1.2",
+        "lxml>=4.9",
     ],
     extras_require={
-        "test": ["pytest>=7.4", "pytest-xdist>=3.5", "hypothesis>=6.80", "ruff>=0.5"],
+        # yourdfpy: a second URDF reader, the calibrated URDF checked against it
+        "test": ["pytest>=7.4", "pytest-xdist>=3.5", "hypothesis>=6.80", "ruff>=0.5",
+                 "yourdfpy>=0.0.56"],
         # benchmarks/perf/bench_vs_mujoco.py only: MuJoCo's system identification side by side
         "bench": ["mujoco[sysid]>=4.0"],
         # ROS 2 (Kilted) as wheels for estimator_node, exciter_node and mb-estimation

@@ -1,6 +1,7 @@
-"""A calibration's result files: parameters.yaml, ros_parameters.yaml and states.csv.
+"""A calibration's result files: parameters.yaml, ros_parameters.yaml, states.csv, calibrated.urdf.
 
-:func:`write_results` writes them from one :class:`~mb_estimation.calibration.Calibration`;
+:func:`write_results` writes them from one :class:`~mb_estimation.calibration.Calibration`
+(calibrated.urdf for the Furuta rig: :mod:`mb_estimation.io.urdf_files`);
 :func:`parameters_document` is parameters.yaml's content. The files themselves are written
 through :mod:`mb_estimation.io.parameter_files` (atomically).
 """
@@ -15,8 +16,9 @@ import numpy as np
 from mb_estimation.calibration import Calibration
 from mb_estimation.estimation.agreement import Agreement
 from mb_estimation.fitting import StageKind
-from mb_estimation.io.files import PLAIN_FILE
+from mb_estimation.io.files import PLAIN_FILE, write_text_atomically
 from mb_estimation.io.parameter_files import gravity_tilt, plain_value, write_parameter_files
+from mb_estimation.io.urdf_files import FILE_NAME, calibrated_urdf
 
 
 def _optional(values: dict, name: str):
@@ -179,14 +181,18 @@ def write_states(path: Path, calibration: Calibration) -> None:
 
 def write_results(calibration: Calibration, directory: str | Path,
                   node_name: str = "mb_estimator") -> Path:
-    """Write parameters.yaml, ros_parameters.yaml and states.csv into ``directory``.
+    """Write parameters.yaml, ros_parameters.yaml, states.csv, calibrated.urdf into ``directory``.
 
     The two parameter files atomically, with the permissions of a plain file
     (:func:`~mb_estimation.io.parameter_files.write_parameter_files`; ``node_name`` heads
-    ros_parameters.yaml); states.csv directly. Returns ``directory``.
+    ros_parameters.yaml); states.csv directly; calibrated.urdf atomically, for a rig with a
+    URDF form. Returns ``directory``.
     """
     directory = Path(directory)
     write_parameter_files(directory, parameters_document(calibration),
                           calibration.result.parameters, node_name, mode=PLAIN_FILE)
     write_states(directory / "states.csv", calibration)
+    urdf = calibrated_urdf(calibration.setup.config, calibration.result.parameters)
+    if urdf is not None:
+        write_text_atomically(directory / FILE_NAME, urdf, mode=PLAIN_FILE)
     return directory

@@ -11,6 +11,7 @@ import yaml
 from examples_loader import EXAMPLES, load_example
 
 from mb_estimation.cli import main
+from mb_estimation.config import load_config
 from mb_estimation.io.parameter_files import read_parameters
 
 
@@ -35,6 +36,12 @@ def test_calibrate_and_crossval_write_their_files(tmp_path, capsys):
     assert prediction["lead_time_s"][-1] == 0.5 and len(prediction["rms_rad"][-1]) == 2
     report = (consistent / "report.html").read_text()
     assert "Refinement" in report and "prediction" in report
+    # the calibrated rig as URDF (generated: the config has none), read back: the fitted value
+    urdf_config = tmp_path / "urdf.yaml"
+    urdf_config.write_text(f"rig: furuta\nurdf: {{file: {consistent / 'calibrated.urdf'}}}\n"
+                           f"parameters: {{K: 1.0}}\n")
+    assert load_config(urdf_config).parameters["J_Azz"] == pytest.approx(entry["value"],
+                                                                         rel=1e-12)
     # examples/load_parameters.py (plain PyYAML) reads both files as the package does
     example = load_example("load_parameters")
     values = example.load_parameters(consistent)

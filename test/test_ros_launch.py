@@ -425,6 +425,12 @@ def test_write_fused_reads_back_like_calibrate_output(furuta, tmp_path):
     assert set(parameters) == {f"estimate.{name}" for name in furuta.parameters}
     assert parameters["estimate.K"] == pytest.approx(0.11)
     assert not [p for p in folder.iterdir() if p.name.startswith(".")]  # no temporary left
+    # the fused values as URDF too (the config has none: generated), read back the same
+    back = tmp_path / "back.yaml"
+    back.write_text(f"rig: furuta\nurdf: {{file: {folder / 'calibrated.urdf'}}}\n"
+                    f"parameters: {{K: 1.0}}\n")
+    for name in ("J_Azz", "J_Byy", "b1", "b2", "l2"):
+        assert load_config(back).parameters[name] == pytest.approx(values[name], rel=1e-12)
 
 
 # --------------------------------------------------------------------------------------------

@@ -23,7 +23,8 @@ def add_calibrate(commands) -> None:
         "separate states per bag. By default the consistent path (the hinges' rigid limit, "
         "steps 2h then h; each value's change between them is printed and written). Validates "
         "the fit by predicting 0.5 s ahead from the estimated states and by an open-loop "
-        "replay, and writes parameters.yaml, ros_parameters.yaml, states.csv and report.html "
+        "replay, and writes parameters.yaml, ros_parameters.yaml, states.csv, calibrated.urdf "
+        "(the Furuta rig) and report.html "
         "(figures in figures/) into --output. Exit status 0 when the fit converged or reached "
         "its iteration or time limit, 1 when it stopped without progress (files written all the "
         "same), 2 for an error in the input.")
@@ -73,6 +74,6 @@ def calibrate_command(args) -> int:
                             on_set_up=None if args.quiet else print_set_up)
     print_calibration(calibration)
     result = calibration.result
-    print_written(output, result)
+    print_written(output, calibration)
     return 0 if result.converged or result.status in (FitStatus.MAX_ITERATIONS,
                                                        FitStatus.TIME_LIMIT) else 1

@@ -174,7 +174,9 @@ def print_calibration(calibration, truth=None) -> None:
     print_verdict(calibration)
 
 
-def print_written(output, result) -> None:
+def print_written(output, calibration) -> None:
     """The files calibrate wrote and the time it took."""
-    print(f"wrote {output}/parameters.yaml, ros_parameters.yaml, states.csv, report.html "
+    result = calibration.result
+    urdf = " calibrated.urdf," if calibration.setup.config.rig == "furuta" else ""
+    print(f"wrote {output}/parameters.yaml, ros_parameters.yaml, states.csv,{urdf} report.html "
           f"({result.compile_time_s:.1f} s compiling, {result.solve_time_s:.1f} s solving)")

@@ -169,5 +169,5 @@ def demo_command(args) -> int:
                                 progress=fit_progress(args.quiet, config),
                                 on_set_up=None if args.quiet else print_set_up)
     print_calibration(calibration, truth.parameters)
-    print_written(output, calibration.result)
+    print_written(output, calibration)
     return 0

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from mb_estimation.config.builtin import resolve_config
-from mb_estimation.config.checks import check_keys, choice, describe, fail, integer
+from mb_estimation.config.checks import check_keys, choice, describe, fail, integer, mapping
 from mb_estimation.config.parameters import (
     DEFAULT_PENDULUM_FRICTION,
     check_ripple,
@@ -29,6 +29,7 @@ from mb_estimation.config.schema import (
     TOP_LEVEL_KEYS,
     Config,
     ConfigError,
+    JointMapping,
 )
 from mb_estimation.config.sections import (
     parse_advanced,
@@ -37,6 +38,7 @@ from mb_estimation.config.sections import (
     parse_recording,
     parse_simulation,
 )
+from mb_estimation.config.urdf import read_urdf_section
 from mb_estimation.rigs.parameters import PENDULUM_FRICTION_MODELS, RIGS
 
 
@@ -121,7 +123,19 @@ def parse_config(data: Any, source: str = "<config>") -> Config:
                                                   f"remove this key for rig {rig.name}")
         ripple = integer(data["ripple_per_revolution"], source, "ripple_per_revolution",
                          minimum=1)
-    parameters = parse_parameters(data.get("parameters"), rig, source)
+    urdf, raw_parameters, joints = None, data.get("parameters"), None
+    if data.get("urdf") is not None:
+        if rig.name != "furuta":
+            fail(source, "urdf", f"only the furuta rig is read from a URDF; remove this key "
+                                 f"for rig {rig.name}")
+        urdf = read_urdf_section(data["urdf"], source)
+        raw_parameters = {**urdf.rig.parameters,
+                          **mapping(raw_parameters, source, "parameters",
+                                    "a mapping of parameter names to values")}
+        joints = {joint: JointMapping(name, offset, sign) for joint, name, sign, offset in zip(
+            rig.joints, (urdf.rig.arm_joint, urdf.rig.pendulum_joint), urdf.rig.signs,
+            urdf.rig.offsets, strict=True)}
+    parameters = parse_parameters(raw_parameters, rig, source)
     free = parse_free(data.get("free"), rig, friction, parameters, source)
     check_ripple(rig, ripple, parameters, free, source)
     return Config(
@@ -131,12 +145,13 @@ def parse_config(data: Any, source: str = "<config>") -> Config:
         free=free,
         method=parse_method(data.get("method"), source),
         simulation=parse_simulation(data.get("simulation"), source),
-        recording=parse_recording(data.get("recording"), rig, source),
+        recording=parse_recording(data.get("recording"), rig, source, joints),
         node=parse_node(data.get("node"), source),
         advanced=parse_advanced(data.get("advanced"), source),
         hinges=hinges,
         ripple_per_revolution=ripple,
         source=source,
+        urdf=urdf,
     )
 
 

@@ -32,6 +32,11 @@ SECTIONS = (
 
 TOP_LEVEL = (
     ("rig", "required", "`furuta` or `pendulum`"),
+    ("urdf", "none", "furuta only: the rig from its URDF — `file` (`.urdf` or `.xacro`, "
+     "relative to the config), `args` (xacro arguments) and/or `args_file` (a ROS parameters "
+     "file of them), `arm_joint`, `pendulum_joint` (default: the URDF's two moving joints); "
+     "its geometry, masses, inertias, `<dynamics>` and joint names become the defaults of "
+     "`parameters` and `recording.joints`"),
     ("hinges", "`rigid`", "`rigid`: ball bearings, stiff shafts (the rigid-limit model); "
      "`compliant`: the hinge compliance and damping parameters are the rig's physics"),
     ("friction", "`dry`", "pendulum only: `viscous`, `dry` or `stribeck`"),

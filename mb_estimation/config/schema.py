@@ -13,13 +13,19 @@ internals). Parameter names, units and admissible ranges come from
 :mod:`mb_estimation.rigs.parameters`. The file form (every value in SI units)::
 
     rig: furuta                # furuta | pendulum
+    urdf:                      # furuta only, optional: the rig from its URDF or xacro file
+      file: rig.urdf.xacro     # relative to this file (config/urdf.py)
+      args: {m1: 0.04}         # xacro arguments (args_file: a ROS parameters file of them)
+      arm_joint: joint0        # default: the URDF's two moving joints, the arm's first
+      pendulum_joint: joint1
     hinges: rigid              # rigid (default: ball bearings, stiff shafts) | compliant (the
                                # hinge compliance and damping parameters are the rig's physics)
     friction: dry              # pendulum only: viscous | dry | stribeck (default dry)
     ripple_per_revolution: 8   # furuta only: periods per arm revolution of the motor's torque
                                # ripple (cogging), whose amplitudes are the ripple_cos*/sin*
                                # parameters; required where one of them is free or non-zero
-    parameters:                # every parameter of the rig without a default
+    parameters:                # every parameter of the rig without a default (with a URDF:
+                               # what it does not hold; a value here overrides the URDF's)
       l1: 0.128
       tilt: [1.0, 0.0, 0.0, 0.0]       # unit quaternion [w, x, y, z]
       ...
@@ -30,6 +36,7 @@ internals). Parameter names, units and admissible ranges come from
     recording:                 # how recordings map onto the rig (RecordingSettings), optional
       joint_states_topic: /joint_states
       joints:                  # one entry per rig joint: recorded = sign * model + offset
+                               # (default: the URDF's joints, else the rig's joint names)
         arm: {name: arm, offset: 0.0, sign: 1}          # (or just  arm: joint0)
         pendulum: {name: pendulum, offset: 0.0, sign: 1}
       voltage_topic: /control_voltage
@@ -104,8 +111,8 @@ STAMP_SOURCES = ("auto", "header", "receive")  # recording.stamp_source
 ESTIMATORS = ("consistent", "paper")  # advanced.estimator
 REFINEMENT_MODES = ("auto", "on", "off")  # method.simulation_refinement
 HINGE_DECLARATIONS = ("rigid", "compliant")  # hinges
-TOP_LEVEL_KEYS = ("rig", "friction", "hinges", "ripple_per_revolution", "parameters", "free",
-                  "recording", "method", "simulation", "node", "advanced")
+TOP_LEVEL_KEYS = ("rig", "urdf", "friction", "hinges", "ripple_per_revolution", "parameters",
+                  "free", "recording", "method", "simulation", "node", "advanced")
 
 
 def setting(default=dataclasses.MISSING, doc: str = "", *, factory=dataclasses.MISSING):
@@ -309,6 +316,8 @@ class Config:
     hinges: str = "rigid"  # rigid | compliant
     ripple_per_revolution: int = 0  # the arm torque ripple's periods per revolution (0: none)
     source: str = "<config>"
+    # the rig's URDF where the config names one (config/urdf.py: UrdfRig)
+    urdf: Any = field(default=None, compare=False)
 
     @property
     def rig_spec(self) -> RigSpec:

@@ -200,10 +200,17 @@ def recording_fields(rig: RigSpec) -> dict[str, Check]:
     }
 
 
-def parse_recording(raw: Any, rig: RigSpec, source: str) -> RecordingSettings:
-    """The ``recording`` section; a JointState voltage (of a rig with inputs) needs its joint."""
+def parse_recording(raw: Any, rig: RigSpec, source: str,
+                    joints: dict[str, JointMapping] | None = None) -> RecordingSettings:
+    """The ``recording`` section; a JointState voltage (of a rig with inputs) needs its joint.
+
+    ``joints``: the joints' mapping where the section gives none (None: the rig's names).
+    """
+    defaults = RecordingSettings.for_rig(rig)
+    if joints is not None:
+        defaults = RecordingSettings(joints=joints)
     settings = RecordingSettings(**read_section(raw, source, "recording", recording_fields(rig),
-                                                RecordingSettings.for_rig(rig)))
+                                                defaults))
     if settings.voltage_type == JOINT_STATE and settings.voltage_joint is None and rig.inputs:
         fail(source, "recording.voltage_joint",
              f"required when voltage_type is {JOINT_STATE} (the recorded joint whose effort "

@@ -198,8 +198,12 @@ def write_fused(directory: str | Path, estimate: ParameterEstimate, config: Conf
     value}}}`` for every parameter, as ``calibrate`` writes it. Both files are written by
     :func:`mb_estimation.io.parameter_files.write_parameter_files`, replaced atomically (a
     reader never sees half a file); ``states.csv`` is not written (a fused estimate has no states).
+    The Furuta rig's ``calibrated.urdf`` (:mod:`mb_estimation.io.urdf_files`) beside them.
     """
+    from mb_estimation.io.files import write_text_atomically
     from mb_estimation.io.parameter_files import plain_value, write_parameter_files
+    from mb_estimation.io.urdf_files import FILE_NAME as URDF_FILE
+    from mb_estimation.io.urdf_files import calibrated_urdf
 
     spec = config.rig_spec
     std = estimate.std
@@ -227,7 +231,11 @@ def write_fused(directory: str | Path, estimate: ParameterEstimate, config: Conf
                            "advanced": dataclasses.asdict(config.advanced)}}
     values = dict(config.parameters)
     values.update({name: entry["value"] for name, entry in estimated.items()})
-    return write_parameter_files(directory, document, values, node_name)
+    written = write_parameter_files(directory, document, values, node_name)
+    urdf = calibrated_urdf(config, values)
+    if urdf is not None:
+        write_text_atomically(Path(directory) / URDF_FILE, urdf)
+    return written
 
 
 def input_remappings(joint_topic: str, voltage_topic: str | None) -> list[tuple[str, str]]:

@@ -1,0 +1,176 @@
+"""A config's ``urdf`` section: the rig read from a URDF or xacro file.
+
+The file is expanded by ``xacro`` (PyPI's, ROS's own) with the section's arguments and parsed
+by ``urdf_parser_py`` (urdfdom-py, ROS's URDF parser); the Furuta rig is then read from its
+tree (:func:`~mb_estimation.rigs.furuta_urdf.furuta_from_urdf`). Section keys:
+
+* ``file``: the ``.urdf`` or ``.xacro`` file, a path relative to the config;
+* ``args``: xacro arguments ``{name: value}``; ``args_file``: a file of them, a ROS parameters
+  file (``/**: {ros__parameters: {...}}``) or a plain mapping, relative to the config
+  (``args`` win);
+* ``arm_joint``, ``pendulum_joint``: the joints' names (default: the URDF's two moving joints,
+  the arm's nearer the root).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from contextlib import redirect_stderr
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from mb_estimation.config.checks import check_keys, fail, mapping
+from mb_estimation.rigs.furuta_urdf import (
+    FurutaUrdf,
+    UrdfError,
+    UrdfInertial,
+    UrdfJoint,
+    UrdfLink,
+    furuta_from_urdf,
+    transform,
+)
+
+KEYS = ("file", "args", "args_file", "arm_joint", "pendulum_joint")
+
+
+@dataclass(frozen=True)
+class UrdfRig:
+    """The rig as a URDF gave it: the file, its expanded text, its tree and what it says."""
+
+    file: Path
+    text: str = field(repr=False)
+    links: tuple[UrdfLink, ...] = field(repr=False)
+    joints: tuple[UrdfJoint, ...] = field(repr=False)
+    rig: FurutaUrdf = field(repr=False)
+
+
+def _one_line(error: BaseException) -> str:
+    """An error's message on one line (parsers spread theirs over several)."""
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def _relative(value: Any, base: Path, source: str, key: str) -> Path:
+    if not isinstance(value, str) or not value:
+        fail(source, key, "must be a file name (a path relative to the config)")
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else base / path
+
+
+def _arguments(raw: dict, base: Path, source: str) -> dict[str, str]:
+    """The xacro arguments: ``args_file``'s, then ``args`` over them, as strings."""
+    arguments: dict[str, Any] = {}
+    if raw.get("args_file") is not None:
+        path = _relative(raw["args_file"], base, source, "urdf.args_file")
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except OSError as error:
+            fail(source, "urdf.args_file", f"{path} cannot be read: {error.strerror or error}")
+        except yaml.YAMLError as error:
+            fail(source, "urdf.args_file", f"{path} is not YAML: {_one_line(error)}")
+        if isinstance(data, dict) and len(data) == 1:  # a ROS parameters file
+            (only,) = data.values()
+            if isinstance(only, dict) and isinstance(only.get("ros__parameters"), dict):
+                data = only["ros__parameters"]
+        if not isinstance(data, dict):
+            fail(source, "urdf.args_file", f"{path} must hold a mapping of xacro arguments")
+        arguments.update(data)
+    if raw.get("args") is not None:
+        arguments.update(mapping(raw["args"], source, "urdf.args", "a mapping of xacro "
+                                 "arguments to values"))
+    return {str(name): _argument_text(value) for name, value in arguments.items()}
+
+
+def _argument_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def expanded_urdf(path: Path, arguments: dict[str, str], source: str) -> str:
+    """The URDF text of ``path``: as it is, or a ``.xacro`` expanded with ``arguments``."""
+    if not path.is_file():
+        fail(source, "urdf.file", f"{path} does not exist")
+    if path.suffix != ".xacro":
+        if arguments:
+            fail(source, "urdf.args", f"{path} is not a .xacro file: it takes no arguments")
+        return path.read_text(encoding="utf-8")
+    import xacro  # only where a config names a xacro file
+
+    try:
+        with redirect_stderr(io.StringIO()):  # xacro also prints what it raises
+            return xacro.process_file(str(path), mappings=arguments).toxml()
+    except Exception as error:  # xacro raises its own and XML errors
+        fail(source, "urdf.file", f"xacro cannot expand {path.name}: {_one_line(error)}")
+
+
+def _origin(element) -> np.ndarray:
+    if element is None:
+        return transform()
+    return transform(element.xyz or (0.0, 0.0, 0.0), element.rpy or (0.0, 0.0, 0.0))
+
+
+def _number(value) -> float | None:
+    return None if value is None else float(value)
+
+
+def urdf_tree(text: str, source: str) -> tuple[tuple[UrdfLink, ...], tuple[UrdfJoint, ...]]:
+    """The links and joints of a URDF text (urdf_parser_py), as the rig reader takes them."""
+    from urdf_parser_py import urdf as parser
+
+    try:
+        with redirect_stderr(io.StringIO()):  # it warns of every tag it does not know
+            robot = parser.URDF.from_xml_string(text.encode("utf-8"))
+    except Exception as error:
+        fail(source, "urdf.file", f"not a valid URDF: {_one_line(error)}")
+    links = []
+    for link in robot.links:
+        inertial = link.inertial
+        if inertial is not None and inertial.inertia is not None:
+            i = inertial.inertia
+            tensor = np.array([[i.ixx, i.ixy, i.ixz], [i.ixy, i.iyy, i.iyz],
+                               [i.ixz, i.iyz, i.izz]], dtype=float)
+            inertial = UrdfInertial(float(inertial.mass or 0.0), _origin(inertial.origin),
+                                    tensor)
+        elif inertial is not None:
+            inertial = UrdfInertial(float(inertial.mass or 0.0), _origin(inertial.origin),
+                                    np.zeros((3, 3)))
+        links.append(UrdfLink(link.name, inertial))
+    joints = []
+    for joint in robot.joints:
+        dynamics = joint.dynamics
+        joints.append(UrdfJoint(
+            joint.name, joint.type, joint.parent, joint.child, _origin(joint.origin),
+            np.asarray(joint.axis if joint.axis is not None else (1.0, 0.0, 0.0), dtype=float),
+            None if dynamics is None else _number(dynamics.damping),
+            None if dynamics is None else _number(dynamics.friction)))
+    return tuple(links), tuple(joints)
+
+
+def read_urdf_section(raw: Any, source: str) -> UrdfRig:
+    """The ``urdf`` section: the file read, expanded and parsed, the rig read from it."""
+    raw = mapping(raw, source, "urdf", "a mapping with at least 'file'")
+    check_keys(raw, KEYS, source, "urdf")
+    if raw.get("file") is None:
+        fail(source, "urdf.file", "missing: the .urdf or .xacro file of the rig")
+    base = Path(source).parent if Path(source).is_file() else Path.cwd()
+    path = _relative(raw["file"], base, source, "urdf.file")
+    text = expanded_urdf(path, _arguments(raw, base, source), source)
+    links, joints = urdf_tree(text, source)
+    names = {}
+    for key in ("arm_joint", "pendulum_joint"):
+        if raw.get(key) is not None and not isinstance(raw[key], str):
+            fail(source, f"urdf.{key}", "must be a joint's name")
+        names[key] = raw.get(key)
+    try:
+        rig = furuta_from_urdf(links, joints, **names)
+    except UrdfError as error:
+        fail(source, "urdf", f"{path.name}: {error}")
+    for name, value in rig.parameters.items():
+        if not math.isfinite(value):
+            fail(source, "urdf", f"{path.name}: {name} is {value}")
+    return UrdfRig(path, text, links, joints, rig)

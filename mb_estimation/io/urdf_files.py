@@ -1,0 +1,124 @@
+"""calibrated.urdf: the rig's URDF with a calibration's values in place.
+
+Where the config read the rig from a URDF (:mod:`mb_estimation.config.urdf`), that URDF (as
+xacro expanded it) with each body's inertial and each joint's ``<dynamics>`` set to carry the
+fitted values (:func:`~mb_estimation.rigs.furuta_urdf.calibrated_inertials`) and every other
+element and attribute as it was; else a URDF generated from the values, in the model's frames
+with z up (:func:`~mb_estimation.rigs.furuta_urdf.furuta_urdf_tree`). The XML is edited and
+written with lxml; what a URDF does not hold (the input gain, a shaft's inertia, gravity)
+stays in parameters.yaml.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+from lxml import etree
+
+from mb_estimation.config import Config
+from mb_estimation.rigs.furuta_urdf import (
+    UrdfInertial,
+    UrdfJoint,
+    UrdfLink,
+    calibrated_inertials,
+    furuta_urdf_tree,
+)
+
+FILE_NAME = "calibrated.urdf"
+
+
+def _numbers(values) -> str:
+    return " ".join(repr(float(value)) for value in values)
+
+
+def _rpy(rotation: np.ndarray) -> tuple[float, float, float]:
+    """URDF's roll, pitch, yaw [rad] of a rotation matrix (``Rz(yaw) Ry(pitch) Rx(roll)``)."""
+    return (float(np.arctan2(rotation[2, 1], rotation[2, 2])),
+            float(-np.arcsin(np.clip(rotation[2, 0], -1.0, 1.0))),
+            float(np.arctan2(rotation[1, 0], rotation[0, 0])))
+
+
+def _set_origin(parent, pose: np.ndarray, keep_rpy: bool = False) -> None:
+    origin = parent.find("origin")
+    if origin is None:
+        origin = etree.SubElement(parent, "origin")
+    origin.set("xyz", _numbers(pose[:3, 3]))
+    if not keep_rpy or origin.get("rpy") is None:
+        origin.set("rpy", _numbers(_rpy(pose[:3, :3])))
+
+
+def _set_inertial(link, inertial: UrdfInertial) -> None:
+    """``link``'s ``<inertial>`` made ``inertial`` (its origin's rpy kept where it has one)."""
+    element = link.find("inertial")
+    if element is None:
+        element = etree.SubElement(link, "inertial")
+    mass = element.find("mass")
+    if mass is None:
+        mass = etree.SubElement(element, "mass")
+    mass.set("value", repr(float(inertial.mass)))
+    _set_origin(element, inertial.origin, keep_rpy=True)
+    inertia = element.find("inertia")
+    if inertia is None:
+        inertia = etree.SubElement(element, "inertia")
+    tensor = inertial.inertia
+    for name, (row, column) in (("ixx", (0, 0)), ("ixy", (0, 1)), ("ixz", (0, 2)),
+                                ("iyy", (1, 1)), ("iyz", (1, 2)), ("izz", (2, 2))):
+        inertia.set(name, repr(float(tensor[row, column])))
+
+
+def _set_dynamics(joint, damping: float, friction: float | None) -> None:
+    dynamics = joint.find("dynamics")
+    if dynamics is None:
+        dynamics = etree.SubElement(joint, "dynamics")
+    dynamics.set("damping", repr(float(damping)))
+    if friction is not None and (friction != 0.0 or dynamics.get("friction") is not None):
+        dynamics.set("friction", repr(float(friction)))
+
+
+def urdf_document(links: Sequence[UrdfLink], joints: Sequence[UrdfJoint],
+                  name: str = "furuta") -> str:
+    """A URDF of the tree ``links``, ``joints`` (continuous joints, the inertials given)."""
+    robot = etree.Element("robot", name=name)
+    for link in links:
+        element = etree.SubElement(robot, "link", name=link.name)
+        if link.inertial is not None:
+            _set_inertial(element, link.inertial)
+    for joint in joints:
+        element = etree.SubElement(robot, "joint", name=joint.name, type=joint.kind)
+        etree.SubElement(element, "parent", link=joint.parent)
+        etree.SubElement(element, "child", link=joint.child)
+        _set_origin(element, joint.origin)
+        etree.SubElement(element, "axis", xyz=_numbers(joint.axis))
+        if joint.damping is not None:
+            _set_dynamics(element, joint.damping, joint.friction)
+    return _text(robot)
+
+
+def _text(root) -> str:
+    return etree.tostring(root, pretty_print=True, xml_declaration=True,
+                          encoding="utf-8").decode("utf-8")
+
+
+def calibrated_urdf(config: Config, values: Mapping[str, object]) -> str | None:
+    """calibrated.urdf's text for ``values`` (module docstring); None for a rig without one.
+
+    Only the Furuta rig has a URDF form.
+    """
+    if config.rig != "furuta":
+        return None
+    values = {name: float(np.ravel(value)[0]) for name, value in values.items()
+              if np.size(value) == 1}
+    if config.urdf is None:
+        return urdf_document(*furuta_urdf_tree(values))
+    urdf = config.urdf
+    root = etree.fromstring(urdf.text.encode("utf-8"),
+                            etree.XMLParser(remove_blank_text=False))
+    links = {element.get("name"): element for element in root.findall("link")}
+    joints = {element.get("name"): element for element in root.findall("joint")}
+    for name, inertial in calibrated_inertials(urdf.rig, urdf.links, urdf.joints,
+                                               values).items():
+        _set_inertial(links[name], inertial)
+    for joint, index in ((urdf.rig.arm_joint, 1), (urdf.rig.pendulum_joint, 2)):
+        _set_dynamics(joints[joint], values[f"b{index}"], values.get(f"coulomb{index}"))
+    return _text(root)
