@@ -555,6 +555,55 @@ def test_node_settings_are_parameters_defaulting_to_the_config(ros_context):
         node.destroy_node()
 
 
+def test_the_node_reads_the_rig_from_robot_description(ros_context, tmp_path, monkeypatch):
+    """urdf.file robot_description: the node's parameter, else the transient-local topic."""
+    from rclpy.node import Node
+    from rclpy.parameter import Parameter
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+    from std_msgs.msg import String
+    from test_node_core import _fake_estimator
+    from test_urdf import G5, model_frames_urdf
+
+    from mb_estimation.ros import ros_parameters
+
+    config = tmp_path / "from_description.yaml"
+    config.write_text("rig: furuta\nurdf: {file: robot_description}\nparameters: {K: 1.0}\n"
+                      "free: {J_Azz: {}, J_Byy: {}}\nnode: {warm_up: false}\n")
+
+    def configured(*overrides):
+        node = ros_node.EstimatorNode(
+            estimator=_fake_estimator, node_name="urdf_estimator", context=ros_context,
+            parameter_overrides=[Parameter("config", value=str(config)), *overrides])
+        try:
+            outcome = node.trigger_configure()
+            return outcome, node.config, node.configure_error
+        finally:
+            node.destroy_node()
+
+    outcome, from_parameter, _ = configured(Parameter("robot_description",
+                                                      value=model_frames_urdf()))
+    assert outcome == TransitionCallbackReturn.SUCCESS
+    assert from_parameter.parameters["J_Byy"] == G5["J_Byy"]
+    assert from_parameter.recording.joints["pendulum"].name == "pendulum_joint"
+
+    served = Node("robot_state_publisher_stand_in", context=ros_context)
+    latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
+                         reliability=ReliabilityPolicy.RELIABLE)
+    publisher = served.create_publisher(String, "/robot_description", latched)
+    publisher.publish(String(data=model_frames_urdf({**G5, "m_B": 0.5})))
+    try:
+        outcome, from_topic, _ = configured()  # the node starts after the message was sent
+    finally:
+        served.destroy_node()
+    assert outcome == TransitionCallbackReturn.SUCCESS
+    assert from_topic.parameters["m_B"] == 0.5
+
+    monkeypatch.setattr(ros_parameters, "ROBOT_DESCRIPTION_WAIT_S", 0.5)
+    outcome, _, error = configured()  # nobody serves it now
+    assert outcome == TransitionCallbackReturn.FAILURE
+    assert "robot_description" in error and "\n" not in error
+
+
 def test_the_node_goes_through_its_lifecycle(ros_context):
     """Configure makes, activate subscribes, deactivate unsubscribes, cleanup removes; twice."""
     from test_node_core import _config, _fake_estimator

@@ -424,3 +424,15 @@ def test_calibrated_urdf_loads_in_another_reader_with_the_fitted_dynamics(tmp_pa
         mappings, angles, strict=True)], [m.sign * r for m, r in zip(mappings, rates,
                                                                       strict=True)])
     assert kinetic == pytest.approx(kinetic_energy_reference(truth, angles, rates), rel=1e-7)
+
+
+def test_robot_description_is_the_nodes_and_the_commands_say_so(tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text("rig: furuta\nurdf: {file: robot_description}\nparameters: {K: 1.0}\n")
+    with pytest.raises(ConfigError) as raised:
+        load_config(config)
+    assert "robot_description is read by the node" in str(raised.value)
+    from mb_estimation.config import needs_robot_description
+
+    assert needs_robot_description(config) and not needs_robot_description("furuta")
+    assert load_config(config, model_frames_urdf()).parameters["l2"] == G5["l2"]

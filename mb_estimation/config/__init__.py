@@ -25,7 +25,7 @@ _EXPORTS = {
                "TOP_LEVEL_KEYS", "VOLTAGE_TYPES", "Bounds", "Config", "ConfigError",
                "JointMapping", "MethodSettings", "NodeSettings", "RecordingSettings",
                "SimulationSettings"),
-    "load": ("load_config", "parse_config"),
+    "load": ("load_config", "needs_robot_description", "parse_config"),
     "builtin": ("builtin_config_names", "builtin_config_path", "builtin_file", "resolve_config"),
     "overrides": ("apply_overrides", "parse_assignments", "parse_free_list",
                   "with_node_values"),

@@ -38,7 +38,7 @@ from mb_estimation.config.sections import (
     parse_recording,
     parse_simulation,
 )
-from mb_estimation.config.urdf import read_urdf_section
+from mb_estimation.config.urdf import read_urdf_section, reads_robot_description
 from mb_estimation.rigs.parameters import PENDULUM_FRICTION_MODELS, RIGS
 
 
@@ -87,10 +87,13 @@ def yaml_load(text: str, source: str) -> Any:
         raise ConfigError(f"{source}: invalid YAML: {error}") from None
 
 
-def parse_config(data: Any, source: str = "<config>") -> Config:
+def parse_config(data: Any, source: str = "<config>", robot_description: str | None = None
+                 ) -> Config:
     """Validate plain data (as loaded from YAML) into a :class:`Config`.
 
-    ``source`` names the origin in error messages. Raises :class:`ConfigError`.
+    ``source`` names the origin in error messages; ``robot_description``: the URDF text of a
+    ``urdf.file: robot_description`` (:mod:`mb_estimation.config.urdf`). Raises
+    :class:`ConfigError`.
     """
     if data is None:
         fail(source, None, "the configuration is empty; expected a mapping with at least "
@@ -128,7 +131,7 @@ def parse_config(data: Any, source: str = "<config>") -> Config:
         if rig.name != "furuta":
             fail(source, "urdf", f"only the furuta rig is read from a URDF; remove this key "
                                  f"for rig {rig.name}")
-        urdf = read_urdf_section(data["urdf"], source)
+        urdf = read_urdf_section(data["urdf"], source, robot_description)
         raw_parameters = {**urdf.rig.parameters,
                           **mapping(raw_parameters, source, "parameters",
                                     "a mapping of parameter names to values")}
@@ -155,11 +158,12 @@ def parse_config(data: Any, source: str = "<config>") -> Config:
     )
 
 
-def load_config(path: str | Path) -> Config:
+def load_config(path: str | Path, robot_description: str | None = None) -> Config:
     """Read and validate a YAML configuration file.
 
     ``path`` is a file, or the bare name of a built-in configuration (``furuta``, see
-    :func:`~mb_estimation.config.builtin.resolve_config`). Raises :class:`ConfigError`.
+    :func:`~mb_estimation.config.builtin.resolve_config`); ``robot_description`` as
+    :func:`parse_config` takes it. Raises :class:`ConfigError`.
     """
     path = resolve_config(path)
     source = str(path)
@@ -171,4 +175,17 @@ def load_config(path: str | Path) -> Config:
         fail(source, None, "is not a UTF-8 text file, expected a YAML configuration file")
     except OSError as error:
         fail(source, None, f"cannot be read: {error.strerror or error}")
-    return parse_config(yaml_load(text, source), source)
+    return parse_config(yaml_load(text, source), source, robot_description)
+
+
+def needs_robot_description(path: str | Path) -> bool:
+    """Whether the configuration at ``path`` takes its rig from ``robot_description``.
+
+    (``urdf.file: robot_description``: the node reads it from ROS first.) False where the file
+    cannot be read: :func:`load_config` then says why.
+    """
+    try:
+        data = yaml_load(resolve_config(path).read_text(encoding="utf-8"), str(path))
+    except (OSError, UnicodeDecodeError, ConfigError):
+        return False
+    return reads_robot_description(data)

@@ -4,7 +4,9 @@ The file is expanded by ``xacro`` (PyPI's, ROS's own) with the section's argumen
 by ``urdf_parser_py`` (urdfdom-py, ROS's URDF parser); the Furuta rig is then read from its
 tree (:func:`~mb_estimation.rigs.furuta_urdf.furuta_from_urdf`). Section keys:
 
-* ``file``: the ``.urdf`` or ``.xacro`` file, a path relative to the config;
+* ``file``: the ``.urdf`` or ``.xacro`` file, a path relative to the config, or
+  ``robot_description``: the URDF robot_state_publisher serves, which the node reads
+  (:data:`ROBOT_DESCRIPTION`; the text is then given to :func:`read_urdf_section`);
 * ``args``: xacro arguments ``{name: value}``; ``args_file``: a file of them, a ROS parameters
   file (``/**: {ros__parameters: {...}}``) or a plain mapping, relative to the config
   (``args`` win);
@@ -36,6 +38,8 @@ from mb_estimation.rigs.furuta_urdf import (
 )
 
 KEYS = ("file", "args", "args_file", "arm_joint", "pendulum_joint")
+#: ``urdf.file`` that names the URDF robot_state_publisher serves (the node's parameter or topic)
+ROBOT_DESCRIPTION = "robot_description"
 
 
 @dataclass(frozen=True)
@@ -151,15 +155,35 @@ def urdf_tree(text: str, source: str) -> tuple[tuple[UrdfLink, ...], tuple[UrdfJ
     return tuple(links), tuple(joints)
 
 
-def read_urdf_section(raw: Any, source: str) -> UrdfRig:
-    """The ``urdf`` section: the file read, expanded and parsed, the rig read from it."""
+def reads_robot_description(data: Any) -> bool:
+    """Whether plain config data (as loaded from YAML) take the rig from robot_description."""
+    urdf = data.get("urdf") if isinstance(data, dict) else None
+    return isinstance(urdf, dict) and urdf.get("file") == ROBOT_DESCRIPTION
+
+
+def read_urdf_section(raw: Any, source: str, robot_description: str | None = None) -> UrdfRig:
+    """The ``urdf`` section: the file read, expanded and parsed, the rig read from it.
+
+    ``robot_description``: the URDF text where ``file`` is :data:`ROBOT_DESCRIPTION` (the node
+    reads it from ROS); without it such a section is refused.
+    """
     raw = mapping(raw, source, "urdf", "a mapping with at least 'file'")
     check_keys(raw, KEYS, source, "urdf")
     if raw.get("file") is None:
         fail(source, "urdf.file", "missing: the .urdf or .xacro file of the rig")
     base = Path(source).parent if Path(source).is_file() else Path.cwd()
-    path = _relative(raw["file"], base, source, "urdf.file")
-    text = expanded_urdf(path, _arguments(raw, base, source), source)
+    if raw["file"] == ROBOT_DESCRIPTION:
+        if robot_description is None:
+            fail(source, "urdf.file", f"{ROBOT_DESCRIPTION} is read by the node (its "
+                                      f"{ROBOT_DESCRIPTION} parameter or topic); give the "
+                                      f"commands a .urdf or .xacro file")
+        if raw.get("args") is not None or raw.get("args_file") is not None:
+            fail(source, "urdf.args", f"{ROBOT_DESCRIPTION} is a URDF already expanded: it "
+                                      f"takes no xacro arguments")
+        path, text = Path(ROBOT_DESCRIPTION), robot_description
+    else:
+        path = _relative(raw["file"], base, source, "urdf.file")
+        text = expanded_urdf(path, _arguments(raw, base, source), source)
     links, joints = urdf_tree(text, source)
     names = {}
     for key in ("arm_joint", "pendulum_joint"):

@@ -15,7 +15,8 @@ launch files drive these transitions; ``mb-estimation node`` sets ``autostart``.
     ros2 run mb_estimation estimator_node --ros-args -p config:=/path/to/furuta.yaml \
         -p autostart:=true -r joint_states:=/joint_states -r control_voltage:=/control_voltage
 
-Its parameters (``config``, ``autostart``, the overrides, ``output_dir``, ``push.*``, the
+Its parameters (``config``, ``autostart``, ``robot_description``, the overrides,
+``output_dir``, ``push.*``, the
 node settings), the ``estimate.*``/``estimate_std.*`` outputs, its topics and its services are
 described in ``docs/node.md``. The estimate parameters are read-only for everybody but the
 node, which is not what ``ParameterDescriptor.read_only`` gives

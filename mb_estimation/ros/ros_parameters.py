@@ -27,6 +27,7 @@ description saying who writes them.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
@@ -37,7 +38,7 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
-from mb_estimation.config import Config, ConfigError, load_config
+from mb_estimation.config import Config, ConfigError, load_config, needs_robot_description
 from mb_estimation.errors import first_line
 from mb_estimation.io.parameter_files import plain_value
 from mb_estimation.online.fusion import ParameterEstimate
@@ -83,7 +84,11 @@ def declare_config_parameters(node: Node, source: str = "") -> None:
 
 
 def node_config(node: Node) -> Config:
-    """The configuration the ``config`` parameter names (ConfigError when unset or invalid)."""
+    """The configuration the ``config`` parameter names (ConfigError when unset or invalid).
+
+    One that takes its rig from ``robot_description`` gets it from the node
+    (:func:`robot_description`).
+    """
     path = node.get_parameter("config").value
     if not isinstance(path, str):
         raise ConfigError(f"parameter config: expected a path, got {path!r}")
@@ -91,7 +96,54 @@ def node_config(node: Node) -> Config:
         raise ConfigError("parameter config is not set: start with --ros-args -p "
                           "config:=/path/to/furuta.yaml (or ros2 launch mb_estimation "
                           "estimator.launch.py config:=...)")
+    if needs_robot_description(path):
+        return load_config(path, robot_description(node))
     return load_config(path)
+
+
+#: How long configure waits for the URDF on the robot_description topic [s].
+ROBOT_DESCRIPTION_WAIT_S = 10.0
+
+
+def robot_description(node: Node, wait_s: float | None = None) -> str:
+    """The rig's URDF as ROS serves it: the ``robot_description`` parameter, else the topic.
+
+    The parameter (read-only, declared here) where it is set; else the first message on the
+    node's ``robot_description`` topic (std_msgs/String, transient local as
+    robot_state_publisher publishes it), awaited up to ``wait_s`` (default
+    :data:`ROBOT_DESCRIPTION_WAIT_S`) by a reader node of its own, so that a configure running
+    in the node's executor does not wait on itself. ConfigError when neither gives one.
+    """
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+    from std_msgs.msg import String
+
+    given = _declared(node, "robot_description", "", _read_only(
+        "the rig's URDF, where the config's urdf.file is robot_description (empty: the "
+        "robot_description topic's)"))
+    if given:
+        return given
+    wait_s = ROBOT_DESCRIPTION_WAIT_S if wait_s is None else wait_s
+    topic = node.resolve_topic_name("robot_description")
+    reader = Node(f"{node.get_name()}_description_reader", context=node.context)
+    received: list[str] = []
+    reader.create_subscription(String, topic, lambda message: received.append(message.data),
+                               QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
+                                          reliability=ReliabilityPolicy.RELIABLE))
+    executor = SingleThreadedExecutor(context=node.context)
+    executor.add_node(reader)
+    deadline = time.monotonic() + wait_s
+    try:
+        while not received and time.monotonic() < deadline:
+            executor.spin_once(timeout_sec=0.05)
+    finally:
+        executor.shutdown()
+        reader.destroy_node()
+    if not received:
+        raise ConfigError(f"no URDF for urdf.file robot_description: the parameter "
+                          f"robot_description is empty and nothing came on {topic} within "
+                          f"{wait_s:g} s (robot_state_publisher serves it there)")
+    return received[0]
 
 
 def declare_node_parameters(node: Node, config: Config) -> NodeParameters:
