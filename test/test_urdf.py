@@ -414,9 +414,16 @@ def test_calibrated_urdf_loads_in_another_reader_with_the_fitted_dynamics(tmp_pa
 
     config = load_config(write_config(tmp_path, ros_frames_urdf()))
     path = tmp_path / "calibrated.urdf"
-    path.write_text(calibrated_urdf(config, {**config.parameters, **FITTED}))
+    # a J_Azz with a rotor in it: more than J_Axx + J_Ayy, which no rigid body has
+    fitted = {**FITTED, "J_Azz": 0.01}
+    text = calibrated_urdf(config, {**config.parameters, **fitted})
+    path.write_text(text)
+    back = _read_back(tmp_path, text)
+    assert back.parameters["J_Azz"] == pytest.approx(0.01, rel=1e-12)
+    assert back.parameters["J_Axx"] + back.parameters["J_Ayy"] >= 0.01 * (1 - 1e-12)
+    assert "J_Ayy raised from 0.003 to 0.0099 kg m^2" in text
     truth = {**{name: float(value) for name, value in config.parameters.items()
-                if not isinstance(value, tuple)}, **FITTED, "J_shaft": 0.0,
+                if not isinstance(value, tuple)}, **fitted, "J_shaft": 0.0,
              "tilt": [1.0, 0.0, 0.0, 0.0]}
     mappings = [config.recording.joints[joint] for joint in ("arm", "pendulum")]
     angles, rates = np.array([0.4, 2.1]), np.array([-1.5, 3.0])

@@ -4,7 +4,10 @@ Where the config read the rig from a URDF (:mod:`mb_estimation.config.urdf`), th
 xacro expanded it) with each body's inertial and each joint's ``<dynamics>`` set to carry the
 fitted values (:func:`~mb_estimation.rigs.furuta_urdf.calibrated_inertials`) and every other
 element and attribute as it was; else a URDF generated from the values, in the model's frames
-with z up (:func:`~mb_estimation.rigs.furuta_urdf.furuta_urdf_tree`). The XML is edited and
+with z up (:func:`~mb_estimation.rigs.furuta_urdf.furuta_urdf_tree`). An arm's moments no
+rigid body has are made physical where no motion shows them, said in a comment as a
+pendulum's are where they cannot be
+(:func:`~mb_estimation.rigs.furuta_urdf.with_physical_arm`). The XML is edited and
 written with lxml; what a URDF does not hold (the input gain, a shaft's inertia, gravity)
 stays in parameters.yaml.
 """
@@ -23,6 +26,7 @@ from mb_estimation.rigs.furuta_urdf import (
     UrdfLink,
     calibrated_inertials,
     furuta_urdf_tree,
+    with_physical_arm,
 )
 
 FILE_NAME = "calibrated.urdf"
@@ -95,6 +99,15 @@ def urdf_document(links: Sequence[UrdfLink], joints: Sequence[UrdfJoint],
     return _text(robot)
 
 
+def _noted(root, notes: list[str]):
+    """``root`` with ``notes`` as its first comments."""
+    for note in reversed(notes):
+        comment = etree.Comment(f" mb-estimation: {note} ")
+        comment.tail = "\n  "
+        root.insert(0, comment)
+    return root
+
+
 def _text(root) -> str:
     return etree.tostring(root, pretty_print=True, xml_declaration=True,
                           encoding="utf-8").decode("utf-8")
@@ -107,13 +120,13 @@ def calibrated_urdf(config: Config, values: Mapping[str, object]) -> str | None:
     """
     if config.rig != "furuta":
         return None
-    values = {name: float(np.ravel(value)[0]) for name, value in values.items()
-              if np.size(value) == 1}
+    values, notes = with_physical_arm({name: float(np.ravel(value)[0])
+                                      for name, value in values.items() if np.size(value) == 1})
     if config.urdf is None:
-        return urdf_document(*furuta_urdf_tree(values))
+        root = etree.fromstring(urdf_document(*furuta_urdf_tree(values)).encode("utf-8"))
+        return _text(_noted(root, notes))
     urdf = config.urdf
-    root = etree.fromstring(urdf.text.encode("utf-8"),
-                            etree.XMLParser(remove_blank_text=False))
+    root = _noted(etree.fromstring(urdf.text.encode("utf-8")), notes)
     links = {element.get("name"): element for element in root.findall("link")}
     joints = {element.get("name"): element for element in root.findall("joint")}
     for name, inertial in calibrated_inertials(urdf.rig, urdf.links, urdf.joints,

@@ -386,6 +386,34 @@ def calibrated_inertials(read: FurutaUrdf, links: Sequence[UrdfLink],
     return inertials
 
 
+def with_physical_arm(values: Mapping[str, float]) -> tuple[dict[str, float], list[str]]:
+    """``values`` with the arm's moments a rigid body can have, and notes of what is not.
+
+    A calibrated ``J_Azz`` holds all the inertia the arm turns with (a motor's rotor too), and
+    may exceed ``J_Axx + J_Ayy``, which no rigid body does (simulators refuse such a tensor).
+    The arm only turns about its z axis, so its other two moments show in no motion: ``J_Ayy``
+    is raised to ``J_Azz - J_Axx`` there, which leaves the rig's dynamics as they are. The
+    pendulum's three moments all show in its motion: where they break the triangle
+    inequality they are kept, and a note says which to free or set.
+    """
+    values, notes = dict(values), []
+    lacking = float(values["J_Azz"]) - float(values["J_Axx"]) - float(values["J_Ayy"])
+    if lacking > 0.0:
+        old = float(values["J_Ayy"])
+        values["J_Ayy"] = float(values["J_Azz"]) - float(values["J_Axx"])
+        notes.append(f"J_Ayy raised from {old:.6g} to {values['J_Ayy']:.6g} kg m^2 so that the "
+                     f"arm's inertia is a rigid body's (J_Axx + J_Ayy >= J_Azz): the arm never "
+                     f"turns about that axis, so the rig's motion is the calibrated one")
+    moments = {axes: float(values[f"J_B{axes}"]) for axes in ("xx", "yy", "zz")}
+    for axes, moment in moments.items():
+        others = sum(value for name, value in moments.items() if name != axes)
+        if moment > others:
+            notes.append(f"the pendulum's J_B{axes} {moment:.6g} exceeds the sum of its other "
+                         f"two moments ({others:.6g} kg m^2): no rigid body has that, and some "
+                         f"simulators refuse it; free or set the fixed ones")
+    return values, notes
+
+
 def furuta_urdf_tree(values: Mapping[str, float]) -> tuple[list[UrdfLink], list[UrdfJoint]]:
     """A URDF tree of the rig with ``values`` in the model's frames (z up, as ROS has it).
 
