@@ -216,6 +216,20 @@ def test_the_same_rig_in_other_frames_reads_the_same(tmp_path):
                                      "arm's motion shows of it)",)
 
 
+def test_a_fixed_link_between_the_joints_is_part_of_the_arm(tmp_path):
+    """The pendulum joint hung from a link fixed to the arm in a turned frame: the same rig."""
+    text = model_frames_urdf().replace(
+        '<joint name="pendulum_joint" type="continuous">\n    <parent link="arm"/>',
+        '<joint name="tip_mount" type="fixed"><parent link="arm"/><child link="arm_tip"/>'
+        '<origin xyz="0.2 0 0" rpy="0.3 0 0"/></joint><link name="arm_tip"/>\n'
+        '  <joint name="pendulum_joint" type="continuous">\n    <parent link="arm_tip"/>')
+    text = text.replace('<origin xyz="0.248 0 0"/>', '<origin xyz="0.048 0 0" rpy="-0.3 0 0"/>')
+    assert "arm_tip" in text and 'xyz="0.048 0 0"' in text
+    config = load_config(write_config(tmp_path, text))
+    for name, value in G5.items():
+        assert config.parameters[name] == pytest.approx(value, rel=1e-12, abs=1e-15), name
+
+
 def _urdf_energies(path, gravity: float, angles, rates):
     """Kinetic and potential energy [J] of a URDF's links at joint ``angles``, ``rates``.
 
@@ -396,6 +410,14 @@ def test_calibrated_urdf_holds_the_fitted_values_and_reads_back(tmp_path, writer
     back = _read_back(tmp_path, text)
     for name in FITTED:
         assert back.parameters[name] == pytest.approx(values[name], rel=1e-12), name
+    if writer is None:  # simulated, the rig read back is the fitted model
+        from mb_estimation.rigs import get_rig
+        from mb_estimation.simulation import simulate_recording
+
+        runs = [simulate_recording(get_rig("furuta"), {**config.parameters, **parameters},
+                                   "release", duration_s=1.0, dt=1e-3, rate_hz=100.0, rigid=True)
+                for parameters in (FITTED, {name: back.parameters[name] for name in FITTED})]
+        np.testing.assert_allclose(runs[1].joint_angles, runs[0].joint_angles, atol=1e-11)
     for joint in ("arm", "pendulum"):  # the same joints, signs and offsets as the input's
         assert back.recording.joints[joint].sign == config.recording.joints[joint].sign
     if writer is ros_frames_urdf:  # everything else as it was: the bob, the frames, the limits
