@@ -134,15 +134,13 @@ def urdf_tree(text: str, source: str) -> tuple[tuple[UrdfLink, ...], tuple[UrdfJ
     links = []
     for link in robot.links:
         inertial = link.inertial
-        if inertial is not None and inertial.inertia is not None:
+        if inertial is not None:
             i = inertial.inertia
-            tensor = np.array([[i.ixx, i.ixy, i.ixz], [i.ixy, i.iyy, i.iyz],
-                               [i.ixz, i.iyz, i.izz]], dtype=float)
+            tensor = np.zeros((3, 3)) if i is None else np.array(
+                [[i.ixx, i.ixy, i.ixz], [i.ixy, i.iyy, i.iyz], [i.ixz, i.iyz, i.izz]],
+                dtype=float)
             inertial = UrdfInertial(float(inertial.mass or 0.0), _origin(inertial.origin),
                                     tensor)
-        elif inertial is not None:
-            inertial = UrdfInertial(float(inertial.mass or 0.0), _origin(inertial.origin),
-                                    np.zeros((3, 3)))
         links.append(UrdfLink(link.name, inertial))
     joints = []
     for joint in robot.joints:

@@ -171,18 +171,17 @@ def _poses(links: Mapping[str, UrdfLink], joints: Sequence[UrdfJoint]) -> dict[s
 
 
 def _rigid_group(first: str, joints: Sequence[UrdfJoint]) -> list[str]:
-    """``first`` and the links fixed to it (through fixed joints either way)."""
-    group, grown = [first], True
-    while grown:
-        grown = False
-        for joint in joints:
-            if joint.kind != "fixed":
-                continue
-            for a, b in ((joint.parent, joint.child), (joint.child, joint.parent)):
-                if a in group and b not in group:
-                    group.append(b)
-                    grown = True
+    """``first`` (a moving joint's child) and the links fixed below it."""
+    group = [first]
+    for link in group:  # grows as it goes
+        group += [joint.child for joint in joints if joint.parent == link
+                  and joint.kind == "fixed"]
     return group
+
+
+def _parallel_axis(mass: float, offset: np.ndarray) -> np.ndarray:
+    """``m (|d|² I - d dᵀ)``: a point mass' inertia about a point ``offset`` [m] away."""
+    return mass * (np.dot(offset, offset) * np.eye(3) - np.outer(offset, offset))
 
 
 def _merged(names: Sequence[str], links: Mapping[str, UrdfLink], poses) -> tuple:
@@ -199,9 +198,7 @@ def _merged(names: Sequence[str], links: Mapping[str, UrdfLink], poses) -> tuple
     if mass <= 0.0:
         return 0.0, np.zeros(3), np.zeros((3, 3))
     centre = sum(part[0] * part[1] for part in parts) / mass
-    inertia = sum(part[2] + part[0] * (np.dot(part[1] - centre, part[1] - centre) * np.eye(3)
-                                       - np.outer(part[1] - centre, part[1] - centre))
-                  for part in parts)
+    inertia = sum(part[2] + _parallel_axis(part[0], part[1] - centre) for part in parts)
     return mass, centre, inertia
 
 
@@ -332,11 +329,6 @@ def furuta_from_urdf(links: Sequence[UrdfLink], joints: Sequence[UrdfJoint],
         pendulum=Body(tuple(pendulum_links), float(mass_b), centre_b, inertia_b,
                       pendulum_frame),
         notes=tuple(notes))
-
-
-def _parallel_axis(mass: float, offset: np.ndarray) -> np.ndarray:
-    """``m (|d|² I - d dᵀ)``: a point mass' inertia about a point ``offset`` [m] away."""
-    return mass * (np.dot(offset, offset) * np.eye(3) - np.outer(offset, offset))
 
 
 def calibrated_inertials(read: FurutaUrdf, links: Sequence[UrdfLink],
