@@ -82,8 +82,9 @@ def _angles_on_the_way(system, initial: BodyStates, inputs, h: float, substeps: 
 
 # An open-loop replay runs in chunks of this many held inputs (the last one padded with its
 # final input, the padding's angles dropped), so one compiled rollout serves every recording
-# length: one per length compiled for ~3 s each (five peer-rig recordings: 15 s).
-REPLAY_CHUNK = 512
+# length: one per length compiled for ~3 s each (five peer-rig recordings: 15 s). The rigid
+# model's predictions (0.5 s each) run through the same chunks: short ones waste little.
+REPLAY_CHUNK = 128
 
 
 #: The checks' programs, compiled once per key in the process (and kept on disk with the
@@ -95,9 +96,9 @@ def _driven_chunk(step, system, initial: BodyStates, inputs):
     """One chunk of a replay: :func:`_angles_on_the_way` with ``step = (h, substeps)``."""
     return _angles_on_the_way(system, initial, inputs, *step)
 
-# The predictions run this many starts at once (the last batch padded by repeating its final
-# start): 2.5× faster than one start after the other (swing-up, 20 starts: 1.39 -> 0.56 s),
-# and one compiled program serves every number of starts.
+# The compliant model's predictions run this many starts at once (the last batch padded by
+# repeating its final start): 2.5× faster than one start after the other (swing-up, 20 starts:
+# 1.39 -> 0.56 s), and one compiled program serves every number of starts.
 PREDICTION_BATCH = 8
 
 
@@ -236,22 +237,6 @@ def _rigid_chunk(step, system, state: JointStates, inputs, locked):
     return _rigid_run(system, state, inputs, locked, *step)
 
 
-def _rigid_angles(step, system, angles, rates, inputs, locked):
-    """Joint angles ``[S, n, n_joints]`` of the rigid tree from ``S`` starts at once.
-
-    ``angles``, ``rates [S, n_joints]``; ``inputs [S, n, c]`` each held for ``substeps``
-    variational steps of ``h`` (``step = (h, substeps)``); the ``locked`` joints (1 there) at
-    rest where they start.
-    """
-    h, substeps = step
-
-    def run(a, r, u):
-        start = joint_states(system, a, at_rest_where_locked(r, locked))
-        return _rigid_run(system, start, u, locked, h, substeps)[1]
-
-    return jax.vmap(run)(angles, rates, inputs)
-
-
 def _rigid_substeps(grid, simulation_dt: float) -> int:
     """Rigid-model steps per grid step: at most ``simulation_dt`` [s] each."""
     return max(1, int(np.ceil(grid.dt / simulation_dt * (1 - 1e-9))))
@@ -264,23 +249,26 @@ def rigid_prediction_check(rig: Rig, values: Mapping[str, object], grid, estimat
 
     The hinges rigid, the motion stepped by the second-order variational step in joint
     coordinates (steps of at most ``simulation_dt``, converged: :data:`RIGID_VALIDATION_DT`)
-    from ``estimate``'s joint angles and rates; :data:`PREDICTION_BATCH` starts simulated
-    together.
+    from ``estimate``'s joint angles and rates, one start after the other through the open-loop
+    replay's program (:func:`rigid_replay`'s chunks): one program fewer to compile and load.
     """
     system = built_system(rig, parameter_arrays(values))
     substeps = _rigid_substeps(grid, simulation_dt)
     starts, steps = _prediction_starts(grid, horizon_s, stride_s)
-
     step = step_arguments(grid.dt / substeps, substeps)
-
-    def run(batch):
-        return _COMPILED(_rigid_angles, None, step, system,
-                         np.asarray(estimate.joint_angles)[batch],
-                         np.asarray(estimate.joint_rates)[batch], _held(grid, batch, steps),
-                         grid.locked_mask)
-
-    return _scored_prediction(grid, starts, steps, _in_batches(starts, run),
-                              grid.dt / substeps)
+    locked = grid.locked_mask
+    angles, rates = np.asarray(estimate.joint_angles), np.asarray(estimate.joint_rates)
+    predicted = []
+    for start in starts:
+        state = rigid_start(system, angles[start], at_rest_where_locked(rates[start], locked))
+        held = _padded(grid.inputs[start:start + steps])
+        pieces = []
+        for first in range(0, len(held), REPLAY_CHUNK):
+            state, chunk = _COMPILED(_rigid_chunk, None, step, system, state,
+                                     held[first:first + REPLAY_CHUNK], locked)
+            pieces.append(np.asarray(chunk))
+        predicted.append(np.concatenate(pieces)[:steps])
+    return _scored_prediction(grid, starts, steps, predicted, grid.dt / substeps)
 
 
 def rigid_replay(system, grid, start, simulation_dt: float = RIGID_VALIDATION_DT,
@@ -409,9 +397,6 @@ def compile_validation(rig: Rig, values: Mapping[str, object], grid, *,
     if rigid:
         substeps = _rigid_substeps(grid, RIGID_VALIDATION_DT)
         step = step_arguments(grid.dt / substeps, substeps)
-        _COMPILED.executable(_rigid_angles, None, step, system,
-                             arrays(PREDICTION_BATCH, joints), arrays(PREDICTION_BATCH, joints),
-                             arrays(PREDICTION_BATCH, steps, inputs), arrays(joints))
         state = jax.eval_shape(joint_states, system, arrays(joints), arrays(joints))
         _COMPILED.executable(_rigid_chunk, None, step, system, state,
                              arrays(REPLAY_CHUNK, inputs), arrays(joints))
