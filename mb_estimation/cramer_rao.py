@@ -31,9 +31,8 @@ import numpy as np
 
 from mb_estimation.estimation.shooting_segments import amplification
 from mb_estimation.pseudo_inverse import informed, mark_undetermined, scaled_pseudo_inverse
-from mb_estimation.rigs import Rig, parameter_arrays
-from mb_estimation.simulation import built_system
-from mb_estimation.validation import rigid_replay, rigid_replays
+from mb_estimation.rigs import Rig
+from mb_estimation.validation import rigid_replay, rigid_replays, rigid_systems
 
 #: The sensitivities' longest simulation step [s]: derivatives need less accuracy than a replay.
 SENSITIVITY_DT = 2e-3
@@ -78,13 +77,13 @@ def cramer_rao_bound(rig: Rig, values: Mapping[str, object], names: Sequence[str
     names = tuple(name for name in names if np.size(values[name]) == 1)
     if not names:
         return None
-    system = built_system(rig, parameter_arrays(values))
-    perturbed = []
+    steps, moved = [], []
     for name in names:
         value = float(np.ravel(values[name])[0])
-        step = PARAMETER_STEP * max(abs(value), 1e-6)  # a value at 0 (a friction) too
-        perturbed.append((step, built_system(rig, parameter_arrays(
-            {**values, name: value + step}))))
+        steps.append(PARAMETER_STEP * max(abs(value), 1e-6))  # a value at 0 (a friction) too
+        moved.append({**values, name: value + steps[-1]})
+    system, *others = rigid_systems(rig, values, *moved)
+    perturbed = list(zip(steps, others, strict=True))
     information, amplified = np.zeros((len(names), len(names))), 0.0
     for grid, start, noise in zip(grids, starts, noise_rad, strict=True):
         recording, amplified_here = _parameter_information(

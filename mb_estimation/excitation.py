@@ -47,11 +47,10 @@ import scipy.optimize
 from mb_estimation.cramer_rao import SENSITIVITY_DT, cramer_rao_bound
 from mb_estimation.errors import SimulationError
 from mb_estimation.estimation.shooting import ShootingSettings
-from mb_estimation.rigs import Rig, parameter_arrays
+from mb_estimation.rigs import Rig
 from mb_estimation.scenarios import MULTISINE_FREQUENCIES_HZ
 from mb_estimation.signals import GridData
-from mb_estimation.simulation import built_system
-from mb_estimation.validation import rigid_replay
+from mb_estimation.validation import rigid_replay, rigid_systems
 
 #: The design's frequencies [Hz]: fifteen tones 0.2 Hz apart over the plain multisine's band
 #: (0.2–3 Hz), from below a Furuta pendulum's swing (0.5–1.5 Hz for pendulums of 1 to 0.1 m) to
@@ -186,7 +185,7 @@ def predicted_response(rig: Rig, values: Mapping[str, object], names: Sequence[s
                              together=True)
     relative = {name: bound.std[name] / abs(float(np.ravel(values[name])[0]))
                 for name in bound.names}
-    angles = rigid_replay(built_system(rig, parameter_arrays(values)), grid, start,
+    angles = rigid_replay(rigid_systems(rig, values)[0], grid, start,
                           simulation_dt)
     arm = angles[:, 0]
     return Response(bound.std, relative, float(np.max(np.abs(arm - arm[0]))),

@@ -13,13 +13,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from mb_estimation.estimation.compiled import Compiler
+from mb_estimation.estimation.shooting_segments import LANE_STEPS
 from mb_estimation.multibody import (
     BodyStates,
+    frictionless_hinges,
     joint_angles,
     rollout,
+    without_dry_friction,
 )
 from mb_estimation.multibody.joint_space import JointStates, joint_states
-from mb_estimation.multibody.variational import at_rest_where_locked, held_steps
+from mb_estimation.multibody.variational import at_rest_where_locked, rigid_chunk
 from mb_estimation.numerics import jax
 from mb_estimation.rigs import Rig, parameter_arrays
 from mb_estimation.simulation import built_system, rigid_start, step_arguments
@@ -83,8 +86,9 @@ def _angles_on_the_way(system, initial: BodyStates, inputs, h: float, substeps: 
 # An open-loop replay runs in chunks of this many held inputs (the last one padded with its
 # final input, the padding's angles dropped), so one compiled rollout serves every recording
 # length: one per length compiled for ~3 s each (five peer-rig recordings: 15 s). The rigid
-# model's predictions (0.5 s each) run through the same chunks: short ones waste little.
-REPLAY_CHUNK = 128
+# model's predictions (0.5 s each) run through the same chunks, short enough to waste little,
+# and so do the simulation-error stage's plain runs: its lanes' length, one program for all.
+REPLAY_CHUNK = LANE_STEPS
 
 
 #: The checks' programs, compiled once per key in the process (and kept on disk with the
@@ -218,23 +222,17 @@ def prediction_check(rig: Rig, values: Mapping[str, object], grid, estimate, *,
 RIGID_VALIDATION_DT = 2.5e-4
 
 
-def _rigid_run(system, state: JointStates, inputs, locked, h: float, substeps: int):
-    """The last state and the joint angles ``[n, n_joints]`` after each of ``inputs [n, c]``.
+def rigid_systems(rig: Rig, *values: Mapping[str, object]) -> list:
+    """``rig`` built with each of ``values`` for the rigid model's runs, one structure for all.
 
-    Each input held for ``substeps`` variational steps of ``h``
-    (:func:`~mb_estimation.multibody.variational.variational_step`); the ``locked`` joints
-    ``[n_joints]`` (1 where locked) kept where they are.
+    The dry friction rows of the hinges whose friction is zero in every one of them are
+    dropped (:func:`~mb_estimation.multibody.without_dry_friction`): they carry no impulse, and
+    without them the step iterates on the joint angles alone, as the simulation-error stage's
+    does, through the same program (:func:`~mb_estimation.multibody.variational.rigid_chunk`).
     """
-    def sample(state, u):
-        state = held_steps(system, state, u, h, substeps, locked)
-        return state, state.angles
-
-    return jax.lax.scan(sample, state, inputs)
-
-
-def _rigid_chunk(step, system, state: JointStates, inputs, locked):
-    """One chunk of a rigid replay: :func:`_rigid_run` with ``step = (h, substeps)``."""
-    return _rigid_run(system, state, inputs, locked, *step)
+    systems = [built_system(rig, parameter_arrays(each)) for each in values]
+    idle = frictionless_hinges(*systems)
+    return [without_dry_friction(system, idle) for system in systems]
 
 
 def _rigid_substeps(grid, simulation_dt: float) -> int:
@@ -252,7 +250,7 @@ def rigid_prediction_check(rig: Rig, values: Mapping[str, object], grid, estimat
     from ``estimate``'s joint angles and rates, one start after the other through the open-loop
     replay's program (:func:`rigid_replay`'s chunks): one program fewer to compile and load.
     """
-    system = built_system(rig, parameter_arrays(values))
+    (system,) = rigid_systems(rig, values)
     substeps = _rigid_substeps(grid, simulation_dt)
     starts, steps = _prediction_starts(grid, horizon_s, stride_s)
     step = step_arguments(grid.dt / substeps, substeps)
@@ -264,7 +262,7 @@ def rigid_prediction_check(rig: Rig, values: Mapping[str, object], grid, estimat
         held = _padded(grid.inputs[start:start + steps])
         pieces = []
         for first in range(0, len(held), REPLAY_CHUNK):
-            state, chunk = _COMPILED(_rigid_chunk, None, step, system, state,
+            state, chunk = _COMPILED(rigid_chunk, None, step, system, state,
                                      held[first:first + REPLAY_CHUNK], locked)
             pieces.append(np.asarray(chunk))
         predicted.append(np.concatenate(pieces)[:steps])
@@ -288,15 +286,15 @@ def rigid_replay(system, grid, start, simulation_dt: float = RIGID_VALIDATION_DT
     step = step_arguments(grid.dt / substeps, substeps)
     pieces = [np.asarray(start[None, :joints])]
     for first in range(0, len(held) if chunks is None else chunks * REPLAY_CHUNK, REPLAY_CHUNK):
-        state, chunk = _COMPILED(_rigid_chunk, None, step, system, state,
+        state, chunk = _COMPILED(rigid_chunk, None, step, system, state,
                                  held[first:first + REPLAY_CHUNK], locked)
         pieces.append(np.asarray(chunk))
     return np.concatenate(pieces)[:len(grid.inputs) + 1]
 
 
 def _rigid_chunks(step, systems, states: JointStates, inputs, locked):
-    """:func:`_rigid_chunk` of ``S`` systems from ``S`` states at once, the inputs shared."""
-    return jax.vmap(lambda system, state: _rigid_run(system, state, inputs, locked, *step))(
+    """:func:`rigid_chunk` of ``S`` systems from ``S`` states at once, the inputs shared."""
+    return jax.vmap(lambda system, state: rigid_chunk(step, system, state, inputs, locked))(
         systems, states)
 
 
@@ -335,7 +333,7 @@ def rigid_open_loop_check(rig: Rig, values: Mapping[str, object], grid, angles, 
     recording's first ``first_s`` (:func:`replay_start`): the fit's states at a recording's
     edge are its least certain, and the replay amplifies their error over the whole recording.
     """
-    system = built_system(rig, parameter_arrays(values))
+    (system,) = rigid_systems(rig, values)
 
     def replay(start, chunks=None):
         return rigid_replay(system, grid, start, simulation_dt, chunks)
@@ -382,7 +380,8 @@ def compile_validation(rig: Rig, values: Mapping[str, object], grid, *,
 
     Nothing is run: the programs depend on the rig, the grid's step and the horizon, not on
     the estimate, so a thread can compile them while the fit that gives the estimate runs.
-    ``values``: any parameter values of the rig (their shapes are what counts). ``rigid``:
+    ``values``: any parameter values of the rig (their shapes count, and for the rigid model
+    which hinges have no dry friction: :func:`rigid_systems`). ``rigid``:
     :func:`rigid_prediction_check` and :func:`rigid_open_loop_check`; else
     :func:`prediction_check` and :func:`open_loop_check` at ``simulation_dt``.
     """
@@ -394,11 +393,12 @@ def compile_validation(rig: Rig, values: Mapping[str, object], grid, *,
     def arrays(*shape):
         return jax.ShapeDtypeStruct(shape, jnp.float64)
 
-    if rigid:
+    if rigid:  # the structure of rigid_systems': which hinges' friction is idle counts
+        (system,) = rigid_systems(rig, values)
         substeps = _rigid_substeps(grid, RIGID_VALIDATION_DT)
         step = step_arguments(grid.dt / substeps, substeps)
         state = jax.eval_shape(joint_states, system, arrays(joints), arrays(joints))
-        _COMPILED.executable(_rigid_chunk, None, step, system, state,
+        _COMPILED.executable(rigid_chunk, None, step, system, state,
                              arrays(REPLAY_CHUNK, inputs), arrays(joints))
         return
 

@@ -65,6 +65,7 @@ from mb_estimation.estimation.shooting_segments import (
     lane_batch,
     lanes_of,
     linearize_segments,
+    replayed_residuals,
     segments_of,
     segments_residuals,
 )
@@ -422,9 +423,16 @@ def _shoot(rig: Rig, parameters: dict, names: tuple[str, ...], lower: dict, uppe
         return chained(functools.partial(compiler, linearize_segments, static, step, fixed),
                        lanes, at_starts, at_values)
 
-    def residual_at(at_starts, at_values):
-        return chained(functools.partial(compiler, segments_residuals, static, step, fixed),
+    def simulated(at_step, at_starts, at_values):
+        """The residuals of a plain simulation with steps ``at_step``."""
+        if settings.rigid and lanes.batch == 1:  # through the replays' program
+            return replayed_residuals(compiler, static, at_step, fixed, lanes, at_starts,
+                                      at_values)
+        return chained(functools.partial(compiler, segments_residuals, static, at_step, fixed),
                        lanes, at_starts, at_values, derivatives=False)[0]
+
+    def residual_at(at_starts, at_values):
+        return simulated(step, at_starts, at_values)
 
     # A start from another step's Jacobians: one chord step from them, then a linearisation.
     fresh = linearized is None
@@ -465,9 +473,7 @@ def _shoot(rig: Rig, parameters: dict, names: tuple[str, ...], lower: dict, uppe
     step_bias, refit_start = None, None
     if statistics and settings.max_kept_step_divisor > 1:
         finer = (np.asarray(step[0] / 2.0), np.asarray(2 * step[1]))
-        finer_residual = chained(
-            functools.partial(compiler, segments_residuals, static, finer, fixed), lanes,
-            starts, values, derivatives=False)[0]
+        finer_residual = simulated(finer, starts, values)
         step_bias = step_bias_of(normal, state.residual, finer_residual, starts, values,
                                  scale, low, high, names)
         refit_start = (finer_residual, normal.jac_state, normal.jac_values / scale)

@@ -34,7 +34,7 @@ from mb_estimation.multibody import (
 )
 from mb_estimation.multibody.joint_space import joint_rates as tree_joint_rates
 from mb_estimation.multibody.joint_space import joint_states
-from mb_estimation.multibody.variational import at_rest_where_locked, held_steps
+from mb_estimation.multibody.variational import at_rest_where_locked, held_steps, rigid_chunk
 from mb_estimation.numerics import jax
 from mb_estimation.rigs import Rig, parameter_arrays
 
@@ -161,6 +161,47 @@ def segments_residuals(static, step, fixed, joint_states, free_values, measured,
                                  u, lock)
 
     return jax.vmap(one)((joint_states, measured, weights, inputs, locked))
+
+
+def lane_system(static, fixed, free_values, joint_state, locked):
+    """The rigid tree with the free values and a segment's start state ``(angles, rates)``.
+
+    ``static = (rig, names, frictionless, rigid)`` as :func:`segment_residuals` takes it; the
+    ``locked`` joints (1 there) at rest where they start. For :func:`replayed_residuals`.
+    """
+    rig, names, frictionless, _ = static
+    values = {**fixed, **{name: free_values[i] for i, name in enumerate(names)}}
+    system = without_dry_friction(rig.build(parameter_arrays(values)), frictionless)
+    joints = joint_state.shape[0] // 2
+    return system, joint_states(system, joint_state[:joints],
+                                at_rest_where_locked(joint_state[joints:], locked))
+
+
+def replayed_residuals(compiler, static, step, fixed, lanes: Lanes, starts: np.ndarray,
+                       values: np.ndarray) -> np.ndarray:
+    """The residuals ``[S, R]`` of :func:`segments_residuals` through the plain rigid run.
+
+    Each segment from its start, lane after lane, through
+    :func:`~mb_estimation.multibody.variational.rigid_chunk` (the program the open-loop
+    replays and predictions run: one fewer to compile and load) with the tree's state carried
+    from lane to lane; the wrapped, weighted angle errors on the host. For fits whose lanes run
+    one per call (:func:`lane_batch`).
+    """
+    joints = starts.shape[1] // 2
+    residuals = []
+    for segment, start in enumerate(starts):
+        system, state = compiler(lane_system, static, fixed, values, start,
+                                 lanes.locked[segment])
+        first, parts = start[:joints], []
+        for lane in range(lanes.count):
+            state, angles = compiler(rigid_chunk, None, step, system, state,
+                                     lanes.inputs[segment, lane], lanes.locked[segment])
+            simulated = np.concatenate([first[None], np.asarray(angles)])
+            error = np.angle(np.exp(1j * (simulated - lanes.measured[segment, lane])))
+            parts.append((error * lanes.weights[segment, lane][:, None]).reshape(-1))
+            first = simulated[-1]
+        residuals.append(np.concatenate(parts))
+    return np.stack(residuals)
 
 
 #: Rigid segments are simulated in lanes of this many grid steps, :data:`LANE_BATCH` lanes per

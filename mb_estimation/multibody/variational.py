@@ -156,6 +156,23 @@ def held_steps(system: Multibody, state: JointStates, inputs, h, substeps, locke
         state)
 
 
+def rigid_chunk(step, system: Multibody, state: JointStates, inputs, locked):
+    """The rigid tree driven by ``inputs [n, c]``: its last state, the angles after each input.
+
+    Each input held for ``step = (h, substeps)``: ``substeps`` :func:`variational_step` s of
+    ``h`` [s] (:func:`held_steps`), the ``locked`` joints ``[n_joints]`` (1 where locked) kept
+    where they are; the angles ``[n, n_joints]`` [rad]. The plain simulation of the open-loop
+    replays, the predictions and the simulation-error stage: one program for all of them.
+    """
+    h, substeps = step
+
+    def sample(current, held):
+        current = held_steps(system, current, held, h, substeps, locked)
+        return current, current.angles
+
+    return jax.lax.scan(sample, state, inputs)
+
+
 def _no_joint_locked(state: JointStates):
     return jnp.zeros(state.angles.shape[-1])
 
