@@ -444,6 +444,12 @@ def test_calibrated_urdf_loads_in_another_reader_with_the_fitted_dynamics(tmp_pa
     assert back.parameters["J_Azz"] == pytest.approx(0.01, rel=1e-12)
     assert back.parameters["J_Axx"] + back.parameters["J_Ayy"] >= 0.01 * (1 - 1e-12)
     assert "J_Ayy raised from 0.003 to 0.0099 kg m^2" in text
+    from mb_estimation.io.urdf_files import urdf_notes  # what calibrate prints of it
+
+    notes = urdf_notes(config, {**config.parameters, **fitted})
+    assert notes[0].startswith("J_Ayy raised from 0.003 to 0.0099 kg m^2")
+    assert "J_Byy 0.0042 exceeds" in notes[1]  # 0.0042 > 1e-4 + 0.004
+    assert all(note in text for note in notes)
     truth = {**{name: float(value) for name, value in config.parameters.items()
                 if not isinstance(value, tuple)}, **fitted, "J_shaft": 0.0,
              "tilt": [1.0, 0.0, 0.0, 0.0]}

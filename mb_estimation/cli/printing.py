@@ -180,3 +180,8 @@ def print_written(output, calibration) -> None:
     urdf = " calibrated.urdf," if calibration.setup.config.rig == "furuta" else ""
     print(f"wrote {output}/parameters.yaml, ros_parameters.yaml, states.csv,{urdf} report.html "
           f"({result.compile_time_s:.1f} s compiling, {result.solve_time_s:.1f} s solving)")
+    if urdf:
+        from mb_estimation.io.urdf_files import urdf_notes
+
+        for note in urdf_notes(calibration.setup.config, result.parameters):
+            print(f"note: calibrated.urdf: {note}")

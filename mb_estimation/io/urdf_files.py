@@ -113,6 +113,16 @@ def _text(root) -> str:
                           encoding="utf-8").decode("utf-8")
 
 
+def _scalars(values: Mapping[str, object]) -> dict[str, float]:
+    return {name: float(np.ravel(value)[0]) for name, value in values.items()
+            if np.size(value) == 1}
+
+
+def urdf_notes(config: Config, values: Mapping[str, object]) -> list[str]:
+    """What calibrated.urdf says at its top of ``values`` (:func:`calibrated_urdf`)."""
+    return with_physical_arm(_scalars(values))[1] if config.rig == "furuta" else []
+
+
 def calibrated_urdf(config: Config, values: Mapping[str, object]) -> str | None:
     """calibrated.urdf's text for ``values`` (module docstring); None for a rig without one.
 
@@ -120,8 +130,7 @@ def calibrated_urdf(config: Config, values: Mapping[str, object]) -> str | None:
     """
     if config.rig != "furuta":
         return None
-    values, notes = with_physical_arm({name: float(np.ravel(value)[0])
-                                      for name, value in values.items() if np.size(value) == 1})
+    values, notes = with_physical_arm(_scalars(values))
     if config.urdf is None:
         root = etree.fromstring(urdf_document(*furuta_urdf_tree(values)).encode("utf-8"))
         return _text(_noted(root, notes))
