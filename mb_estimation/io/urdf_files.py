@@ -80,9 +80,9 @@ def _set_dynamics(joint, damping: float, friction: float | None) -> None:
         dynamics.set("friction", repr(float(friction)))
 
 
-def urdf_document(links: Sequence[UrdfLink], joints: Sequence[UrdfJoint],
-                  name: str = "furuta") -> str:
-    """A URDF of the tree ``links``, ``joints`` (continuous joints, the inertials given)."""
+def _robot_element(links: Sequence[UrdfLink], joints: Sequence[UrdfJoint],
+                 name: str = "furuta"):
+    """A URDF ``<robot>`` element of the tree ``links``, ``joints`` (the inertials given)."""
     robot = etree.Element("robot", name=name)
     for link in links:
         element = etree.SubElement(robot, "link", name=link.name)
@@ -96,7 +96,7 @@ def urdf_document(links: Sequence[UrdfLink], joints: Sequence[UrdfJoint],
         etree.SubElement(element, "axis", xyz=_numbers(joint.axis))
         if joint.damping is not None:
             _set_dynamics(element, joint.damping, joint.friction)
-    return _text(robot)
+    return robot
 
 
 def _noted(root, notes: list[str]):
@@ -132,8 +132,7 @@ def calibrated_urdf(config: Config, values: Mapping[str, object]) -> str | None:
         return None
     values, notes = with_physical_arm(_scalars(values))
     if config.urdf is None:
-        root = etree.fromstring(urdf_document(*furuta_urdf_tree(values)).encode("utf-8"))
-        return _text(_noted(root, notes))
+        return _text(_noted(_robot_element(*furuta_urdf_tree(values)), notes))
     urdf = config.urdf
     root = _noted(etree.fromstring(urdf.text.encode("utf-8")), notes)
     links = {element.get("name"): element for element in root.findall("link")}
