@@ -16,9 +16,9 @@ import numpy as np
 from mb_estimation.calibration import Calibration
 from mb_estimation.estimation.agreement import Agreement
 from mb_estimation.fitting import StageKind
-from mb_estimation.io.files import PLAIN_FILE, write_text_atomically
+from mb_estimation.io.files import PLAIN_FILE
 from mb_estimation.io.parameter_files import gravity_tilt, plain_value, write_parameter_files
-from mb_estimation.io.urdf_files import FILE_NAME, calibrated_urdf
+from mb_estimation.io.urdf_files import write_calibrated_urdf
 
 
 def _optional(values: dict, name: str):
@@ -192,7 +192,6 @@ def write_results(calibration: Calibration, directory: str | Path,
     write_parameter_files(directory, parameters_document(calibration),
                           calibration.result.parameters, node_name, mode=PLAIN_FILE)
     write_states(directory / "states.csv", calibration)
-    urdf = calibrated_urdf(calibration.setup.config, calibration.result.parameters)
-    if urdf is not None:
-        write_text_atomically(directory / FILE_NAME, urdf, mode=PLAIN_FILE)
+    write_calibrated_urdf(directory, calibration.setup.config, calibration.result.parameters,
+                          mode=PLAIN_FILE)
     return directory

@@ -256,17 +256,25 @@ def rigid_prediction_check(rig: Rig, values: Mapping[str, object], grid, estimat
     step = step_arguments(grid.dt / substeps, substeps)
     locked = grid.locked_mask
     angles, rates = np.asarray(estimate.joint_angles), np.asarray(estimate.joint_rates)
-    predicted = []
-    for start in starts:
-        state = rigid_start(system, angles[start], at_rest_where_locked(rates[start], locked))
-        held = _padded(grid.inputs[start:start + steps])
-        pieces = []
-        for first in range(0, len(held), REPLAY_CHUNK):
-            state, chunk = _COMPILED(rigid_chunk, None, step, system, state,
-                                     held[first:first + REPLAY_CHUNK], locked)
-            pieces.append(np.asarray(chunk))
-        predicted.append(np.concatenate(pieces)[:steps])
+    predicted = [_rigid_run(system, rigid_start(system, angles[start], at_rest_where_locked(
+        rates[start], locked)), grid.inputs[start:start + steps], step, locked)
+                 for start in starts]
     return _scored_prediction(grid, starts, steps, predicted, grid.dt / substeps)
+
+
+def _rigid_run(system, state: JointStates, inputs, step, locked) -> np.ndarray:
+    """Joint angles ``[n, n_joints]`` after each of ``inputs [n, c]``, from ``state``.
+
+    In chunks of :data:`REPLAY_CHUNK` held inputs (the last padded, its padding's rows cut):
+    one compiled program (:func:`~mb_estimation.multibody.variational.rigid_chunk`) for every
+    length; ``step = (h, substeps)``.
+    """
+    held, pieces = _padded(inputs), []
+    for first in range(0, len(held), REPLAY_CHUNK):
+        state, chunk = _COMPILED(rigid_chunk, None, step, system, state,
+                                 held[first:first + REPLAY_CHUNK], locked)
+        pieces.append(np.asarray(chunk))
+    return np.concatenate(pieces)[:len(inputs)]
 
 
 def rigid_replay(system, grid, start, simulation_dt: float = RIGID_VALIDATION_DT,
@@ -280,16 +288,12 @@ def rigid_replay(system, grid, start, simulation_dt: float = RIGID_VALIDATION_DT
     rest of the rows then repeat nothing: they are cut).
     """
     substeps = _rigid_substeps(grid, simulation_dt)
-    held, locked = _padded(grid.inputs), grid.locked_mask
-    joints = start.shape[0] // 2
+    locked, joints = grid.locked_mask, start.shape[0] // 2
     state = rigid_start(system, start[:joints], at_rest_where_locked(start[joints:], locked))
-    step = step_arguments(grid.dt / substeps, substeps)
-    pieces = [np.asarray(start[None, :joints])]
-    for first in range(0, len(held) if chunks is None else chunks * REPLAY_CHUNK, REPLAY_CHUNK):
-        state, chunk = _COMPILED(rigid_chunk, None, step, system, state,
-                                 held[first:first + REPLAY_CHUNK], locked)
-        pieces.append(np.asarray(chunk))
-    return np.concatenate(pieces)[:len(grid.inputs) + 1]
+    inputs = grid.inputs if chunks is None else grid.inputs[:chunks * REPLAY_CHUNK]
+    angles = _rigid_run(system, state, inputs, step_arguments(grid.dt / substeps, substeps),
+                        locked)
+    return np.concatenate([np.asarray(start[None, :joints]), angles])
 
 
 def _rigid_chunks(step, systems, states: JointStates, inputs, locked):

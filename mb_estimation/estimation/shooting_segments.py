@@ -34,7 +34,7 @@ from mb_estimation.multibody import (
 )
 from mb_estimation.multibody.joint_space import joint_rates as tree_joint_rates
 from mb_estimation.multibody.joint_space import joint_states
-from mb_estimation.multibody.variational import at_rest_where_locked, held_steps, rigid_chunk
+from mb_estimation.multibody.variational import at_rest_where_locked, rigid_chunk
 from mb_estimation.numerics import jax
 from mb_estimation.rigs import Rig, parameter_arrays
 
@@ -100,17 +100,11 @@ def segment_residuals(rig: Rig, names: tuple[str, ...], frictionless: tuple[bool
     sample's joint angles and rates: for the rigid tree the whole state, so a lane that starts
     there goes on exactly.
     """
-    values = {**fixed, **{name: free_values[i] for i, name in enumerate(names)}}
-    system = without_dry_friction(rig.build(parameter_arrays(values)), frictionless)
+    system = _lane_system(rig, names, frictionless, fixed, free_values)
     joints = joint_state.shape[0] // 2
     if rigid:
-        def sample(state, u):
-            state = held_steps(system, state, u, h, substeps, locked)
-            return state, state.angles
-
-        start = joint_states(system, joint_state[:joints],
-                             at_rest_where_locked(joint_state[joints:], locked))
-        last, angles = jax.lax.scan(sample, start, inputs)
+        last, angles = rigid_chunk((h, substeps), system,
+                                   _rigid_start(system, joint_state, locked), inputs, locked)
         angles = jnp.concatenate([joint_state[None, :joints], angles])
         end = jnp.concatenate([last.angles, tree_joint_rates(system, last, locked)])
     else:
@@ -163,6 +157,22 @@ def segments_residuals(static, step, fixed, joint_states, free_values, measured,
     return jax.vmap(one)((joint_states, measured, weights, inputs, locked))
 
 
+def _lane_system(rig: Rig, names, frictionless, fixed, free_values):
+    """``rig`` with the ``fixed`` values and ``free_values [p]`` (by ``names``).
+
+    Without the dry friction rows of the ``frictionless`` hinges.
+    """
+    values = {**fixed, **{name: free_values[i] for i, name in enumerate(names)}}
+    return without_dry_friction(rig.build(parameter_arrays(values)), frictionless)
+
+
+def _rigid_start(system, joint_state, locked):
+    """The rigid tree's state at ``joint_state = (angles, rates)``, ``locked`` joints at rest."""
+    joints = joint_state.shape[0] // 2
+    return joint_states(system, joint_state[:joints],
+                        at_rest_where_locked(joint_state[joints:], locked))
+
+
 def lane_system(static, fixed, free_values, joint_state, locked):
     """The rigid tree with the free values and a segment's start state ``(angles, rates)``.
 
@@ -170,11 +180,8 @@ def lane_system(static, fixed, free_values, joint_state, locked):
     ``locked`` joints (1 there) at rest where they start. For :func:`replayed_residuals`.
     """
     rig, names, frictionless, _ = static
-    values = {**fixed, **{name: free_values[i] for i, name in enumerate(names)}}
-    system = without_dry_friction(rig.build(parameter_arrays(values)), frictionless)
-    joints = joint_state.shape[0] // 2
-    return system, joint_states(system, joint_state[:joints],
-                                at_rest_where_locked(joint_state[joints:], locked))
+    system = _lane_system(rig, names, frictionless, fixed, free_values)
+    return system, _rigid_start(system, joint_state, locked)
 
 
 def replayed_residuals(compiler, static, step, fixed, lanes: Lanes, starts: np.ndarray,

@@ -15,11 +15,13 @@ stays in parameters.yaml.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import numpy as np
 from lxml import etree
 
 from mb_estimation.config import Config
+from mb_estimation.io.files import OWNER_ONLY, write_text_atomically
 from mb_estimation.rigs.furuta_urdf import (
     UrdfInertial,
     UrdfJoint,
@@ -143,3 +145,14 @@ def calibrated_urdf(config: Config, values: Mapping[str, object]) -> str | None:
     for joint, index in ((urdf.rig.arm_joint, 1), (urdf.rig.pendulum_joint, 2)):
         _set_dynamics(joints[joint], values[f"b{index}"], values.get(f"coulomb{index}"))
     return _text(root)
+
+
+def write_calibrated_urdf(directory: Path, config: Config, values: Mapping[str, object], *,
+                          mode: int = OWNER_ONLY) -> None:
+    """``directory/calibrated.urdf`` of ``values``, atomically with permissions ``mode``.
+
+    Nothing for a rig without a URDF form (:func:`calibrated_urdf`).
+    """
+    text = calibrated_urdf(config, values)
+    if text is not None:
+        write_text_atomically(Path(directory) / FILE_NAME, text, mode=mode)

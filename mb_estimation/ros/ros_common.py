@@ -200,10 +200,8 @@ def write_fused(directory: str | Path, estimate: ParameterEstimate, config: Conf
     reader never sees half a file); ``states.csv`` is not written (a fused estimate has no states).
     The Furuta rig's ``calibrated.urdf`` (:mod:`mb_estimation.io.urdf_files`) beside them.
     """
-    from mb_estimation.io.files import write_text_atomically
     from mb_estimation.io.parameter_files import plain_value, write_parameter_files
-    from mb_estimation.io.urdf_files import FILE_NAME as URDF_FILE
-    from mb_estimation.io.urdf_files import calibrated_urdf
+    from mb_estimation.io.urdf_files import write_calibrated_urdf
 
     spec = config.rig_spec
     std = estimate.std
@@ -232,9 +230,7 @@ def write_fused(directory: str | Path, estimate: ParameterEstimate, config: Conf
     values = dict(config.parameters)
     values.update({name: entry["value"] for name, entry in estimated.items()})
     written = write_parameter_files(directory, document, values, node_name)
-    urdf = calibrated_urdf(config, values)
-    if urdf is not None:
-        write_text_atomically(Path(directory) / URDF_FILE, urdf)
+    write_calibrated_urdf(directory, config, values)
     return written
 
 
