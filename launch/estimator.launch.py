@@ -13,7 +13,7 @@ launch. Launch arguments (``name:=value``):
   ``recording.voltage_topic``);
 * ``free`` (``NAME,NAME``), ``set`` (``NAME=VALUE,...``), ``compliance`` (0: the config's): the
   command line's ``--free``/``--set``/``--compliance``;
-* the node's settings ``window_s``, ``stride_s``, ``forgetting``, ``max_cost``,
+* the node's settings ``window_s``, ``stride_s``, ``drift_noise``, ``max_cost``,
   ``min_motion_rad``, ... (every name in ``ros_common.NODE_SETTINGS``; empty, the default: the
   config's value);
 * ``use_sim_time`` (``false``);

@@ -232,8 +232,24 @@ def simulate_recording(
     )
 
 
+def drifted_values(values: Mapping[str, object], drifts: Mapping[str, tuple[float, float]],
+                   time_s: float) -> dict[str, object]:
+    """``values`` with each drifting parameter moved linearly: ``v (1 + fraction t / period)``.
+
+    ``drifts`` maps a scalar parameter's name to ``(fraction, period_s)``: it changes by
+    ``fraction`` of its value every ``period_s`` seconds (``(0.2, 600)``: +20 % in 10 min).
+    """
+    moved = dict(values)
+    for name, (fraction, period_s) in drifts.items():
+        if name not in values or np.size(values[name]) != 1:
+            raise SimulationError(f"cannot drift {name!r}: not a scalar parameter of the rig")
+        moved[name] = float(np.ravel(values[name])[0]) * (1.0 + fraction * time_s / period_s)
+    return moved
+
+
 def scenario_in_chunks(rig: Rig, values: Mapping[str, object], scenario: str | Scenario, *,
-                       chunk_samples: int, dt: float, rate_hz: float, rigid: bool = False
+                       chunk_samples: int, dt: float, rate_hz: float, rigid: bool = False,
+                       drifts: Mapping[str, tuple[float, float]] | None = None
                        ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """``scenario`` on ``rig`` without end, ``chunk_samples`` samples at a time.
 
@@ -243,10 +259,18 @@ def scenario_in_chunks(rig: Rig, values: Mapping[str, object], scenario: str | S
     (unwrapped, continuing the last chunk's), the joint rates [rad/s] and the inputs held from
     each sample ``[chunk_samples, n_inputs]``: the samples of :func:`simulate_recording` of
     the same scenario (and ``rigid``), chunk after chunk. Compiled once for every chunk.
+
+    ``drifts`` (:func:`drifted_values`): a wearing rig, its parameters moved to their values
+    at each chunk's start and held through the chunk.
     """
     substeps, system, plan, state = _scenario_start(rig, values, scenario, dt, rate_hz, rigid)
+    if drifts:
+        drifted_values(values, drifts, 0.0)  # checks the names at once
     previous = None
     for chunk in itertools.count():
+        if drifts and chunk:
+            start_s = chunk * chunk_samples / rate_hz
+            system = built_system(rig, parameter_arrays(drifted_values(values, drifts, start_s)))
         state, _, inputs, angles, rates = _scenario_run(system, plan, state, dt, substeps,
                                                         chunk_samples, chunk * chunk_samples)
         angles, rates = angles[:-1], rates[:-1]

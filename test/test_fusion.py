@@ -1,9 +1,9 @@
 """Fusion of per-window parameter estimates and its persistence (mb_estimation.online.fusion).
 
 Scalars are checked against the closed-form information-weighted mean and variance, the fused
-std against simulated i.i.d. windows (consistency of the error with the reported std), forgetting
-against its geometric closed form and steady state, quaternions against the geodesic split, and
-the YAML files against round trips, failed writes and corrupt contents.
+std against simulated i.i.d. windows (consistency of the error with the reported std),
+quaternions against the geodesic split, and the YAML files against round trips, failed writes
+and corrupt contents.
 """
 
 import math
@@ -88,20 +88,17 @@ def test_correlated_covariances_give_the_gaussian_product():
     covariance_1 = np.array([[2.0, 1.2], [1.2, 1.0]])
     covariance_2 = np.array([[0.5, -0.3], [-0.3, 0.8]])
     x_1, x_2 = np.array([1.0, 2.0]), np.array([1.5, 1.0])
-    for forgetting in (1.0, 0.7):
-        fused = fuse(scalars(x_1, covariance_1), scalars(x_2, covariance_2),
-                     forgetting=forgetting)
-        information_1 = forgetting * np.linalg.inv(covariance_1)
-        information_2 = np.linalg.inv(covariance_2)
-        covariance = np.linalg.inv(information_1 + information_2)
-        mean = covariance @ (information_1 @ x_1 + information_2 @ x_2)
-        np.testing.assert_allclose(fused.covariance, covariance, rtol=1e-12)
-        np.testing.assert_allclose([fused.values["a"][0], fused.values["b"][0]], mean,
-                                   rtol=1e-12)
-        # the correlation matters: the diagonal-only answer is different
-        diagonal = ((x_1 * forgetting / np.diag(covariance_1) + x_2 / np.diag(covariance_2))
-                    / (forgetting / np.diag(covariance_1) + 1 / np.diag(covariance_2)))
-        assert abs(fused.values["a"][0] - diagonal[0]) > 1e-2
+    fused = fuse(scalars(x_1, covariance_1), scalars(x_2, covariance_2))
+    information_1 = np.linalg.inv(covariance_1)
+    information_2 = np.linalg.inv(covariance_2)
+    covariance = np.linalg.inv(information_1 + information_2)
+    mean = covariance @ (information_1 @ x_1 + information_2 @ x_2)
+    np.testing.assert_allclose(fused.covariance, covariance, rtol=1e-12)
+    np.testing.assert_allclose([fused.values["a"][0], fused.values["b"][0]], mean, rtol=1e-12)
+    # the correlation matters: the diagonal-only answer is different
+    diagonal = ((x_1 / np.diag(covariance_1) + x_2 / np.diag(covariance_2))
+                / (1 / np.diag(covariance_1) + 1 / np.diag(covariance_2)))
+    assert abs(fused.values["a"][0] - diagonal[0]) > 1e-2
 
 
 # --- many windows: 1/sqrt(n) and consistency -----------------------------------------------------
@@ -134,31 +131,6 @@ def test_fused_error_is_consistent_with_the_fused_std():
     print(f"normalised error: mean {normalised.mean():.3f}, variance {normalised.var():.3f}")
     assert 0.65 < normalised.var(ddof=1) < 1.4
     assert abs(normalised.mean()) < 3.5 / math.sqrt(repeats)
-
-
-# --- forgetting ---------------------------------------------------------------------------------
-
-
-def test_forgetting_matches_the_geometric_closed_form_and_steady_state():
-    rng = np.random.default_rng(3)
-    variance, forgetting = 0.04, 0.9
-    values = 1.0 + 0.2 * rng.standard_normal(300)
-    fused = None
-    for n, value in enumerate(values, start=1):
-        fused = fuse(fused, one(value, variance), forgetting=forgetting)
-        weights = forgetting ** np.arange(n - 1, -1, -1)
-        assert fused.values["a"][0] == pytest.approx(weights @ values[:n] / weights.sum(),
-                                                     rel=1e-11)
-        expected = variance * (1 - forgetting) / (1 - forgetting**n)
-        assert fused.covariance[0, 0] == pytest.approx(expected, rel=1e-11)
-        assert fused.covariance[0, 0] >= variance * (1 - forgetting) * (1 - 1e-12)
-    assert fused.covariance[0, 0] == pytest.approx(variance * (1 - forgetting), rel=1e-12)
-
-
-@pytest.mark.parametrize("forgetting", [0.0, -0.5, 1.5, math.nan])
-def test_forgetting_outside_the_unit_interval_is_rejected(forgetting):
-    with pytest.raises(ValueError, match="forgetting"):
-        fuse(one(1.0, 1.0), one(2.0, 1.0), forgetting=forgetting)
 
 
 # --- directions without information --------------------------------------------------------------
@@ -206,7 +178,7 @@ def test_random_undetermined_directions_never_produce_non_finite_values():
         covariance[:, undetermined] = 0.0
         covariance[undetermined, undetermined] = INF if rng.random() < 0.5 else 0.0
         window = scalars(rng.standard_normal(4) * 1e3, covariance)
-        fused = fuse(fused, window, forgetting=0.95)
+        fused = fuse(fused, window)
         assert all(np.all(np.isfinite(v)) for v in fused.values.values())
         assert not np.any(np.isnan(fused.covariance))
 

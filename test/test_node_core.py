@@ -14,7 +14,8 @@ import time
 import numpy as np
 import pytest
 
-from mb_estimation.config import load_config
+from mb_estimation.config import ConfigError, load_config
+from mb_estimation.config.overrides import with_node_values
 from mb_estimation.estimation import EstimationResult, RecordingEstimate
 from mb_estimation.online import messages
 from mb_estimation.online.core import EstimatorCore, NodeOutputs, with_node
@@ -63,11 +64,12 @@ class Collect:
     def __init__(self):
         self.parameters, self.fused, self.shadow, self.filtered, self.diagnostics = \
             [], [], [], [], []
-        self.windows = []
+        self.windows, self.rates = [], []
         self.outputs = NodeOutputs(
             window=self.windows.append,
             parameters=lambda e, s: self.parameters.append((e, s)),
             fused_parameters=lambda e, s: self.fused.append((e, s)),
+            parameter_rates=lambda d, s: self.rates.append((d, s)),
             shadow_joint_states=lambda *a: self.shadow.append(a),
             filtered_joint_states=lambda *a: self.filtered.append(a),
             diagnostics=self.diagnostics.append)
@@ -335,7 +337,8 @@ def test_the_warm_up_compiles_beside_the_intake_and_the_first_window_waits_for_i
 EXIT_SCRIPT = """
 import sys, time
 from pathlib import Path
-from mb_estimation.config import load_config
+from mb_estimation.config import ConfigError, load_config
+from mb_estimation.config.overrides import with_node_values
 from mb_estimation.online.core import EstimatorCore, with_node
 
 def slow_warm_up(config, recording):
@@ -396,6 +399,32 @@ def test_fused_estimate_is_persisted_and_reloaded(tmp_path):
     restarted.stop()
     assert again.fused and again.fused[0][0].windows == fused.windows == 2
     np.testing.assert_allclose(again.fused[0][0].values["J_Azz"], fused.values["J_Azz"])
+    np.testing.assert_array_equal(again.rates[0][0].rates, out.rates[-1][0].rates)
+    assert again.rates[0][0].time_s == out.rates[-1][0].time_s == (T0 + 10 * NS) / NS
+
+
+def test_a_drifting_parameter_is_published_with_its_rate_and_raises_the_alarm():
+    """The fake J_Azz is the window's mean arm angle, which climbs 1 rad per 5 s window."""
+    out = Collect()
+    config = _config(drift_noise_by_parameter="J_Azz=1000", drift_alarm_s=10.0)
+    core = EstimatorCore(config, out.outputs, estimator=_fake_estimator)
+    _run(core, 25.5)
+    rates = [(d.rates[d.estimate.names.index("J_Azz")], s) for d, s in out.rates]
+    assert [s for _, s in rates] == [T0 + k * 5 * NS for k in range(1, 6)]
+    assert rates[0][0] == 0.0 and rates[-1][0] == pytest.approx(0.2 * 3600, rel=0.05)
+    snapshot = core.diagnostics()
+    assert snapshot["drift_alarm"] == "J_Azz"
+    assert snapshot["rate_per_hour.J_Azz"].startswith("7")
+    from mb_estimation.online.messages import diagnostic_level
+    level, message = diagnostic_level(snapshot)
+    assert level == 1 and message.startswith("drifting: J_Azz")
+
+
+def test_the_drift_settings_are_checked():
+    with pytest.raises(ConfigError, match="drift_noise_by_parameter names m1, not free"):
+        EstimatorCore(_config(drift_noise_by_parameter="m1=0.1"), Collect().outputs)
+    with pytest.raises(ConfigError, match="node.forgetting: is gone"):
+        with_node_values(load_config("furuta"), {"forgetting": 0.9})
 
 
 def test_reset_and_calibrate_now():

@@ -171,6 +171,28 @@ def test_rig_sim_messages_continue_in_chunks(config):
                       + 10 * config.simulation.noise_rad)
 
 
+def test_a_drifting_rig_moves_its_parameters_at_each_chunk(config):
+    """b1 ×11 every 0.5 s: the first chunk is the steady rig's, the later ones are not."""
+    from mb_estimation.errors import SimulationError
+    from mb_estimation.simulation import drifted_values
+
+    moved = drifted_values(config.parameters, {"b1": (0.2, 600.0)}, 300.0)
+    assert moved["b1"] == pytest.approx(1.1 * float(np.ravel(config.parameters["b1"])[0]))
+    assert moved["J_Azz"] is config.parameters["J_Azz"]
+
+    def positions(drifts):
+        messages = rig_sim_messages(config, SCENARIO, duration_s=1.2, rate_hz=RATE,
+                                    start_ns=START_NS, seed=SEED, chunk_s=DURATION,
+                                    drifts=drifts)
+        return np.stack([m.payload.positions for m in _joint_states(messages)])
+
+    steady, drifting = positions(None), positions({"b1": (10.0, 0.5)})
+    np.testing.assert_array_equal(drifting[:100], steady[:100])
+    assert np.abs(drifting[100:] - steady[100:]).max() > 1e-3
+    with pytest.raises(SimulationError, match="cannot drift 'bogus'"):
+        rig_sim_messages(config, SCENARIO, duration_s=1.0, drifts={"bogus": (0.1, 1.0)})
+
+
 def test_rig_sim_runs_for_ever_on_the_wall_clock(config):
     before = time.time_ns()
     endless = rig_sim_messages(config, SCENARIO, duration_s=None, rate_hz=RATE, chunk_s=DURATION)

@@ -546,10 +546,10 @@ def test_node_settings_are_parameters_defaulting_to_the_config(ros_context):
     finally:
         node.destroy_node()
     node = ros_node.EstimatorNode(config, estimator=_fake_estimator, context=ros_context,
-                                  parameter_overrides=[Parameter("forgetting", value=2.0)])
+                                  parameter_overrides=[Parameter("drift_alarm_std", value=-2.0)])
     try:
         assert node.trigger_configure() == TransitionCallbackReturn.FAILURE
-        assert "ROS parameter: node.forgetting" in node.configure_error
+        assert "ROS parameter: node.drift_alarm_std" in node.configure_error
         assert node.core is None  # nothing made
     finally:
         node.destroy_node()

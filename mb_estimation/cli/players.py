@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from mb_estimation.cli.common import (
     SCENARIOS,
@@ -49,6 +50,9 @@ def add_rig_sim(commands) -> None:
                          help="simulated time [s] (default: forever)")
     rig_sim.add_argument("--dt", type=float, metavar="H",
                          help="simulation step [s] (default: the config's simulation.dt)")
+    rig_sim.add_argument("--drift", metavar="NAME=±P%%/Ts,...",
+                         help="a wearing rig: each named parameter changes by P %% of its value "
+                         "every T seconds, linearly (stepped every 10 s), e.g. b1=+20%%/600s")
     add_hinges_option(rig_sim, SIMULATED_HINGES)
     add_domain_option(rig_sim)
     rig_sim.set_defaults(handler=rig_sim_command)
@@ -96,7 +100,8 @@ def rig_sim_command(args) -> int:
                                                    duration_s=args.duration)
         name = args.input
     # checked at once: SimulationError (--rate, --duration), ConfigError (recording section)
-    messages = rig_sim_messages(config, scenario, duration_s=duration, rate_hz=rate)
+    messages = rig_sim_messages(config, scenario, duration_s=duration, rate_hz=rate,
+                                drifts=parse_drifts(args.drift))
     print(f"rig-sim: {name} on {config.recording.joint_states_topic} and "
           f"{config.recording.voltage_topic} "
           f"({'forever' if duration is None else f'{duration:g} s'}); simulating...",
@@ -133,3 +138,20 @@ def replay_command(args) -> int:
     # publishers first, waiting for subscribers: the first messages are not lost to discovery
     return _play(args, bag_messages(args.bag, loop=args.loop), speed=args.rate,
                  topics=bag_topics(args.bag))
+
+
+_DRIFT = re.compile(r"^\s*(\w+)\s*=\s*([+-]?\d+(?:\.\d*)?)\s*%\s*/\s*(\d+(?:\.\d*)?)\s*s\s*$")
+
+
+def parse_drifts(text: str | None) -> dict[str, tuple[float, float]]:
+    """``--drift``: ``"b1=+20%/600s,K=-5%/3600s"`` -> ``{"b1": (0.2, 600.0), ...}``."""
+    drifts = {}
+    for item in (text or "").split(","):
+        if not item.strip():
+            continue
+        match = _DRIFT.match(item)
+        if match is None or float(match[3]) <= 0.0:
+            raise UserError(f"--drift: {item.strip()!r} is not NAME=±P%/Ts "
+                                  f"(e.g. b1=+20%/600s)")
+        drifts[match[1]] = (float(match[2]) / 100.0, float(match[3]))
+    return drifts

@@ -208,8 +208,17 @@ class NodeSettings:
                                  "buffers and input queues)")
     pending_windows: int = setting(1, "windows waiting for the estimator; beyond, the oldest "
                                    "is dropped")
-    forgetting: float = setting(0.9, "fusion: weight of the old information per accepted "
-                                "window, in (0, 1]")
+    drift_noise: float = setting(0.1, "drift filter: how far a parameter's rate may wander in "
+                                 "an hour, as a fraction of its nominal value per hour (the "
+                                 "rate's random walk per √h)")
+    drift_noise_by_parameter: str | None = setting(
+        None, "the same for the named parameters in their units per hour per √h: "
+        "`NAME=VALUE,...`; null: none")
+    drift_prior: float = setting(0.5, "drift filter: each rate before the first window, 0 ± "
+                                 "this fraction of the nominal value per hour")
+    drift_alarm_std: float = setting(3.0, "a rate this many std from zero is drifting")
+    drift_alarm_s: float = setting(300.0, "the drift alarm: a rate drifting for this long [s] "
+                                   "of the windows' stamps")
     max_cost: float = setting(1.0e-2, "a window whose final cost is above this is rejected")
     min_motion_rad: float = setting(0.05, "a window whose joints all move less than this [rad] "
                                     "is at rest (rejected)")

@@ -12,6 +12,7 @@ and a stride; a JointState voltage needs its joint).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from mb_estimation.config.checks import (
@@ -20,7 +21,6 @@ from mb_estimation.config.checks import (
     boolean,
     describe,
     fail,
-    fraction,
     is_number,
     mapping,
     non_negative,
@@ -79,7 +79,11 @@ NODE_FIELDS: dict[str, Check] = {
     "buffer_s": positive,
     "max_rate_hz": positive,
     "pending_windows": at_least(1),
-    "forgetting": fraction,
+    "drift_noise": positive,
+    "drift_noise_by_parameter": verbatim_string,
+    "drift_prior": positive,
+    "drift_alarm_std": positive,
+    "drift_alarm_s": non_negative,
     "max_cost": positive,
     "min_motion_rad": non_negative,
     "max_joint_speed_rad_s": positive,
@@ -109,11 +113,29 @@ def parse_simulation(raw: Any, source: str) -> SimulationSettings:
 
 def parse_node(raw: Any, source: str) -> NodeSettings:
     """The ``node`` section; its buffer must hold a window and a stride."""
+    if isinstance(raw, Mapping) and "forgetting" in raw:
+        fail(source, "node.forgetting", "is gone: the node tracks each parameter's drift "
+             "instead (node.drift_noise, drift_prior, drift_alarm_std, drift_alarm_s); "
+             "remove the key")
     settings = NodeSettings(**read_section(raw, source, "node", NODE_FIELDS, NodeSettings()))
     if settings.buffer_s < settings.window_s + settings.stride_s:
         fail(source, "node.buffer_s", f"must hold a window and a stride "
              f"({settings.window_s + settings.stride_s:g} s), got {settings.buffer_s:g} s")
+    drift_noise_by_parameter(settings, source)
     return settings
+
+
+def drift_noise_by_parameter(settings: NodeSettings, source: str = "config") -> dict[str, float]:
+    """``node.drift_noise_by_parameter`` read: name -> positive rate noise."""
+    from mb_estimation.config.overrides import parse_assignments
+
+    text = (settings.drift_noise_by_parameter or "").strip()
+    key = "node.drift_noise_by_parameter"
+    values = parse_assignments(text, f"{source}: {key}") if text else {}
+    for name, value in values.items():
+        if isinstance(value, tuple) or not (math.isfinite(value) and value > 0.0):
+            fail(source, key, f"{name}: expected a positive number, got {value!r}")
+    return values
 
 
 # --------------------------------------------------------------------------------------------

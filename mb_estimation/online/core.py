@@ -18,10 +18,11 @@ subscription callbacks and gives it a :class:`NodeOutputs` to publish through.
 The core itself estimates each window (:func:`.windows.estimate_window`: the config's
 estimator, on the consistent path one level at a fixed step; warm-started from the last
 accepted estimate), accepts it when the rig moved, the solver converged, every value is finite
-and the cost is sane, fuses the accepted ones (:func:`.fusion.fuse`, with forgetting), persists
-the fused estimate atomically (reloaded on start) and re-anchors the filter on the window's
-states. Its counters and latest values are one :class:`~.diagnostics.NodeDiagnostics`; one lock
-guards all of it, held briefly. Nothing non-finite is ever handed to the outputs.
+and the cost is sane, fuses the accepted ones tracking each parameter's drift
+(:func:`.drift.track`: a value and a rate per parameter), persists that state atomically
+(reloaded on start) and re-anchors the filter on the window's states. Its counters and latest
+values are one :class:`~.diagnostics.NodeDiagnostics`; one lock guards all of it, held briefly.
+Nothing non-finite is ever handed to the outputs.
 """
 
 from __future__ import annotations
@@ -38,11 +39,21 @@ from pathlib import Path
 import numpy as np
 
 from mb_estimation.config import Config, ConfigError, apply_overrides
+from mb_estimation.config.sections import drift_noise_by_parameter
 from mb_estimation.errors import first_line
 from mb_estimation.estimation import EstimationResult
 from mb_estimation.io.parameter_files import plain_value
 from mb_estimation.online.diagnostics import NodeDiagnostics
-from mb_estimation.online.fusion import ParameterEstimate, fuse, load_estimate, save_estimate
+from mb_estimation.online.drift import (
+    DriftingEstimate,
+    DriftSettings,
+    drift_values,
+    load_drifting,
+    per_tangent_entry,
+    save_drifting,
+    track,
+)
+from mb_estimation.online.fusion import ParameterEstimate
 from mb_estimation.online.intake import SampleIntake
 from mb_estimation.online.jerk_model import JerkFilterSettings
 from mb_estimation.online.windows import (
@@ -75,6 +86,8 @@ class NodeOutputs:
 
     * ``parameters(estimate, stamp_ns)`` / ``fused_parameters(estimate, stamp_ns)``: a window's
       accepted :class:`.fusion.ParameterEstimate` and the fused one;
+    * ``parameter_rates(drifting, stamp_ns)``: the fused values' rates, a
+      :class:`.drift.DriftingEstimate`;
     * ``shadow_joint_states(stamps_ns [n], names, angles [n, j], rates [n, j])``: the window's
       estimated states in the recording's joint convention (names, offset, sign);
     * ``filtered_joint_states(stamp_ns, names, angles [j], rates [j])``: the real-time filter;
@@ -84,6 +97,7 @@ class NodeOutputs:
 
     parameters: Callable = _ignore
     fused_parameters: Callable = _ignore
+    parameter_rates: Callable = _ignore
     shadow_joint_states: Callable = _ignore
     filtered_joint_states: Callable = _ignore
     diagnostics: Callable = _ignore
@@ -118,11 +132,15 @@ class EstimatorCore:
                                    self._run_window,
                                    self._warm_up_and_report if settings.warm_up else None)
         self.intake = SampleIntake(config, self._diagnostics, self.worker.put, filter_settings)
-        self._fused: ParameterEstimate | None = None
+        unknown = set(drift_noise_by_parameter(settings)) - set(config.free)
+        if unknown:
+            raise ConfigError(f"node.drift_noise_by_parameter names {', '.join(sorted(unknown))}"
+                              f", not free (free: {', '.join(config.free)})")
+        self._drifting: DriftingEstimate | None = None
         self._last_accepted: ParameterEstimate | None = None
         self._state_file = Path(settings.state_file) if settings.state_file else None
         if self._state_file is not None:
-            self._fused = self._load_state(self._state_file)
+            self._drifting = self._load_state(self._state_file)
 
     @property
     def joint_names(self) -> tuple[str, ...]:
@@ -178,8 +196,9 @@ class EstimatorCore:
             with self._lock:
                 self._diagnostics.latest["warming_up"] = True
         self.worker.start()
-        if self._fused is not None:
-            self._emit("fused_parameters", self._fused, 0)
+        if self._drifting is not None:
+            self._emit("fused_parameters", self._drifting.estimate, 0)
+            self._emit("parameter_rates", self._drifting, 0)
 
     def stop(self, timeout: float | None = 30.0) -> None:
         """Stop the worker after the window (or warm-up) it is on; pending windows are dropped."""
@@ -221,7 +240,7 @@ class EstimatorCore:
         with self._lock:
             self.intake.clear()
             self.worker.pending.clear()
-            self._fused = None
+            self._drifting = None
             self._last_accepted = None
             self._diagnostics.count("resets")
             self._diagnostics.latest["last_reset"] = reason
@@ -288,25 +307,28 @@ class EstimatorCore:
         time base the stamps have left, are neither published nor used to re-anchor the filter.
         """
         estimate = result_estimate(result)
+        stamp_ns = window.start_ns + int(round(self.settings.window_s * NS_PER_S))
         with self._lock:
             if window.resets != self._diagnostics.counters["resets"]:  # reset while estimating
                 self._diagnostics.count("windows_stale")
                 return
             same_time_base = window.generation == self.intake.generation
             self._last_accepted = estimate
-            self._fused = within_bounds(self.config, fuse(
-                self._fused, estimate, forgetting=self.settings.forgetting))
-            fused = self._fused
+            drifting = track(self._drifting, estimate, stamp_ns / NS_PER_S,
+                             self._drift_settings(estimate))
+            drifting = dataclasses.replace(
+                drifting, estimate=within_bounds(self.config, drifting.estimate))
+            self._drifting = drifting
         if self._state_file is not None:
             try:
-                save_estimate(self._state_file, fused)
+                save_drifting(self._state_file, drifting)
             except OSError as error:
                 with self._lock:
                     self._diagnostics.latest["last_error"] = (
                         f"could not persist the estimate: {error}")
-        stamp_ns = window.start_ns + int(round(self.settings.window_s * NS_PER_S))
         self._emit("parameters", estimate, stamp_ns)
-        self._emit("fused_parameters", fused, stamp_ns)
+        self._emit("fused_parameters", drifting.estimate, stamp_ns)
+        self._emit("parameter_rates", drifting, stamp_ns)
         if not same_time_base:
             return
         states = result.recordings[0]
@@ -329,28 +351,41 @@ class EstimatorCore:
                 self._diagnostics.latest["last_error"] = (
                     f"publishing {output}: {first_line(error)}")
 
+    def _drift_settings(self, estimate: ParameterEstimate) -> DriftSettings:
+        """The node's drift settings, with each tangent entry's rate noise for ``estimate``."""
+        settings = self.settings
+        names, kinds, nominal = estimate.names, estimate.kinds, self.config.parameters
+        return DriftSettings(
+            per_tangent_entry(names, kinds, nominal, relative=settings.drift_noise,
+                              absolute=drift_noise_by_parameter(settings)),
+            per_tangent_entry(names, kinds, nominal, relative=settings.drift_prior),
+            settings.drift_alarm_std, settings.drift_alarm_s)
+
     def _warm_config(self) -> Config:
         """The config started from the last accepted (else the fused) estimate's values."""
         with self._lock:
-            source = self._last_accepted or self._fused
+            source = self._last_accepted or self.fused
         if source is None:
             return self.config
         return apply_overrides(self.config, set_values={
             name: plain_value(value) for name, value in source.values.items()
             if name in self.config.free})
 
-    def _load_state(self, path: Path) -> ParameterEstimate | None:
+    def _load_state(self, path: Path) -> DriftingEstimate | None:
         try:
-            estimate = load_estimate(path)
+            drifting = load_drifting(path)
         except ValueError as error:
             self._diagnostics.latest["last_error"] = f"ignored the persisted estimate: {error}"
             return None
-        if estimate is not None and tuple(estimate.names) != tuple(self.config.free):
+        if drifting is None:
+            return None
+        estimate = drifting.estimate
+        if tuple(estimate.names) != tuple(self.config.free):
             self._diagnostics.latest["last_error"] = (
                 f"ignored the persisted estimate in {path}: it holds "
                 f"{', '.join(estimate.names)}, the config frees {', '.join(self.config.free)}")
             return None
-        return estimate
+        return drifting
 
     # --- what the node reports ---------------------------------------------------------------
 
@@ -362,7 +397,13 @@ class EstimatorCore:
     @property
     def fused(self) -> ParameterEstimate | None:
         """The fused estimate (None before the first accepted window)."""
-        return self._fused
+        drifting = self._drifting
+        return None if drifting is None else drifting.estimate
+
+    @property
+    def drifting(self) -> DriftingEstimate | None:
+        """The fused values with their rates (None before the first accepted window)."""
+        return self._drifting
 
     def diagnostics(self) -> dict:
         """A snapshot: counters, the last window's numbers, buffer use, the last error."""
@@ -383,7 +424,10 @@ class EstimatorCore:
             filters = intake.filter.counters()
             snapshot["filter_gated"] = sum(c.gated for c in filters.values())
             snapshot["filter_reinitialised"] = sum(c.reinitialised for c in filters.values())
-            snapshot["fused_windows"] = 0 if self._fused is None else self._fused.windows
+            drifting = self._drifting
+            snapshot["fused_windows"] = 0 if drifting is None else drifting.estimate.windows
+            if drifting is not None:
+                snapshot.update(drift_values(drifting, self.settings.drift_alarm_s))
         return snapshot
 
 

@@ -14,17 +14,16 @@ world-frame rotation vector ψ with ``e ⊞ ψ = exp(ψ) ⋆ e`` and ``a ⊟ b =
 
 :func:`fuse` combines estimates in information form::
 
-    Λ = f Λ_prev + Λ_new
+    Λ = Λ_prev + Λ_new
     x = x_prev ⊞ Λ⁺ Λ_new (x_new ⊟ x_prev)
 
 with ``Λ`` the information (inverse covariance). For scalars this is exactly the
 information-weighted mean; for a quaternion it is the same update linearised at the previous
 estimate (first order in the difference of the two, which is small for windows of one rig; the
 new window's covariance, given in the tangent at its own value, is used unchanged at
-``x_prev``). The forgetting factor ``f ∈ (0, 1]`` discounts old windows geometrically: with
-``f = 1`` every window counts fully (std ∝ 1/sqrt(n) for i.i.d. windows); with ``f < 1`` a window
-``k`` fusions old weighs ``f^k``, the effective memory is ``1/(1 − f)`` windows, and with a
-constant per-window variance ``σ²`` the fused variance tends to ``σ² (1 − f)``.
+``x_prev``). Every window counts fully (std ∝ 1/sqrt(n) for i.i.d. windows): the estimate of a
+parameter that stays put. The node tracks parameters that drift with :mod:`.drift`, which
+builds on these conventions.
 
 Infinite variance (a direction the data does not determine). The estimator
 (:func:`mb_estimation.estimation.covariance.parameter_covariance`) marks an undetermined tangent
@@ -78,11 +77,17 @@ __all__ = [
     "LOADING_THRESHOLD",
     "QUATERNION_TOLERANCE",
     "ParameterEstimate",
+    "check_numbers",
     "covariance_from_information",
+    "estimate_document",
     "fuse",
     "information_from_covariance",
+    "information_pseudo_inverse",
     "load_estimate",
+    "read_estimate_document",
     "save_estimate",
+    "tangent_difference",
+    "with_step",
 ]
 
 # Negative eigenvalues of a scaled covariance beyond this (relative to the largest) are an error
@@ -171,7 +176,7 @@ def _kind(value: np.ndarray) -> str:
     return "quaternion" if len(value) == 4 else "scalar"
 
 
-def _check_numbers(estimate: ParameterEstimate, role: str) -> None:
+def check_numbers(estimate: ParameterEstimate, role: str) -> None:
     """Raise ValueError unless the values are finite (unit quaternions) and no variance is NaN."""
     for name, kind in zip(estimate.names, estimate.kinds, strict=True):
         value = estimate.values[name]
@@ -235,12 +240,12 @@ def covariance_from_information(information: np.ndarray) -> np.ndarray:
     the null space of the (scaled) information. Such rows and columns hold ``inf`` on the
     diagonal and 0 elsewhere, the estimator's convention.
     """
-    covariance, determined = _pseudo_inverse(information)
+    covariance, determined = information_pseudo_inverse(information)
     mark_undetermined(covariance, ~determined)
     return 0.5 * (covariance + covariance.T)
 
 
-def _pseudo_inverse(information: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def information_pseudo_inverse(information: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Finite pseudo-inverse of an information matrix (0 where it has no information).
 
     Also returns which tangent entries it determines: information on the diagonal beyond the
@@ -259,7 +264,7 @@ def _pseudo_inverse(information: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return out, determined
 
 
-def _tangent_difference(estimate: ParameterEstimate, new: ParameterEstimate) -> np.ndarray:
+def tangent_difference(estimate: ParameterEstimate, new: ParameterEstimate) -> np.ndarray:
     """``new ⊟ estimate`` in tangent order."""
     parts = []
     for name, kind in zip(estimate.names, estimate.kinds, strict=True):
@@ -270,7 +275,7 @@ def _tangent_difference(estimate: ParameterEstimate, new: ParameterEstimate) -> 
     return np.concatenate(parts) if parts else np.zeros(0)
 
 
-def _apply_step(estimate: ParameterEstimate, step: np.ndarray) -> dict[str, np.ndarray]:
+def with_step(estimate: ParameterEstimate, step: np.ndarray) -> dict[str, np.ndarray]:
     """Values of ``estimate ⊞ step``."""
     values = {}
     for (name, s), kind in zip(estimate.slices.items(), estimate.kinds, strict=True):
@@ -281,39 +286,34 @@ def _apply_step(estimate: ParameterEstimate, step: np.ndarray) -> dict[str, np.n
     return values
 
 
-def fuse(previous: ParameterEstimate | None, new: ParameterEstimate, *,
-         forgetting: float = 1.0) -> ParameterEstimate:
+def fuse(previous: ParameterEstimate | None, new: ParameterEstimate) -> ParameterEstimate:
     """Information-weighted combination of the fused estimate so far and a new window's.
 
-    ``Λ = f Λ_prev + Λ_new`` and ``x = x_prev ⊞ Λ⁺ Λ_new (x_new ⊟ x_prev)`` (module docstring),
-    ``f = forgetting ∈ (0, 1]``, effective memory ``1/(1 − f)`` windows. The result's covariance
-    is ``Λ⁻¹`` with ``inf`` where ``Λ`` leaves an entry undetermined; where neither estimate has
-    information the previous value is kept. With ``previous=None`` the result is ``new`` with its
-    covariance normalised to that convention.
+    ``Λ = Λ_prev + Λ_new`` and ``x = x_prev ⊞ Λ⁺ Λ_new (x_new ⊟ x_prev)`` (module docstring).
+    The result's covariance is ``Λ⁻¹`` with ``inf`` where ``Λ`` leaves an entry undetermined;
+    where neither estimate has information the previous value is kept. With ``previous=None``
+    the result is ``new`` with its covariance normalised to that convention.
 
-    Raises ValueError when the names (or parameter kinds) differ, when ``forgetting`` is outside
-    ``(0, 1]``, or when either estimate has a non-finite value, a non-unit quaternion or NaN in
-    its covariance.
+    Raises ValueError when the names (or parameter kinds) differ, or when either estimate has a
+    non-finite value, a non-unit quaternion or NaN in its covariance.
     """
-    if not (0.0 < forgetting <= 1.0):
-        raise ValueError(f"forgetting must be in (0, 1], got {forgetting!r}")
-    _check_numbers(new, "new")
+    check_numbers(new, "new")
     new_information = new.information
     if previous is None:
         return ParameterEstimate(new.names, dict(new.values),
                                  covariance_from_information(new_information), new.windows)
-    _check_numbers(previous, "previous")
+    check_numbers(previous, "previous")
     if previous.names != new.names:
         raise ValueError(f"parameter names differ: fused estimate has {list(previous.names)}, "
                          f"new window has {list(new.names)}")
     if previous.kinds != new.kinds:
         raise ValueError(f"parameter kinds differ: {previous.kinds} vs {new.kinds}")
 
-    information = forgetting * previous.information + new_information
+    information = previous.information + new_information
     information = 0.5 * (information + information.T)
-    difference = _tangent_difference(previous, new)
-    step = _pseudo_inverse(information)[0] @ (new_information @ difference)
-    values = _apply_step(previous, step)
+    difference = tangent_difference(previous, new)
+    step = information_pseudo_inverse(information)[0] @ (new_information @ difference)
+    values = with_step(previous, step)
     if not all(np.all(np.isfinite(v)) for v in values.values()):  # cannot happen; guard anyway
         raise ValueError("fusion produced a non-finite value")
     return ParameterEstimate(previous.names, values, covariance_from_information(information),
@@ -323,7 +323,8 @@ def fuse(previous: ParameterEstimate | None, new: ParameterEstimate, *,
 # --- persistence --------------------------------------------------------------------------------
 
 
-def _to_document(estimate: ParameterEstimate) -> dict:
+def estimate_document(estimate: ParameterEstimate) -> dict:
+    """The YAML document of an estimate (:func:`save_estimate` writes it)."""
     return {
         "format": FORMAT,
         "version": FORMAT_VERSION,
@@ -343,9 +344,9 @@ def save_estimate(path: Path, estimate: ParameterEstimate) -> None:
     variances are written as ``.inf``; floats round-trip exactly.
     """
     path = Path(path)
-    _check_numbers(estimate, "saved")
+    check_numbers(estimate, "saved")
     write_text_atomically(
-        path, yaml.safe_dump(_to_document(estimate), sort_keys=False, explicit_end=True))
+        path, yaml.safe_dump(estimate_document(estimate), sort_keys=False, explicit_end=True))
 
 
 def _one_line(error: BaseException) -> str:
@@ -358,7 +359,12 @@ def load_estimate(path: Path) -> ParameterEstimate | None:
     Raises ValueError (one line naming the file) when the file is unreadable, truncated (no YAML
     end marker ``...``), not valid YAML, or does not describe a valid estimate.
     """
-    path = Path(path)
+    read = read_estimate_document(Path(path))
+    return None if read is None else read[0]
+
+
+def read_estimate_document(path: Path) -> tuple[ParameterEstimate, dict] | None:
+    """:func:`load_estimate`'s estimate and the whole YAML document it was read from."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -392,7 +398,7 @@ def load_estimate(path: Path) -> ParameterEstimate | None:
             covariance=np.asarray(document["covariance"], dtype=np.float64),
             windows=document["windows"],
         )
-        _check_numbers(estimate, "stored")
+        check_numbers(estimate, "stored")
     except (ValueError, TypeError) as error:
         raise ValueError(f"{prefix}: {_one_line(error)}") from error
-    return estimate
+    return estimate, document

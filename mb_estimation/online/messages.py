@@ -5,6 +5,8 @@ row-major matrix: row 0 the values, row 1 the standard deviations; ``layout.dim[
 ``{label "value,std", size 2, stride 2n}``, ``layout.dim[1]`` = ``{label: the n names joined by
 commas, size n, stride n}``. A quaternion parameter (``tilt``) appears as its rotation vector
 ``tilt_rx,tilt_ry,tilt_rz`` [rad] with the standard deviations of its tangent.
+``~/parameter_rates`` is the same matrix of the fused values' rates [unit/h] and their std,
+``layout.dim[0].label`` ``"rate_per_hour,std"``.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from mb_estimation.lie import quat_boxminus
+from mb_estimation.online.drift import DriftingEstimate, rate_labels
 from mb_estimation.online.fusion import ParameterEstimate
 
 DIAGNOSTIC_OK, DIAGNOSTIC_WARN, DIAGNOSTIC_ERROR = 0, 1, 2
@@ -40,10 +43,21 @@ def parameter_matrix(estimate: ParameterEstimate) -> tuple[tuple[str, ...], np.n
     return tuple(labels), np.array([values, stds], dtype=np.float64)
 
 
-def multiarray_layout(labels: tuple[str, ...]) -> list[tuple[str, int, int]]:
-    """``(label, size, stride)`` of the two dimensions of a parameter matrix."""
+def rate_matrix(drifting: DriftingEstimate) -> tuple[tuple[str, ...], np.ndarray]:
+    """Labels ``[n]`` and the ``[2, n]`` matrix (rates [unit/h]; their std, −1: not determined).
+
+    One column per tangent entry, labelled as :func:`parameter_matrix` labels them.
+    """
+    std = drifting.rate_std
+    return rate_labels(drifting.estimate), np.array(
+        [drifting.rates, np.where(np.isfinite(std), std, -1.0)], dtype=np.float64)
+
+
+def multiarray_layout(labels: tuple[str, ...], rows: str = "value,std"
+                      ) -> list[tuple[str, int, int]]:
+    """``(label, size, stride)`` of the two dimensions of a parameter (or rate) matrix."""
     count = len(labels)
-    return [("value,std", 2, 2 * count), (",".join(labels), count, count)]
+    return [(rows, 2, 2 * count), (",".join(labels), count, count)]
 
 
 def diagnostic_level(snapshot: dict) -> tuple[int, str]:
@@ -55,6 +69,9 @@ def diagnostic_level(snapshot: dict) -> tuple[int, str]:
         return DIAGNOSTIC_OK, f"compiling the solver (warm-up); {text}"
     if "estimator failed" in last:
         return DIAGNOSTIC_ERROR, f"{text}; last: {last}"
+    drifting = snapshot.get("drift_alarm")
+    if drifting:
+        return DIAGNOSTIC_WARN, f"drifting: {drifting}; {text}"
     if last and not last.endswith("accepted"):
         return DIAGNOSTIC_WARN, f"{text}; last: {last}"
     return DIAGNOSTIC_OK, text

@@ -57,8 +57,14 @@ NODE_SETTINGS: dict[str, NodeSetting] = {
                                "buffers and input queues)"),
     "pending_windows": NodeSetting(int, "windows waiting for the estimator; beyond, the "
                                    "oldest is dropped"),
-    "forgetting": NodeSetting(float, "fusion: weight of the old information per accepted "
-                              "window, (0, 1]"),
+    "drift_noise": NodeSetting(float, "how far a parameter's rate may wander in an hour, as a "
+                               "fraction of its nominal value per hour"),
+    "drift_noise_by_parameter": NodeSetting(str, "the same in the parameter's units per hour "
+                                            "per √h: NAME=VALUE,... (empty: none)"),
+    "drift_prior": NodeSetting(float, "each rate before the first window: 0 ± this fraction "
+                               "of the nominal value per hour"),
+    "drift_alarm_std": NodeSetting(float, "a rate this many std from zero is drifting"),
+    "drift_alarm_s": NodeSetting(float, "the drift alarm: drifting for this long [s]"),
     "max_cost": NodeSetting(float, "a window whose final cost is above this is rejected"),
     "min_motion_rad": NodeSetting(float, "a window whose joints all move less than this "
                                   "[rad] is at rest (rejected)"),
@@ -74,7 +80,7 @@ NODE_SETTINGS: dict[str, NodeSetting] = {
 def node_setting_defaults(config: Config) -> dict[str, Any]:
     """The :data:`NODE_SETTINGS` parameters' values in ``config``, of the parameters' types.
 
-    ``state_file`` None is "" (a ROS parameter has no null).
+    A string setting's None is "" (a ROS parameter has no null).
     """
     values = {}
     for parameter, setting in NODE_SETTINGS.items():
@@ -90,8 +96,8 @@ def with_node_settings(config: Config, values: dict[str, Any]) -> Config:
     """
     from mb_estimation.config.overrides import with_node_values
 
-    changes = {parameter: None if parameter == "state_file" and value == "" else value
-               for parameter, value in values.items()}
+    changes = {parameter: None if NODE_SETTINGS[parameter].type is str and value == ""
+               else value for parameter, value in values.items()}
     return with_node_values(config, changes, source="ROS parameter")
 
 
@@ -220,9 +226,9 @@ def write_fused(directory: str | Path, estimate: ParameterEstimate, config: Conf
     fit = {
         "status": "fused", "converged": True, "windows": int(estimate.windows),
         "message": (f"online fused estimate of {estimate.windows} accepted window(s) of "
-                    f"{node.window_s:g} s (stride {node.stride_s:g} s, forgetting "
-                    f"{node.forgetting:g})"),
-        "window_s": node.window_s, "stride_s": node.stride_s, "forgetting": node.forgetting,
+                    f"{node.window_s:g} s (stride {node.stride_s:g} s), each parameter's "
+                    f"drift tracked"),
+        "window_s": node.window_s, "stride_s": node.stride_s,
     }
     document = {"rig": spec.name, "parameters": estimated, "fixed": fixed, "fit": fit,
                 "method": {**dataclasses.asdict(config.method),

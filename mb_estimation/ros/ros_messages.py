@@ -20,12 +20,14 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64, Float64MultiArray, MultiArrayDimension
 
 from mb_estimation.message_types import FLOAT64, FLOAT64_MULTI_ARRAY
+from mb_estimation.online.drift import DriftingEstimate
 from mb_estimation.online.fusion import ParameterEstimate
 from mb_estimation.online.messages import (
     diagnostic_level,
     diagnostic_values,
     multiarray_layout,
     parameter_matrix,
+    rate_matrix,
 )
 from mb_estimation.ros import players
 from mb_estimation.ros.players import TimedMessage
@@ -65,10 +67,18 @@ def joint_state_message(stamp_ns: int, names, positions, velocities=(), efforts=
 
 def parameter_message(estimate: ParameterEstimate) -> Float64MultiArray:
     """The ``std_msgs/Float64MultiArray`` of an estimate (:mod:`mb_estimation.online.messages`)."""
-    labels, matrix = parameter_matrix(estimate)
+    return _matrix_message(*parameter_matrix(estimate))
+
+
+def rate_message(drifting: DriftingEstimate) -> Float64MultiArray:
+    """The ``std_msgs/Float64MultiArray`` of the fused values' rates (``~/parameter_rates``)."""
+    return _matrix_message(*rate_matrix(drifting), rows="rate_per_hour,std")
+
+
+def _matrix_message(labels, matrix, rows: str = "value,std") -> Float64MultiArray:
     msg = Float64MultiArray()
     msg.layout.dim = [MultiArrayDimension(label=label, size=size, stride=stride)
-                      for label, size, stride in multiarray_layout(labels)]
+                      for label, size, stride in multiarray_layout(labels, rows)]
     msg.layout.data_offset = 0
     msg.data = [float(v) for v in matrix.ravel()]
     return msg

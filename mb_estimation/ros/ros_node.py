@@ -88,6 +88,7 @@ from mb_estimation.ros.ros_messages import (
     diagnostic_array,
     joint_state_message,
     parameter_message,
+    rate_message,
 )
 from mb_estimation.ros.ros_parameters import (
     EstimateParameters,
@@ -235,6 +236,7 @@ class EstimatorNode(LifecycleNode):
 
         publish_parameters = publisher(Float64MultiArray, "~/parameters", 10).publish
         self._publish_fused = publisher(Float64MultiArray, "~/fused_parameters", 10).publish
+        publish_rates = publisher(Float64MultiArray, "~/parameter_rates", 10).publish
         publish_shadow = publisher(JointState, "~/shadow_joint_states", QoSProfile(
             depth=SHADOW_DEPTH, reliability=ReliabilityPolicy.RELIABLE)).publish
         publish_filtered = publisher(JointState, "~/filtered_joint_states",
@@ -248,6 +250,8 @@ class EstimatorNode(LifecycleNode):
             parameters=guarded("~/parameters", lambda e, s: publish_parameters(
                 parameter_message(e))),
             fused_parameters=guarded("~/fused_parameters", self._on_fused),
+            parameter_rates=guarded("~/parameter_rates", lambda d, s: publish_rates(
+                rate_message(d))),
             shadow_joint_states=self._shadow,
             filtered_joint_states=guarded(
                 "~/filtered_joint_states",

@@ -60,6 +60,7 @@ def rig_sim_messages(
     start_ns: int | None = None,
     seed: int = 0,
     chunk_s: float = DEFAULT_CHUNK_S,
+    drifts: dict[str, tuple[float, float]] | None = None,
 ) -> Iterator[TimedMessage]:
     """Messages of a simulated rig: ``scenario`` run with the parameters of ``config``.
 
@@ -93,6 +94,9 @@ def rig_sim_messages(
             when the first simulation is done, i.e. when the first message is ready.
         seed: Noise seed.
         chunk_s: Length of one simulation [s] (a computing unit; the motion goes on).
+        drifts: A wearing rig: name -> ``(fraction, period_s)``, each parameter changing by
+            ``fraction`` of its value every ``period_s`` [s], stepped at each chunk
+            (:func:`~mb_estimation.simulation.drifted_values`).
 
     Returns:
         An iterator of :class:`TimedMessage`, in stamp order.  The arguments are checked at once
@@ -102,7 +106,7 @@ def rig_sim_messages(
     """
     from mb_estimation.config import ConfigError
     from mb_estimation.scenarios import SCENARIOS
-    from mb_estimation.simulation import substeps_per_sample
+    from mb_estimation.simulation import drifted_values, substeps_per_sample
 
     if isinstance(scenario, str) and scenario not in SCENARIOS:
         raise SimulationError(f"unknown scenario {scenario!r}; choose one of "
@@ -126,6 +130,7 @@ def rig_sim_messages(
             raise SimulationError(f"duration_s = {duration_s} s is shorter than one sample at "
                                   f"{rate} Hz")
 
+    drifted_values(config.parameters, drifts or {}, 0.0)  # the names checked at once
     settings = config.recording
     mappings = _joint_mappings(config)
     names = tuple(mapping.name for mapping in mappings)
@@ -142,7 +147,7 @@ def rig_sim_messages(
     return _rig_sim_stream(
         config, scenario, rate=rate, dt=dt, chunk=chunk, total=total, start_ns=start_ns,
         seed=int(seed), names=names, mappings=mappings, voltage_kind=voltage_kind,
-        effort_index=effort_index,
+        effort_index=effort_index, drifts=drifts,
     )
 
 
@@ -159,14 +164,15 @@ def _joint_mappings(config: Config) -> list:
 
 
 def _rig_sim_stream(config, scenario, *, rate, dt, chunk, total, start_ns, seed, names,
-                    mappings, voltage_kind, effort_index) -> Iterator[TimedMessage]:
+                    mappings, voltage_kind, effort_index, drifts) -> Iterator[TimedMessage]:
     from mb_estimation.setup import rig_of
     from mb_estimation.simulation import scenario_in_chunks
 
     settings = config.recording
     chunks = _one_ahead(scenario_in_chunks(
         rig_of(config), config.parameters,
-        scenario, chunk_samples=chunk, dt=dt, rate_hz=rate, rigid=config.hinges == "rigid"))
+        scenario, chunk_samples=chunk, dt=dt, rate_hz=rate, rigid=config.hinges == "rigid",
+        drifts=drifts))
     rng = np.random.default_rng(seed)
     joint_topic = settings.joint_states_topic
     voltage_topic = settings.voltage_topic
