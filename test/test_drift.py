@@ -131,7 +131,7 @@ def _drifting_rig(rng, windows, spacing_s, noise, start_rate):
     return np.array(values), np.array(rates)
 
 
-@pytest.mark.parametrize("windows, spacing_s, start_rate", [(30, 5.0, None), (120, 30.0, 0.2)])
+@pytest.mark.parametrize("windows, spacing_s, start_rate", [(30, 5.0, None), (60, 60.0, 0.2)])
 def test_reported_std_hold_over_noise_draws(windows, spacing_s, start_rate):
     """Value and rate errors over their std are unit normals where the rig follows the model.
 
@@ -162,8 +162,8 @@ def test_a_rate_steadier_than_the_model_allows_is_reported_conservatively():
     for seed in range(100):
         rng = np.random.default_rng(seed)
         tracked = None
-        for k in range(120):
-            time_s = 30.0 * k
+        for k in range(60):
+            time_s = 60.0 * k
             value = 1.0 + 0.2 * time_s / HOUR_S + 0.01 * rng.standard_normal()
             tracked = track(tracked, scalars([value], [[1e-4]], names=("b1",)), time_s,
                             DriftSettings([0.05], [0.5]))

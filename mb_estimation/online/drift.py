@@ -34,7 +34,7 @@ Alarm: a rate further from zero than ``alarm_std`` of its std in every window fo
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +52,7 @@ from mb_estimation.online.fusion import (
     tangent_difference,
     with_step,
 )
+from mb_estimation.pseudo_inverse import mark_undetermined
 
 __all__ = ["HOUR_S", "DriftSettings", "DriftingEstimate", "alarms", "drift_values",
            "load_drifting", "per_tangent_entry", "rate_labels", "save_drifting", "track"]
@@ -119,7 +120,7 @@ class DriftingEstimate:
             object.__setattr__(self, field, array)
         object.__setattr__(self, "time_s", float(self.time_s))
 
-    @property
+    @functools.cached_property
     def rate_covariance(self) -> np.ndarray:
         """Covariance of the rates [p, p] [(unit/h)²]; ``inf`` where a rate is not determined."""
         size = len(self.rates)
@@ -194,15 +195,11 @@ def _first(window: ParameterEstimate, time_s: float, prior: np.ndarray) -> Drift
     information = np.zeros((2 * size, 2 * size))
     information[:size, :size] = window.information
     information[size:, size:] = np.diag(1.0 / prior**2)
-    return _drifting(window, window.values, np.zeros(size), information, time_s,
-                     np.full(size, np.nan), window.windows)
-
-
-def _drifting(like: ParameterEstimate, values, rates, information, time_s, since, windows):
     covariance = covariance_from_information(information)
-    size = len(rates)
-    estimate = ParameterEstimate(like.names, dict(values), covariance[:size, :size], windows)
-    return DriftingEstimate(estimate, rates, information, time_s, since)
+    estimate = ParameterEstimate(window.names, dict(window.values), covariance[:size, :size],
+                                 window.windows)
+    return DriftingEstimate(estimate, np.zeros(size), information, time_s,
+                            np.full(size, np.nan))
 
 
 def track(previous: DriftingEstimate | None, window: ParameterEstimate, time_s: float,
@@ -243,22 +240,26 @@ def track(previous: DriftingEstimate | None, window: ParameterEstimate, time_s: 
     information = 0.5 * (information + information.T)
     measured = np.concatenate([window_information @ tangent_difference(predicted, window),
                                np.zeros(size)])
-    step = information_pseudo_inverse(information)[0] @ measured
+    inverse, determined = information_pseudo_inverse(information)
+    step = inverse @ measured
     values = with_step(predicted, step[:size])
     if not all(np.all(np.isfinite(v)) for v in values.values()):  # cannot happen; guard anyway
         raise ValueError("drift tracking produced a non-finite value")
-    tracked = _drifting(window, values, previous.rates + step[size:], information, time_s,
-                        since, previous_estimate.windows + window.windows)
-    return dataclasses.replace(tracked, exceeding_since_s=_exceeding_since(
-        tracked, since, time_s, settings.alarm_std))
+    covariance = mark_undetermined(inverse, ~determined)  # covariance_from_information's
+    covariance = 0.5 * (covariance + covariance.T)
+    rates = previous.rates + step[size:]
+    rate_std = np.sqrt(np.clip(np.diagonal(covariance)[size:], 0.0, None))
+    estimate = ParameterEstimate(window.names, values, covariance[:size, :size],
+                                 previous_estimate.windows + window.windows)
+    return DriftingEstimate(estimate, rates, information, time_s, _exceeding_since(
+        rates, rate_std, since, time_s, settings.alarm_std))
 
 
-def _exceeding_since(tracked: DriftingEstimate, since: np.ndarray, time_s: float,
+def _exceeding_since(rates: np.ndarray, std: np.ndarray, since: np.ndarray, time_s: float,
                      alarm_std: float) -> np.ndarray:
     """Per rate: since when it is beyond ``alarm_std`` std (its first such window), else NaN."""
-    std = tracked.rate_std
     with np.errstate(divide="ignore", invalid="ignore"):
-        exceeding = np.isfinite(std) & (np.abs(tracked.rates) > alarm_std * std)
+        exceeding = np.isfinite(std) & (np.abs(rates) > alarm_std * std)
     return np.where(exceeding, np.where(np.isnan(since), time_s, since), np.nan)
 
 
