@@ -233,11 +233,14 @@ def test_a_drifting_tilt_is_tracked_in_its_tangent():
                                atol=1e-6)
 
 
-def test_rate_settings_are_relative_to_the_nominal_values_unless_given():
-    noise = per_tangent_entry(("J", "b", "tilt"), ("scalar", "scalar", "quaternion"),
-                       {"J": np.array([-2e-3]), "b": np.array([0.0]), "tilt": np.eye(4)[0]},
-                       relative=0.1, absolute={"b": 5e-4})
-    np.testing.assert_allclose(noise, [2e-4, 5e-4, 0.1, 0.1, 0.1])
+def test_rate_settings_are_relative_to_the_first_nonzero_value_unless_given():
+    nominal = {"J": np.array([-2e-3]), "b": np.array([0.0]), "c": np.array([3.0]),
+               "d": np.array([0.0]), "tilt": np.eye(4)[0]}
+    fused = {"J": np.array([0.0]), "c": np.array([4.0]), "d": np.array([0.0])}
+    noise = per_tangent_entry(("J", "b", "c", "d", "tilt"),
+                              ("scalar",) * 4 + ("quaternion",), [fused, nominal],
+                              relative=0.1, absolute={"b": 5e-4})
+    np.testing.assert_allclose(noise, [2e-4, 5e-4, 0.4, 0.1, 0.1, 0.1, 0.1])
     with pytest.raises(ValueError, match="positive"):
         DriftSettings([0.1, 0.0], [0.1, 0.1])
 

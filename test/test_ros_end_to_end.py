@@ -54,11 +54,13 @@ CONTROLLER = "test_controller"
 PUSHED = {"J_Azz": "model.J_Azz", "J_Byy": "model.J_Byy"}
 RATE_HZ = 100.0
 WINDOW_S = 4.9
+DRIFT = (0.2, 3600.0)  # the rig's b1 rises 20 % per hour (rig-sim --drift)
 # best effort as the publishers of sensor data, queued deep enough for this busy process
 DEEP_SENSOR_DATA = QoSProfile(depth=1000, reliability=ReliabilityPolicy.BEST_EFFORT)
 OUTPUTS = {  # topic: (type, QoS this test subscribes with)
     f"{NODE}/parameters": (Float64MultiArray, 10),
     f"{NODE}/fused_parameters": (Float64MultiArray, 10),
+    f"{NODE}/parameter_rates": (Float64MultiArray, 10),
     f"{NODE}/shadow_joint_states": (JointState, QoSProfile(
         depth=2000, reliability=ReliabilityPolicy.RELIABLE)),
     f"{NODE}/filtered_joint_states": (JointState, DEEP_SENSOR_DATA),
@@ -166,7 +168,8 @@ def running(ros_network, node_compile_cache, tmp_path_factory):
             "mb_estimation node compiling the solver" in line for line in node.lines), \
             node.tail()
         rig = Process(mb_estimation("rig-sim", "--config", config_path,
-                                    "--scenario", "multisine", "--rate", str(RATE_HZ)), env)
+                                    "--scenario", "multisine", "--rate", str(RATE_HZ),
+                                    "--drift", f"b1=+{DRIFT[0]:.0%}/{DRIFT[1]:g}s"), env)
         settled = wait_until(lambda: (fused := probe.parameters()) is not None
                              and max(_errors(fused).values()) < 0.03
                              and int(probe.diagnostics().get("windows_accepted", 0)) >= 2,
@@ -209,6 +212,11 @@ def test_outputs_have_the_documented_layout(running):
         assert len(msg.data) == 2 * len(names)
         assert names == FREE.split(",")  # the free parameters (a free tilt: tilt_rx, ...)
     with probe.lock:
+        rates = probe.latest[f"{NODE}/parameter_rates"]
+    rows, columns = rates.layout.dim
+    assert (rows.label, columns.label) == ("rate_per_hour,std", FREE)
+    assert len(rates.data) == 2 * len(FREE.split(","))
+    with probe.lock:
         shadow = probe.latest[f"{NODE}/shadow_joint_states"]
         filtered = probe.latest[f"{NODE}/filtered_joint_states"]
         rig = probe.latest["/joint_states"]
@@ -217,7 +225,8 @@ def test_outputs_have_the_documented_layout(running):
         assert len(msg.position) == len(msg.velocity) == len(rig.name)
     status = probe.diagnostics()
     assert {"windows_done", "windows_accepted", "windows_rejected", "windows_dropped",
-            "last_window", "last_window_s", "fused_windows"} <= set(status), status
+            "last_window", "last_window_s", "fused_windows", "drift_alarm",
+            "rate_per_hour.b1"} <= set(status), status
     with probe.lock:
         diagnostic = probe.latest["/diagnostics"].status[0]
     assert diagnostic.name == "mb_estimator: estimator"
@@ -228,6 +237,7 @@ def test_publishers_have_the_documented_qos(running):
     expected = {  # topic: reliability, and durability volatile for all
         f"{NODE}/parameters": ReliabilityPolicy.RELIABLE,
         f"{NODE}/fused_parameters": ReliabilityPolicy.RELIABLE,
+        f"{NODE}/parameter_rates": ReliabilityPolicy.RELIABLE,
         f"{NODE}/shadow_joint_states": ReliabilityPolicy.RELIABLE,
         f"{NODE}/filtered_joint_states": ReliabilityPolicy.BEST_EFFORT,
         "/diagnostics": ReliabilityPolicy.RELIABLE,
@@ -350,6 +360,23 @@ def test_calibrate_now_queues_a_window(running):
     assert response.success, response.message
     assert "queued" in response.message
     assert wait_until(lambda: int(probe.diagnostics()["windows_done"]) > done, 30)
+
+
+def test_the_wearing_rig_s_drift_rate_is_published_honestly(running):
+    """rig-sim's b1 rises 20 %/h: after 10 windows its published rate is within 2 std of it."""
+    probe = running["probe"]
+    assert wait_until(lambda: int(probe.diagnostics()["windows_accepted"]) >= 10, timeout=120,
+                      period=0.5), probe.diagnostics()
+    time.sleep(0.5)  # the rates follow the diagnostics of the same window
+    rates = probe.parameters(f"{NODE}/parameter_rates")
+    accepted = int(probe.diagnostics()["windows_accepted"])
+    b1 = yaml.safe_load(open(running["config"]).read())["parameters"]["b1"]
+    truth = b1 * DRIFT[0] / DRIFT[1] * 3600.0
+    rate, std = rates["b1"]
+    print(f"after {accepted} windows: b1's rate {rate:.3g} ± {std:.2g} /h, truth {truth:.3g}")
+    assert 0 < std < math.inf and abs(rate - truth) < 2 * std, rates
+    assert all(s > 0 for _, s in rates.values())
+    assert probe.diagnostics()["drift_alarm"] == ""
 
 
 def test_reset_forgets_the_fused_estimate(running):

@@ -209,13 +209,13 @@ class NodeSettings:
     pending_windows: int = setting(1, "windows waiting for the estimator; beyond, the oldest "
                                    "is dropped")
     drift_noise: float = setting(0.1, "drift filter: how far a parameter's rate may wander in "
-                                 "an hour, as a fraction of its nominal value per hour (the "
+                                 "an hour, as a fraction of its value per hour (the "
                                  "rate's random walk per √h)")
     drift_noise_by_parameter: str | None = setting(
         None, "the same for the named parameters in their units per hour per √h: "
         "`NAME=VALUE,...`; null: none")
     drift_prior: float = setting(0.5, "drift filter: each rate before the first window, 0 ± "
-                                 "this fraction of the nominal value per hour")
+                                 "this fraction of the value per hour")
     drift_alarm_std: float = setting(3.0, "a rate this many std from zero is drifting")
     drift_alarm_s: float = setting(300.0, "the drift alarm: a rate drifting for this long [s] "
                                    "of the windows' stamps")

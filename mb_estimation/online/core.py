@@ -315,7 +315,7 @@ class EstimatorCore:
             same_time_base = window.generation == self.intake.generation
             self._last_accepted = estimate
             drifting = track(self._drifting, estimate, stamp_ns / NS_PER_S,
-                             self._drift_settings(estimate))
+                             self._drift_settings(estimate, self._drifting))
             drifting = dataclasses.replace(
                 drifting, estimate=within_bounds(self.config, drifting.estimate))
             self._drifting = drifting
@@ -351,14 +351,20 @@ class EstimatorCore:
                 self._diagnostics.latest["last_error"] = (
                     f"publishing {output}: {first_line(error)}")
 
-    def _drift_settings(self, estimate: ParameterEstimate) -> DriftSettings:
-        """The node's drift settings, with each tangent entry's rate noise for ``estimate``."""
+    def _drift_settings(self, estimate: ParameterEstimate,
+                        drifting: DriftingEstimate | None) -> DriftSettings:
+        """The node's drift settings per tangent entry.
+
+        Relative to the fused values so far, else the window's ``estimate``, else the config's.
+        """
         settings = self.settings
-        names, kinds, nominal = estimate.names, estimate.kinds, self.config.parameters
+        scales = ([] if drifting is None else [drifting.estimate.values]) + [
+            estimate.values, self.config.parameters]
+        names, kinds = estimate.names, estimate.kinds
         return DriftSettings(
-            per_tangent_entry(names, kinds, nominal, relative=settings.drift_noise,
+            per_tangent_entry(names, kinds, scales, relative=settings.drift_noise,
                               absolute=drift_noise_by_parameter(settings)),
-            per_tangent_entry(names, kinds, nominal, relative=settings.drift_prior),
+            per_tangent_entry(names, kinds, scales, relative=settings.drift_prior),
             settings.drift_alarm_std, settings.drift_alarm_s)
 
     def _warm_config(self) -> Config:

@@ -35,7 +35,7 @@ Alarm: a rate further from zero than ``alarm_std`` of its std in every window fo
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -132,13 +132,15 @@ class DriftingEstimate:
         return np.sqrt(np.clip(np.diagonal(self.rate_covariance), 0.0, None))
 
 
-def per_tangent_entry(names, kinds, nominal: Mapping[str, np.ndarray], *, relative: float,
-                      absolute: Mapping[str, float] | None = None) -> np.ndarray:
+def per_tangent_entry(names, kinds, scales: Sequence[Mapping[str, np.ndarray]], *,
+                      relative: float, absolute: Mapping[str, float] | None = None
+                      ) -> np.ndarray:
     """A rate setting per tangent entry (rate noise [unit/h per √h], prior [unit/h]).
 
     ``absolute[name]`` where given; else ``relative`` times the parameter's scale: the
-    magnitude of its ``nominal`` value, 1 where that is 0, and 1 rad for a quaternion's
-    tangent (a tilt's rate is in rad/h).
+    magnitude of its value in the first of ``scales`` where that is not 0 (the node passes
+    its fused estimate, the window's, the config's: a start value far off does not set the
+    scale), else 1; and 1 rad for a quaternion's tangent (a tilt's rate is in rad/h).
     """
     absolute = absolute or {}
     noise = []
@@ -148,8 +150,9 @@ def per_tangent_entry(names, kinds, nominal: Mapping[str, np.ndarray], *, relati
         elif kind == "quaternion":
             noise += [relative] * 3
         else:
-            scale = abs(float(np.ravel(nominal[name])[0]))
-            noise.append(relative * (scale if scale > 0.0 else 1.0))
+            magnitudes = [abs(float(np.ravel(values[name])[0])) for values in scales
+                          if name in values]
+            noise.append(relative * next((m for m in magnitudes if m > 0.0), 1.0))
     return np.array(noise, dtype=np.float64)
 
 

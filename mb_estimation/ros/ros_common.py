@@ -58,11 +58,11 @@ NODE_SETTINGS: dict[str, NodeSetting] = {
     "pending_windows": NodeSetting(int, "windows waiting for the estimator; beyond, the "
                                    "oldest is dropped"),
     "drift_noise": NodeSetting(float, "how far a parameter's rate may wander in an hour, as a "
-                               "fraction of its nominal value per hour"),
+                               "fraction of its value per hour"),
     "drift_noise_by_parameter": NodeSetting(str, "the same in the parameter's units per hour "
                                             "per √h: NAME=VALUE,... (empty: none)"),
     "drift_prior": NodeSetting(float, "each rate before the first window: 0 ± this fraction "
-                               "of the nominal value per hour"),
+                               "of the value per hour"),
     "drift_alarm_std": NodeSetting(float, "a rate this many std from zero is drifting"),
     "drift_alarm_s": NodeSetting(float, "the drift alarm: drifting for this long [s]"),
     "max_cost": NodeSetting(float, "a window whose final cost is above this is rejected"),
