@@ -344,7 +344,8 @@ def write_simulated_bag(config: Config, scenario: str | Scenario, output: str | 
                         duration_s: float, dt: float | None = None,
                         rate_hz: float | None = None, noise_rad: float | None = None,
                         seed: int = 0, encoder_counts: int | None = None,
-                        storage: str = "sqlite3", overwrite: bool = False) -> SimulatedBag:
+                        storage: str = "sqlite3", overwrite: bool = False,
+                        start_time_s: float = SIMULATED_START_TIME_S) -> SimulatedBag:
     """Simulate the config's rig through ``scenario`` and write a rosbag2 bag (simulate).
 
     The model the config's ``hinges`` declare (:func:`~mb_estimation.setup.model_of`) steps
@@ -352,7 +353,7 @@ def write_simulated_bag(config: Config, scenario: str | Scenario, output: str | 
     (seed ``seed``) and ``encoder_counts`` per revolution (each default: the config's
     ``simulation`` section). The bag at ``output`` holds the joint states and the voltage as
     the config's ``recording`` reads them (topics, names, offset, sign, the voltage's type or
-    joint), stamped from :data:`SIMULATED_START_TIME_S`; beside them ground_truth.yaml, the
+    joint), stamped from ``start_time_s`` [s since the epoch]; beside them ground_truth.yaml, the
     config with these settings (a valid config). ``output`` must not exist unless ``overwrite``.
     """
     settings = config.simulation
@@ -378,7 +379,8 @@ def write_simulated_bag(config: Config, scenario: str | Scenario, output: str | 
     joints = [recording_settings.joints[name] for name in model.rig.spec.joints]
     positions, velocities = recorded_joint_states(joints, recording.measured_angles,
                                                   recording.joint_rates)
-    stamps_ns = SIMULATED_START_TIME_S * 10**9 + np.round(recording.time_s * 1e9).astype(np.int64)
+    stamps_ns = (int(round(start_time_s * 1e9))
+                 + np.round(recording.time_s * 1e9).astype(np.int64))
     has_input = recording.inputs.shape[1] > 0
     in_joint_states = recording_settings.voltage_type == JOINT_STATE
     voltage_joint = recording_settings.voltage_joint if in_joint_states else None

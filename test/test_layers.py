@@ -35,7 +35,7 @@ LAYERS = (
     ("verdict",),  # judge
     ("calibration",),  # the one object the writers take
     ("results", "report"),  # write
-    ("online", "api"),
+    ("online", "api", "tracking"),
     ("ros",),
     ("cli",),
 )

@@ -27,6 +27,7 @@ from mb_estimation.cli.node import add_node
 from mb_estimation.cli.players import add_replay, add_rig_sim
 from mb_estimation.cli.simulate import add_demo, add_simulate
 from mb_estimation.cli.sweep import add_sweep
+from mb_estimation.cli.track import add_track
 
 __all__ = ["HINGE_DECLARATIONS", "OVERRIDE_FLAGS", "REFINEMENT_MODES", "SCENARIOS",
            "build_parser", "main"]
@@ -45,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add_command in (add_simulate, add_calibrate, add_crossval, add_compare_models, add_sweep,
-                        add_excite, add_node, add_rig_sim, add_replay, add_demo):
+                        add_track, add_excite, add_node, add_rig_sim, add_replay, add_demo):
         add_command(commands)
     return parser
 

@@ -66,6 +66,9 @@ def add_simulate(commands) -> None:
                           help="rosbag2 storage plugin (default sqlite3)")
     simulate.add_argument("--overwrite", action="store_true",
                           help="replace an existing bag at --output")
+    simulate.add_argument("--start-time", type=float, metavar="S",
+                          help="stamp of the first sample [s since the epoch] (default "
+                          "1700000000): recordings of one rig over hours, for track")
     simulate.set_defaults(handler=simulate_command)
 
 
@@ -118,7 +121,8 @@ def simulate_command(args) -> int:
     print_simulated(write_simulated_bag(
         config, scenario, output, duration_s=duration, dt=args.dt,
         rate_hz=rate, noise_rad=args.noise, seed=args.seed,
-        encoder_counts=args.encoder_counts, storage=args.storage, overwrite=args.overwrite))
+        encoder_counts=args.encoder_counts, storage=args.storage, overwrite=args.overwrite,
+        **({} if args.start_time is None else {"start_time_s": args.start_time})))
     return 0
 
 

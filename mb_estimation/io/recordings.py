@@ -205,4 +205,5 @@ def assemble_recording(name: str, joints: JointStates, voltage, settings: Record
         notes.append(f"voltage unknown before its first message at {input_time_s[0]:.3f} s: "
                      "the data before it is not used")
     return Recording(name, time_s, angles, input_time_s, inputs, notes=tuple(notes),
-                     joint_rates=rates if settings.use_driver_velocities else None)
+                     joint_rates=rates if settings.use_driver_velocities else None,
+                     start_ns=start_ns)

@@ -46,10 +46,8 @@ from mb_estimation.io.parameter_files import plain_value
 from mb_estimation.online.diagnostics import NodeDiagnostics
 from mb_estimation.online.drift import (
     DriftingEstimate,
-    DriftSettings,
     drift_values,
     load_drifting,
-    per_tangent_entry,
     save_drifting,
     track,
 )
@@ -59,6 +57,7 @@ from mb_estimation.online.jerk_model import JerkFilterSettings
 from mb_estimation.online.windows import (
     Window,
     WindowOutcome,
+    drift_settings,
     estimate_window,
     nearest_points,
     result_estimate,
@@ -315,7 +314,7 @@ class EstimatorCore:
             same_time_base = window.generation == self.intake.generation
             self._last_accepted = estimate
             drifting = track(self._drifting, estimate, stamp_ns / NS_PER_S,
-                             self._drift_settings(estimate, self._drifting))
+                             drift_settings(self.config, estimate, self._drifting))
             drifting = dataclasses.replace(
                 drifting, estimate=within_bounds(self.config, drifting.estimate))
             self._drifting = drifting
@@ -350,22 +349,6 @@ class EstimatorCore:
                 self._diagnostics.count("output_errors")
                 self._diagnostics.latest["last_error"] = (
                     f"publishing {output}: {first_line(error)}")
-
-    def _drift_settings(self, estimate: ParameterEstimate,
-                        drifting: DriftingEstimate | None) -> DriftSettings:
-        """The node's drift settings per tangent entry.
-
-        Relative to the fused values so far, else the window's ``estimate``, else the config's.
-        """
-        settings = self.settings
-        scales = ([] if drifting is None else [drifting.estimate.values]) + [
-            estimate.values, self.config.parameters]
-        names, kinds = estimate.names, estimate.kinds
-        return DriftSettings(
-            per_tangent_entry(names, kinds, scales, relative=settings.drift_noise,
-                              absolute=drift_noise_by_parameter(settings)),
-            per_tangent_entry(names, kinds, scales, relative=settings.drift_prior),
-            settings.drift_alarm_std, settings.drift_alarm_s)
 
     def _warm_config(self) -> Config:
         """The config started from the last accepted (else the fused) estimate's values."""

@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mb_estimation.config import Config
+from mb_estimation.config.sections import drift_noise_by_parameter
 from mb_estimation.estimation import EstimationResult, FitStatus
 from mb_estimation.fitting import fit
+from mb_estimation.online.drift import DriftingEstimate, DriftSettings, per_tangent_entry
 from mb_estimation.online.fusion import ParameterEstimate
 from mb_estimation.setup import PAPER_STEP_S, set_up
 from mb_estimation.signals import Recording
@@ -159,6 +161,23 @@ def within_bounds(config: Config, estimate: ParameterEstimate) -> ParameterEstim
         if name in values and values[name].size == 1:
             values[name] = np.clip(values[name], bounds.lower, bounds.upper)
     return dataclasses.replace(estimate, values=values)
+
+
+def drift_settings(config: Config, estimate: ParameterEstimate,
+                   drifting: DriftingEstimate | None) -> DriftSettings:
+    """The node's drift settings per tangent entry.
+
+    Relative to the fused values so far, else the window's ``estimate``, else the config's.
+    """
+    node = config.node
+    scales = ([] if drifting is None else [drifting.estimate.values]) + [
+        estimate.values, config.parameters]
+    names, kinds = estimate.names, estimate.kinds
+    return DriftSettings(
+        per_tangent_entry(names, kinds, scales, relative=node.drift_noise,
+                          absolute=drift_noise_by_parameter(node)),
+        per_tangent_entry(names, kinds, scales, relative=node.drift_prior),
+        node.drift_alarm_std, node.drift_alarm_s)
 
 
 #: A step between two samples this much beyond the speed limit [rad] is a jump: above encoder

@@ -41,6 +41,8 @@ class Recording:
         notes: what reading it did to the data (stamps chosen, samples dropped, ...).
         joint_rates: the driver's joint velocities ``[m, n_joints]`` [rad/s] at ``time_s``,
             only when asked for (``recording.use_driver_velocities``); else None.
+        start_ns: the stamp ``time_s`` counts from [ns since the epoch], when read from a
+            recording; else None.
     """
 
     name: str
@@ -50,6 +52,7 @@ class Recording:
     inputs: np.ndarray
     notes: tuple[str, ...] = ()
     joint_rates: np.ndarray | None = None
+    start_ns: int | None = None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,108 @@
+"""``mb-estimation track``: wear over logs, the node's windows fitted in parallel, drift tracked."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from mb_estimation.cli.common import (
+    UserError,
+    add_config_options,
+    add_free_option,
+    add_recordings_argument,
+    check_bags,
+    load_config,
+)
+
+
+def add_track(commands) -> None:
+    """The track command and its options."""
+    track = commands.add_parser(
+        "track", help="parameter drift over logs: the node's windows, fitted in parallel",
+        description="Cut the recordings into the node's windows (node.window_s every "
+        "node.stride_s), fit and judge each as the online node does, in worker processes, and "
+        "run the node's drift filter over the accepted ones in the order of their stamps. "
+        "Writes windows.csv (each window's values, the fused values and their rates per hour) "
+        "and tracking.yaml (the last fused values with their rates, the drift alarm, each "
+        "recording fused on its own).")
+    add_recordings_argument(track)
+    add_config_options(track)
+    add_free_option(track)
+    track.add_argument("--output", required=True, metavar="DIR",
+                       help="folder for windows.csv and tracking.yaml")
+    track.add_argument("--window", type=float, metavar="S",
+                       help="window length [s] (default: the config's node.window_s)")
+    track.add_argument("--stride", type=float, metavar="S",
+                       help="from one window's start to the next [s] (default: node.stride_s)")
+    track.add_argument("--workers", type=int, metavar="N",
+                       help="worker processes (default: one per core; 1: in this process)")
+    track.add_argument("--quiet", action="store_true", help="no line per window")
+    track.set_defaults(handler=track_command)
+
+
+def track_command(args) -> int:
+    """Read, cut, fit in parallel, track; a line per window, then the summary."""
+    from mb_estimation.api import read_recordings
+    from mb_estimation.config.overrides import with_node_values
+    from mb_estimation.online.drift import alarms
+    from mb_estimation.online.messages import parameter_matrix, rate_matrix
+    from mb_estimation.tracking import cut_windows, track_windows, write_tracking
+
+    check_bags(args.bags)
+    config = load_config(args)
+    changes = {key: value for key, value in (("window_s", args.window),
+                                             ("stride_s", args.stride)) if value is not None}
+    if changes:
+        config = with_node_values(config, changes, source="command line")
+    workers = args.workers if args.workers is not None else (os.cpu_count() or 1)
+    if workers < 1:
+        raise UserError(f"--workers must be at least 1, got {workers}")
+    recordings = read_recordings(config, args.bags)
+    windows = [w for r in recordings
+               for w in cut_windows(r, config.node.window_s, config.node.stride_s)]
+    if not windows:
+        raise UserError(f"no window of {config.node.window_s:g} s fits in the recordings")
+    print(f"track: {len(windows)} windows of {config.node.window_s:g} s from "
+          f"{len(recordings)} recording(s) on {min(workers, len(windows))} worker(s)",
+          flush=True)
+
+    def said(verdict):
+        if not args.quiet:
+            print(f"  {verdict.source} window {verdict.index}: {verdict.reason} "
+                  f"({verdict.elapsed_s:.1f} s)", flush=True)
+
+    if workers == 1 or len(windows) == 1:
+        tracking = track_windows(config, windows, progress=said)
+    else:
+        with _worker_pool(min(workers, len(windows))) as pool:
+            tracking = track_windows(config, windows, map=pool.map, progress=said)
+    write_tracking(args.output, config, tracking)
+    final = tracking.final
+    print(f"{len(tracking.accepted)} of {len(windows)} windows accepted")
+    if final is None:
+        print("no window accepted: nothing tracked", file=sys.stderr)
+        return 1
+    labels, fused = parameter_matrix(final.estimate)
+    rates = rate_matrix(final)[1]
+    for k, label in enumerate(labels):
+        print(f"  {label}: {fused[0, k]:.6g} ± {_spread(fused[1, k])}, rate "
+              f"{rates[0, k]:+.4g} ± {_spread(rates[1, k])} per hour")
+    alarmed = alarms(final, config.node.drift_alarm_s)
+    print(f"drift alarm: {', '.join(alarmed) if alarmed else 'none'}")
+    print(f"wrote {args.output}/windows.csv and tracking.yaml")
+    return 0
+
+
+def _spread(std: float) -> str:
+    return "not determined" if std < 0 else f"{std:.2g}"
+
+
+def _worker_pool(workers: int):
+    """Worker processes that each start JAX as the command line does (spawned, not forked)."""
+    import concurrent.futures
+    import multiprocessing
+
+    from mb_estimation.numerics import configure_jax
+
+    return concurrent.futures.ProcessPoolExecutor(
+        workers, mp_context=multiprocessing.get_context("spawn"), initializer=configure_jax)

@@ -1,0 +1,171 @@
+"""Recordings cut into the node's windows, each fitted, the drift filter over them.
+
+``mb-estimation track`` runs what the online node runs, offline and in parallel: each recording
+is cut into windows of ``node.window_s`` every ``node.stride_s`` (:func:`cut_windows`, the
+node's cut: a tenth of the window on each side, the input held at its start), each window is
+judged and fitted by the node's rules (:func:`judge_window`: motion, jumps, convergence, cost,
+excitation), and the accepted windows' estimates go through the drift filter
+(:func:`mb_estimation.online.drift.track`) in the order of their stamps
+(:func:`track_windows`). The windows are independent, so ``judge_window`` may run anywhere:
+the caller passes the ``map`` that runs them (local worker processes, a cluster). No files,
+no processes of its own.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from mb_estimation.config import Config
+from mb_estimation.online.drift import DriftingEstimate, track
+from mb_estimation.online.fusion import ParameterEstimate, fuse
+from mb_estimation.online.intake import WINDOW_MARGIN_FRACTION
+from mb_estimation.online.windows import (
+    drift_settings,
+    estimate_window,
+    result_estimate,
+    unusable,
+    why_rejected,
+    within_bounds,
+)
+from mb_estimation.signals import Recording
+from mb_estimation.stamps import NS_PER_S
+
+__all__ = ["TrackedWindow", "Tracking", "WindowToFit", "cut_windows", "judge_window",
+           "track_windows"]
+
+
+@dataclass(frozen=True)
+class WindowToFit:
+    """One window of a recording: where it came from and its samples (times from its start)."""
+
+    source: str  # the recording's name
+    index: int  # 1, 2, ... within the recording
+    start_s: float  # its start [s since the epoch] (the recording's stamps)
+    recording: Recording
+
+
+@dataclass(frozen=True)
+class TrackedWindow:
+    """A window's verdict: accepted (with its estimate) or why not, and its fit's time [s]."""
+
+    source: str
+    index: int
+    end_s: float  # [s since the epoch]
+    accepted: bool
+    reason: str
+    estimate: ParameterEstimate | None
+    elapsed_s: float
+
+
+@dataclass(frozen=True)
+class Tracking:
+    """What :func:`track_windows` found: every window, the drift after each accepted one.
+
+    ``drift[k]`` belongs to the ``k``-th accepted window in time order; ``by_source`` holds
+    each recording's accepted windows fused as a steady parameter (:func:`.fusion.fuse`).
+    """
+
+    windows: tuple[TrackedWindow, ...]
+    drift: tuple[DriftingEstimate, ...]
+    by_source: dict[str, ParameterEstimate]
+
+    @property
+    def accepted(self) -> tuple[TrackedWindow, ...]:
+        """The accepted windows, in time order."""
+        return tuple(w for w in self.windows if w.accepted)
+
+    @property
+    def final(self) -> DriftingEstimate | None:
+        """The drift after the last accepted window (None when none was accepted)."""
+        return self.drift[-1] if self.drift else None
+
+
+def cut_windows(recording: Recording, window_s: float, stride_s: float) -> list[WindowToFit]:
+    """The node's windows of ``recording``: ``window_s`` long, one every ``stride_s`` [s].
+
+    Each holds its span and a tenth of it on each side (times from its start), and the input
+    held at its start counts from the start, as the node cuts them. The last window ends at
+    or before the recording's last sample.
+    """
+    time_s = np.asarray(recording.time_s)
+    start_ns = 0 if recording.start_ns is None else recording.start_ns
+    margin = WINDOW_MARGIN_FRACTION * window_s
+    windows = []
+    start = float(time_s[0])
+    index = 0
+    while start + window_s <= time_s[-1] + 1e-9:
+        index += 1
+        keep = (time_s >= start - margin) & (time_s <= start + window_s + margin)
+        input_time = np.asarray(recording.input_time_s)
+        held = input_time <= start + window_s
+        first = max(int(np.searchsorted(input_time, start, side="right")) - 1, 0)
+        held[:first] = False
+        rates = None if recording.joint_rates is None else recording.joint_rates[keep]
+        piece = Recording(f"{recording.name} window {index}", time_s[keep] - start,
+                          recording.joint_angles[keep],
+                          np.maximum(input_time[held] - start, 0.0),
+                          np.asarray(recording.inputs)[held], joint_rates=rates)
+        windows.append(WindowToFit(recording.name, index, start_ns / NS_PER_S + start, piece))
+        start += stride_s
+    return windows
+
+
+def judge_window(config: Config, window: WindowToFit) -> TrackedWindow:
+    """Fit one window and judge it by the node's rules (a worker's job: pure, picklable)."""
+    started = time.perf_counter()
+    reason = unusable(config, window.recording)
+    estimate = None
+    if reason is None:
+        try:
+            result = estimate_window(config, window.recording)
+            reason = why_rejected(result, config.node.max_cost)
+            if reason is None:
+                estimate = result_estimate(result)
+        except Exception as error:  # one failed window must not stop the run
+            reason = f"estimator failed: {type(error).__name__}: {' '.join(str(error).split())}"
+    return TrackedWindow(window.source, window.index, window.start_s + config.node.window_s,
+                         reason is None, reason or "accepted", estimate,
+                         time.perf_counter() - started)
+
+
+def track_windows(config: Config, windows: Sequence[WindowToFit], *,
+                  map: Callable[[Callable, Iterable], Iterable] = map,
+                  progress: Callable[[TrackedWindow], None] | None = None) -> Tracking:
+    """Judge every window (through ``map``), then run the drift filter over them in time order.
+
+    ``map(function, windows)`` runs :func:`judge_window` with the config bound; ``progress``
+    sees each verdict as it arrives. The drift settings are the node's
+    (``node.drift_noise``, ``drift_prior``, ``drift_alarm_*``), scaled as the node scales them.
+    """
+    verdicts = []
+    for verdict in map(_Judge(config), windows):
+        verdicts.append(verdict)
+        if progress is not None:
+            progress(verdict)
+    verdicts.sort(key=lambda w: (w.end_s, w.source, w.index))
+    drift, by_source = [], {}
+    for verdict in verdicts:
+        if not verdict.accepted:
+            continue
+        previous = drift[-1] if drift else None
+        drifting = track(previous, verdict.estimate, verdict.end_s,
+                         drift_settings(config, verdict.estimate, previous))
+        drift.append(DriftingEstimate(within_bounds(config, drifting.estimate), drifting.rates,
+                                      drifting.information, drifting.time_s,
+                                      drifting.exceeding_since_s))
+        by_source[verdict.source] = fuse(by_source.get(verdict.source), verdict.estimate)
+    return Tracking(tuple(verdicts), tuple(drift), by_source)
+
+
+class _Judge:
+    """:func:`judge_window` with the config bound (picklable, for worker processes)."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+
+    def __call__(self, window: WindowToFit) -> TrackedWindow:
+        return judge_window(self.config, window)
