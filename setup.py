@@ -43,9 +43,12 @@ setup(
         "lxml>=4.9",
     ],
     extras_require={
-        # yourdfpy: a second URDF reader, the calibrated URDF checked against it
+        # yourdfpy: a second URDF reader, the calibrated URDF checked against it;
+        # distributed: track --cluster on a local cluster the tests start
         "test": ["pytest>=7.4", "pytest-xdist>=3.5", "hypothesis>=6.80", "ruff>=0.5",
-                 "yourdfpy>=0.0.56"],
+                 "yourdfpy>=0.0.56", "distributed>=2024.1"],
+        # track --cluster: the windows on a Dask distributed cluster
+        "cluster": ["distributed>=2024.1"],
         # benchmarks/perf/bench_vs_mujoco.py only: MuJoCo's system identification side by side
         "bench": ["mujoco[sysid]>=4.0"],
         # ROS 2 (Kilted) as wheels for estimator_node, exciter_node and mb-estimation

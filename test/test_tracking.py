@@ -2,7 +2,8 @@
 
 The cut is checked on a hand-made recording; the whole command on simulated bags of a rig
 whose b1 rises 20 % per hour, recorded three times over that hour (10 s each): the rate is
-found, and two worker processes give exactly what one process gives.
+found, and two worker processes, this process alone and a Dask cluster that loses a worker
+mid-run all give the same numbers.
 """
 
 import numpy as np
@@ -59,13 +60,28 @@ def wearing_rig(tmp_path_factory):
     return folder, bags, b1
 
 
-def test_track_finds_the_rate_and_workers_change_nothing(wearing_rig, capsys):
-    folder, bags, b1 = wearing_rig
+FREE = "J_Azz,J_Byy,b1,b2"
+
+
+@pytest.fixture(scope="module")
+def tracked(wearing_rig):
+    """``track`` on two local worker processes: its output folder and what it printed."""
+    import contextlib
+    import io
+
+    folder, bags, _ = wearing_rig
     output = folder / "tracked"
-    status = main(["track", *bags, "--config", "furuta_synthetic",
-                   "--free", "J_Azz,J_Byy,b1,b2", "--output", str(output), "--workers", "2"])
-    printed = capsys.readouterr().out
-    assert status == 0, printed
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        status = main(["track", *bags, "--config", "furuta_synthetic", "--free", FREE,
+                       "--output", str(output), "--workers", "2"])
+    assert status == 0, printed.getvalue()
+    return output, printed.getvalue()
+
+
+def test_track_finds_the_rate_and_workers_change_nothing(wearing_rig, tracked):
+    folder, bags, b1 = wearing_rig
+    output, printed = tracked
     assert "6 of 6 windows accepted" in printed and "on 2 worker(s)" in printed
     summary = yaml.safe_load((output / "tracking.yaml").read_text())
     rate = summary["parameters"]["b1"]
@@ -73,15 +89,56 @@ def test_track_finds_the_rate_and_workers_change_nothing(wearing_rig, capsys):
     assert abs(rate["rate_per_hour"] - truth) < 2 * rate["rate_std"]
     assert rate["rate_std"] < truth / 2  # found, not just covered
     assert set(summary["recordings"]) == set(bags)
+    assert (output / "drift.png").stat().st_size > 10_000
+    assert "Drift alarm" in (output / "report.html").read_text()
     rows = (output / "windows.csv").read_text().splitlines()
     assert len(rows) == 7 and rows[0].startswith("end_s,recording,window,accepted,reason")
 
     # the same windows in this process: the same numbers
-    config = apply_overrides(load_config("furuta_synthetic"),
-                             free=["J_Azz", "J_Byy", "b1", "b2"])
+    config = apply_overrides(load_config("furuta_synthetic"), free=FREE.split(","))
     from mb_estimation.api import read_recordings
 
     windows = [w for r in read_recordings(config, bags) for w in cut_windows(r, 5.0, 5.0)]
     here = track_windows(config, windows).final
     np.testing.assert_array_equal(here.rates[2], rate["rate_per_hour"])
     assert here.estimate.values["b1"][0] == summary["parameters"]["b1"]["value"]
+
+
+def test_a_dask_cluster_that_loses_a_worker_gives_the_same_numbers(wearing_rig, tracked,
+                                                                   monkeypatch):
+    """A loopback-only local cluster; one worker killed once the first window is back."""
+    import os
+    import signal
+
+    import mb_estimation.tracking
+
+    distributed = pytest.importorskip("distributed")
+    folder, bags, _ = wearing_rig
+    output = folder / "on_cluster"
+    killed = []
+    track_windows_here = mb_estimation.tracking.track_windows
+
+    def killing_one_worker(config, windows, **options):
+        def kill_once(verdict):
+            if not killed:
+                killed.append(pids[0])
+                os.kill(pids[0], signal.SIGKILL)
+        return track_windows_here(config, windows, **{**options, "progress": kill_once})
+
+    monkeypatch.setattr(mb_estimation.tracking, "track_windows", killing_one_worker)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  host="127.0.0.1", dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        pids = list(client.run(os.getpid).values())
+        status = main(["track", *bags, "--config", "furuta_synthetic", "--free", FREE,
+                       "--output", str(output), "--cluster", cluster.scheduler_address])
+        assert status == 0 and killed
+        client.wait_for_workers(2, timeout=60)
+        assert pids[0] not in client.run(os.getpid).values()  # lost, and replaced
+    local, _ = tracked
+    assert (output / "tracking.yaml").read_text() == (local / "tracking.yaml").read_text()
+
+    def numbers(path):  # all but the fit times
+        return [row.split(",")[:5] + row.split(",")[6:] for row in path.read_text().splitlines()]
+
+    assert numbers(output / "windows.csv") == numbers(local / "windows.csv")

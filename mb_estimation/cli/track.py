@@ -22,31 +22,37 @@ def add_track(commands) -> None:
         description="Cut the recordings into the node's windows (node.window_s every "
         "node.stride_s), fit and judge each as the online node does, in worker processes, and "
         "run the node's drift filter over the accepted ones in the order of their stamps. "
-        "Writes windows.csv (each window's values, the fused values and their rates per hour) "
-        "and tracking.yaml (the last fused values with their rates, the drift alarm, each "
-        "recording fused on its own).")
+        "Writes windows.csv (each window's values, the fused values and their rates per hour), "
+        "tracking.yaml (the last fused values with their rates, the drift alarm, each "
+        "recording fused on its own) and report.html with drift.png (parameters and rates "
+        "against time).")
     add_recordings_argument(track)
     add_config_options(track)
     add_free_option(track)
     track.add_argument("--output", required=True, metavar="DIR",
-                       help="folder for windows.csv and tracking.yaml")
+                       help="folder for windows.csv, tracking.yaml and report.html")
     track.add_argument("--window", type=float, metavar="S",
                        help="window length [s] (default: the config's node.window_s)")
     track.add_argument("--stride", type=float, metavar="S",
                        help="from one window's start to the next [s] (default: node.stride_s)")
     track.add_argument("--workers", type=int, metavar="N",
                        help="worker processes (default: one per core; 1: in this process)")
+    track.add_argument("--cluster", metavar="ADDRESS",
+                       help="run the windows on this Dask distributed scheduler (e.g. "
+                       "tcp://10.0.0.5:8786) instead of local processes; its workers need "
+                       "mb_estimation installed (the cluster extra)")
     track.add_argument("--quiet", action="store_true", help="no line per window")
     track.set_defaults(handler=track_command)
 
 
 def track_command(args) -> int:
     """Read, cut, fit in parallel, track; a line per window, then the summary."""
-    from mb_estimation.api import read_recordings
     from mb_estimation.config.overrides import with_node_values
+    from mb_estimation.io.bags.common import BagError
+    from mb_estimation.io.recordings import read_recording
     from mb_estimation.online.drift import alarms
     from mb_estimation.online.messages import parameter_matrix, rate_matrix
-    from mb_estimation.tracking import cut_windows, track_windows, write_tracking
+    from mb_estimation.tracking import bounded_map, cut_windows, track_windows, write_tracking
 
     check_bags(args.bags)
     config = load_config(args)
@@ -57,28 +63,47 @@ def track_command(args) -> int:
     workers = args.workers if args.workers is not None else (os.cpu_count() or 1)
     if workers < 1:
         raise UserError(f"--workers must be at least 1, got {workers}")
-    recordings = read_recordings(config, args.bags)
-    windows = [w for r in recordings
-               for w in cut_windows(r, config.node.window_s, config.node.stride_s)]
-    if not windows:
-        raise UserError(f"no window of {config.node.window_s:g} s fits in the recordings")
-    print(f"track: {len(windows)} windows of {config.node.window_s:g} s from "
-          f"{len(recordings)} recording(s) on {min(workers, len(windows))} worker(s)",
-          flush=True)
+    skipped = []
+
+    def windows():  # one recording in memory at a time (and the windows in flight)
+        for path in args.bags:
+            try:
+                recording = read_recording(path, config)
+            except BagError as error:  # one unreadable log does not end a month's run
+                skipped.append(path)
+                print(f"warning: skipped {error}", file=sys.stderr, flush=True)
+                continue
+            yield from cut_windows(recording, config.node.window_s, config.node.stride_s)
+
+    where = f"the cluster at {args.cluster}" if args.cluster is not None else \
+        f"{workers} worker(s)"
+    print(f"track: windows of {config.node.window_s:g} s every {config.node.stride_s:g} s "
+          f"from {len(args.bags)} recording(s) on {where}", flush=True)
 
     def said(verdict):
         if not args.quiet:
             print(f"  {verdict.source} window {verdict.index}: {verdict.reason} "
                   f"({verdict.elapsed_s:.1f} s)", flush=True)
 
-    if workers == 1 or len(windows) == 1:
-        tracking = track_windows(config, windows, progress=said)
+    if args.cluster is not None:
+        with _cluster_client(args.cluster) as client:
+            from mb_estimation.tracking.cluster import cluster_map
+
+            threads = sum(client.nthreads().values())
+            tracking = track_windows(config, windows(), progress=said,
+                                     map=cluster_map(client, max(2 * threads, 2)))
+    elif workers == 1:
+        tracking = track_windows(config, windows(), progress=said)
     else:
-        with _worker_pool(min(workers, len(windows))) as pool:
-            tracking = track_windows(config, windows, map=pool.map, progress=said)
+        with _worker_pool(workers) as pool:
+            tracking = track_windows(config, windows(), progress=said,
+                                     map=bounded_map(pool, 2 * workers))
+    if not tracking.windows:
+        raise UserError(f"no window of {config.node.window_s:g} s fits in the recordings")
     write_tracking(args.output, config, tracking)
     final = tracking.final
-    print(f"{len(tracking.accepted)} of {len(windows)} windows accepted")
+    print(f"{len(tracking.accepted)} of {len(tracking.windows)} windows accepted"
+          + (f"; {len(skipped)} recording(s) skipped" if skipped else ""))
     if final is None:
         print("no window accepted: nothing tracked", file=sys.stderr)
         return 1
@@ -89,12 +114,26 @@ def track_command(args) -> int:
               f"{rates[0, k]:+.4g} ± {_spread(rates[1, k])} per hour")
     alarmed = alarms(final, config.node.drift_alarm_s)
     print(f"drift alarm: {', '.join(alarmed) if alarmed else 'none'}")
-    print(f"wrote {args.output}/windows.csv and tracking.yaml")
+    print(f"wrote {args.output}/windows.csv, tracking.yaml, report.html")
     return 0
 
 
 def _spread(std: float) -> str:
     return "not determined" if std < 0 else f"{std:.2g}"
+
+
+def _cluster_client(address: str):
+    """A Dask distributed client of the scheduler at ``address`` (UserError without Dask)."""
+    try:
+        from distributed import Client
+    except ImportError as error:
+        raise UserError("--cluster needs Dask distributed: pip install "
+                        "'mb-estimation[cluster]' (or distributed)") from error
+    try:
+        return Client(address, timeout="30s")
+    except OSError as error:
+        raise UserError(f"--cluster {address}: no Dask scheduler reached "
+                        f"({' '.join(str(error).split())})") from error
 
 
 def _worker_pool(workers: int):

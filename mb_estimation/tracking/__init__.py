@@ -10,10 +10,11 @@ from mb_estimation.tracking.windows import (
     TrackedWindow,
     Tracking,
     WindowToFit,
+    bounded_map,
     cut_windows,
     judge_window,
     track_windows,
 )
 
-__all__ = ["TrackedWindow", "Tracking", "WindowToFit", "cut_windows", "judge_window",
-           "track_windows", "write_tracking"]
+__all__ = ["TrackedWindow", "Tracking", "WindowToFit", "bounded_map", "cut_windows",
+           "judge_window", "track_windows", "write_tracking"]

@@ -10,6 +10,9 @@ determine it, as on the node's topics.
 ``tracking.yaml``: the last fused value of each parameter with its std, rate per hour and
 rate std, the drift alarm, each recording's windows fused as a steady parameter, the counts
 and the settings that made them.
+
+``report.html`` and ``drift.png``: each parameter and its rate against time
+(:mod:`mb_estimation.report.tracking`).
 """
 
 from __future__ import annotations
@@ -18,12 +21,14 @@ import csv
 import io
 from pathlib import Path
 
+import numpy as np
 import yaml
 
 from mb_estimation.config import Config
 from mb_estimation.io.files import write_text_atomically
 from mb_estimation.online.drift import alarms
 from mb_estimation.online.messages import parameter_matrix, rate_matrix
+from mb_estimation.report.tracking import ParameterSeries, write_tracking_report
 
 __all__ = ["write_tracking"]
 
@@ -33,9 +38,9 @@ def _number(value: float) -> float | None:
 
 
 def write_tracking(directory: Path, config: Config, tracking) -> list[Path]:
-    """Write ``windows.csv`` and ``tracking.yaml`` of a :class:`.windows.Tracking`.
+    """Write ``windows.csv``, ``tracking.yaml`` and the report of a :class:`.windows.Tracking`.
 
-    Returns the paths written (each atomically).
+    Returns the paths written.
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -94,4 +99,28 @@ def write_tracking(directory: Path, config: Config, tracking) -> list[Path]:
                                for k, label in enumerate(names)}}
     yaml_path = directory / "tracking.yaml"
     write_text_atomically(yaml_path, yaml.safe_dump(summary, sort_keys=False))
-    return [csv_path, yaml_path]
+    written = [csv_path, yaml_path]
+    if final is not None:
+        written += _report(directory, config, tracking, accepted, labels)
+    return written
+
+
+def _report(directory: Path, config: Config, tracking, accepted, labels) -> list[Path]:
+    """drift.png and report.html from the accepted windows and the drift after each."""
+    def spread(values):
+        return np.where(values < 0, np.inf, values)
+
+    own = np.stack([parameter_matrix(w.estimate)[1] for w in accepted])  # [n, 2, p]
+    fused = np.stack([parameter_matrix(d.estimate)[1] for d in tracking.drift])
+    rates = np.stack([rate_matrix(d)[1] for d in tracking.drift])
+    series = [ParameterSeries(label, own[:, 0, k], spread(own[:, 1, k]), fused[:, 0, k],
+                              spread(fused[:, 1, k]), rates[:, 0, k], spread(rates[:, 1, k]))
+              for k, label in enumerate(labels)]
+    ends = np.array([w.end_s for w in accepted])
+    spec = config.rig_spec
+    units = {name: spec.parameter(name).unit for name in accepted[0].estimate.names}
+    return write_tracking_report(
+        directory, (ends - ends[0]) / 3600.0, [w.source for w in accepted], series, units,
+        alarm_std=config.node.drift_alarm_std,
+        alarms=alarms(tracking.final, config.node.drift_alarm_s),
+        counts=(len(accepted), len(tracking.windows)))

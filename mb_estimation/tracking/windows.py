@@ -13,8 +13,9 @@ no processes of its own.
 
 from __future__ import annotations
 
+import concurrent.futures
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,8 +35,8 @@ from mb_estimation.online.windows import (
 from mb_estimation.signals import Recording
 from mb_estimation.stamps import NS_PER_S
 
-__all__ = ["TrackedWindow", "Tracking", "WindowToFit", "cut_windows", "judge_window",
-           "track_windows"]
+__all__ = ["TrackedWindow", "Tracking", "WindowToFit", "bounded_map", "cut_windows",
+           "judge_window", "track_windows"]
 
 
 @dataclass(frozen=True)
@@ -132,13 +133,16 @@ def judge_window(config: Config, window: WindowToFit) -> TrackedWindow:
                          time.perf_counter() - started)
 
 
-def track_windows(config: Config, windows: Sequence[WindowToFit], *,
+def track_windows(config: Config, windows: Iterable[WindowToFit], *,
                   map: Callable[[Callable, Iterable], Iterable] = map,
                   progress: Callable[[TrackedWindow], None] | None = None) -> Tracking:
     """Judge every window (through ``map``), then run the drift filter over them in time order.
 
-    ``map(function, windows)`` runs :func:`judge_window` with the config bound; ``progress``
-    sees each verdict as it arrives. The drift settings are the node's
+    ``map(function, windows)`` runs :func:`judge_window` with the config bound, in any order
+    (the verdicts are sorted by their stamps); ``windows`` may be a generator that reads the
+    recordings one by one, and a ``map`` that keeps a few windows in flight
+    (:func:`bounded_map`) then holds no more of the logs than that. ``progress`` sees each
+    verdict as it arrives. The drift settings are the node's
     (``node.drift_noise``, ``drift_prior``, ``drift_alarm_*``), scaled as the node scales them.
     """
     verdicts = []
@@ -169,3 +173,25 @@ class _Judge:
 
     def __call__(self, window: WindowToFit) -> TrackedWindow:
         return judge_window(self.config, window)
+
+
+def bounded_map(executor: concurrent.futures.Executor, in_flight: int
+                ) -> Callable[[Callable, Iterable], Iterator]:
+    """A ``map`` on ``executor`` that takes items lazily, at most ``in_flight`` at a time.
+
+    Yields the results as they finish (any order). ``Executor.map`` would take every item at
+    once: every window of every recording in memory.
+    """
+    def run(function: Callable, items: Iterable) -> Iterator:
+        pending = set()
+        for item in items:
+            pending.add(executor.submit(function, item))
+            if len(pending) >= in_flight:
+                done, pending = concurrent.futures.wait(
+                    pending, return_when=concurrent.futures.FIRST_COMPLETED)
+                for future in done:
+                    yield future.result()
+        for future in concurrent.futures.as_completed(pending):
+            yield future.result()
+
+    return run
