@@ -76,7 +76,7 @@ def test_the_filter_equals_the_batch_solution_of_the_same_model():
     rng = np.random.default_rng(3)
     noise = np.array([0.4, 2.0])
     prior = np.array([1.0, 3.0])
-    settings = DriftSettings(noise, prior, alarm_std=3.0, alarm_s=0.0)
+    settings = DriftSettings(noise, prior, alarm_std=3.0)
     times_h = np.cumsum(rng.uniform(0.001, 0.05, 9))
     measured, covariances = [], []
     tracked = None
@@ -184,7 +184,8 @@ def test_what_no_window_determines_stays_undetermined():
 
 
 def test_a_steady_drift_raises_the_alarm_after_its_hold_time_and_no_drift_does_not():
-    settings = DriftSettings([0.05], [0.5], alarm_std=3.0, alarm_s=300.0)
+    settings = DriftSettings([0.05], [0.5], alarm_std=3.0)
+    alarm_s = 300.0
 
     def run(rate, seed, windows=240):
         rng = np.random.default_rng(seed)
@@ -193,12 +194,12 @@ def test_a_steady_drift_raises_the_alarm_after_its_hold_time_and_no_drift_does_n
             time_s = 5.0 * k
             value = 1.0 + rate * time_s / HOUR_S + 0.01 * rng.standard_normal()
             tracked = track(tracked, scalars([value], [[1e-4]], names=("b1",)), time_s, settings)
-            if first_alarm is None and alarms(tracked, settings.alarm_s):
+            if first_alarm is None and alarms(tracked, alarm_s):
                 first_alarm = time_s
         return tracked, first_alarm
 
     tracked, first_alarm = run(0.2, 0)
-    assert alarms(tracked, settings.alarm_s) == ("b1",)
+    assert alarms(tracked, alarm_s) == ("b1",)
     since = tracked.exceeding_since_s[0]
     assert first_alarm == pytest.approx(since + 300.0, abs=5.0)
     quiet = [run(0.0, seed)[1] for seed in range(20)]

@@ -29,12 +29,18 @@ def test_windows_are_cut_as_the_node_cuts_them():
     windows = cut_windows(recording, 5.0, 2.5)
     assert [w.index for w in windows] == [1, 2, 3]  # at 0, 2.5, 5 s; 7.5 s would pass the end
     assert [w.start_s for w in windows] == [5.0, 7.5, 10.0]
-    margin = WINDOW_MARGIN_FRACTION * 5.0
     for window, start in zip(windows, (0.0, 2.5, 5.0), strict=True):
-        piece = window.recording
-        assert piece.time_s[0] == pytest.approx(max(-margin, -start))
-        assert piece.time_s[-1] == pytest.approx(5.0 + margin)
+        piece = window.recording  # the span's samples (they fall on its ends here)
+        assert piece.time_s[0] == pytest.approx(0.0) and piece.time_s[-1] == pytest.approx(5.0)
         np.testing.assert_allclose(piece.joint_angles[:, 0], piece.time_s + start)
+    # off the grid: one neighbour on each side, only within a tenth of the window
+    piece = cut_windows(recording, 5.0, 5.005)[1].recording  # from 5.005 s to 10.005 s
+    assert piece.time_s[0] == pytest.approx(-0.005) and piece.time_s[-1] == pytest.approx(5.005)
+    sparse = Recording("g", np.array([0.0, 0.2, 6.0, 12.0]), np.zeros((4, 2)), np.array([0.0]),
+                       inputs[:1])
+    piece = cut_windows(sparse, 5.0, 6.0)[1].recording  # 6..11 s: the sample at 12 s is too far
+    np.testing.assert_allclose(piece.time_s, [0.0])
+    assert WINDOW_MARGIN_FRACTION * 5.0 < 1.0
     # the input held at each start counts from it; later changes within the window follow
     np.testing.assert_allclose(windows[0].recording.input_time_s, [0.0, 4.0])
     np.testing.assert_allclose(windows[1].recording.input_time_s, [0.0, 1.5])

@@ -106,8 +106,7 @@ def filter_study(sigma: float = 0.03, rate: float = 0.2) -> None:
     from mb_estimation.online.fusion import ParameterEstimate
 
     node = NodeSettings()
-    settings = DriftSettings([node.drift_noise], [node.drift_prior], node.drift_alarm_std,
-                             node.drift_alarm_s)
+    settings = DriftSettings([node.drift_noise], [node.drift_prior], node.drift_alarm_std)
     node_windows = [5.0 * k for k in range(1, 11)]
     recordings = [600.0 * r + 5.0 * k for r in range(6) for k in range(1, 13)]
     steady_hour = [5.0 * k for k in range(1, 721)]
@@ -119,7 +118,7 @@ def filter_study(sigma: float = 0.03, rate: float = 0.2) -> None:
             value = 1.0 + true_rate * time_s / HOUR_S + sigma * rng.standard_normal()
             window = ParameterEstimate(("b1",), {"b1": np.array([value])}, [[sigma**2]])
             tracked = track(tracked, window, time_s, settings)
-            alarmed = alarmed or bool(alarms(tracked, settings.alarm_s))
+            alarmed = alarmed or bool(alarms(tracked, node.drift_alarm_s))
         return (tracked.rates[0] - true_rate) / tracked.rate_std[0], alarmed
 
     z = np.array([run(node_windows, rate, seed)[0] for seed in range(20)])

@@ -72,40 +72,48 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=60.0)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--workers", default="1,2")
+    parser.add_argument("--first-seed", type=int, default=1, help="of the steady rigs")
+    parser.add_argument("--steady-only", action="store_true", help="skip the wearing rig")
     args = parser.parse_args()
     from mb_estimation.config import load_config
     from mb_estimation.numerics import configure_jax
 
     configure_jax()
     truth = RISE * float(load_config("furuta_synthetic").parameters["b1"])
+    counts = [int(w) for w in args.workers.split(",")]
     with tempfile.TemporaryDirectory() as directory:
         folder = Path(directory)
-        bags = simulate(folder, args.recordings, args.duration, 0, RISE)
-        print(f"{args.recordings} recordings of {args.duration:g} s over an hour, b1 +20 %: "
-              f"true rate {truth:.3g} /h")
-        print("| workers | wall [s] | peak memory [MB] | windows accepted | b1 rate [/h] | z "
-              "| alarm |")
-        print("|---|---|---|---|---|---|---|")
-        for workers in (int(w) for w in args.workers.split(",")):
-            summary, elapsed = track(bags, folder / f"tracked{workers}", workers)
-            memory = peak_mb(resource.RUSAGE_CHILDREN if workers > 1 else resource.RUSAGE_SELF)
-            rate = summary["parameters"]["b1"]
-            z = (rate["rate_per_hour"] - truth) / rate["rate_std"]
-            alarm = ", ".join(summary["drift_alarm"]) or "none"
-            print(f"| {workers} | {elapsed:.1f} | {memory:.0f} | {summary['accepted']} of "
-                  f"{summary['windows']} | {rate['rate_per_hour']:.3g} ± "
-                  f"{rate['rate_std']:.2g} | {z:+.2f} | {alarm} |", flush=True)
+        if not args.steady_only:
+            wearing(folder, args, counts, truth)
         alarmed = []
-        for seed in range(1, args.seeds + 1):
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
             steady = simulate(folder, args.recordings, args.duration, seed, 0.0)
-            summary, _ = track(steady, folder / f"steady{seed}", max(
-                int(w) for w in args.workers.split(",")))
+            summary, _ = track(steady, folder / f"steady{seed}", max(counts))
             rate = summary["parameters"]["b1"]
             alarmed.append(bool(summary["drift_alarm"]))
             print(f"steady seed {seed}: b1 rate {rate['rate_per_hour']:.3g} ± "
                   f"{rate['rate_std']:.2g} /h, alarm {summary['drift_alarm'] or 'none'}",
                   flush=True)
         print(f"without wear: {sum(alarmed)} of {len(alarmed)} seeds alarmed")
+
+
+def wearing(folder: Path, args, counts: list[int], truth: float) -> None:
+    """The wearing rig tracked with each worker count: a table row each."""
+    bags = simulate(folder, args.recordings, args.duration, 0, RISE)
+    print(f"{args.recordings} recordings of {args.duration:g} s over an hour, b1 +20 %: "
+          f"true rate {truth:.3g} /h")
+    print("| workers | wall [s] | peak memory [MB] | windows accepted | b1 rate [/h] | z "
+          "| alarm |")
+    print("|---|---|---|---|---|---|---|")
+    for workers in counts:
+        summary, elapsed = track(bags, folder / f"tracked{workers}", workers)
+        memory = peak_mb(resource.RUSAGE_CHILDREN if workers > 1 else resource.RUSAGE_SELF)
+        rate = summary["parameters"]["b1"]
+        z = (rate["rate_per_hour"] - truth) / rate["rate_std"]
+        alarm = ", ".join(summary["drift_alarm"]) or "none"
+        print(f"| {workers} | {elapsed:.1f} | {memory:.0f} | {summary['accepted']} of "
+              f"{summary['windows']} | {rate['rate_per_hour']:.3g} ± "
+              f"{rate['rate_std']:.2g} | {z:+.2f} | {alarm} |", flush=True)
 
 
 if __name__ == "__main__":

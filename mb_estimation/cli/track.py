@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 from mb_estimation.cli.common import (
     UserError,
@@ -48,18 +49,27 @@ def add_track(commands) -> None:
 def track_command(args) -> int:
     """Read, cut, fit in parallel, track; a line per window, then the summary."""
     from mb_estimation.config.overrides import with_node_values
-    from mb_estimation.io.bags.common import BagError
     from mb_estimation.io.recordings import read_recording
     from mb_estimation.online.drift import alarms
     from mb_estimation.online.messages import parameter_matrix, rate_matrix
+    from mb_estimation.online.windows import check_drift_names
     from mb_estimation.tracking import bounded_map, cut_windows, track_windows, write_tracking
 
     check_bags(args.bags)
     config = load_config(args)
     changes = {key: value for key, value in (("window_s", args.window),
                                              ("stride_s", args.stride)) if value is not None}
-    if changes:
+    if changes:  # the node's ring buffer, which track has none of, grows with them
+        node = config.node
+        changes["buffer_s"] = max(node.buffer_s, changes.get("window_s", node.window_s)
+                                  + changes.get("stride_s", node.stride_s))
         config = with_node_values(config, changes, source="command line")
+    check_drift_names(config)
+    output = Path(args.output)
+    try:  # before hours of fitting, not after
+        output.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UserError(f"--output {output}: {error.strerror}") from error
     workers = args.workers if args.workers is not None else (os.cpu_count() or 1)
     if workers < 1:
         raise UserError(f"--workers must be at least 1, got {workers}")
@@ -69,7 +79,7 @@ def track_command(args) -> int:
         for path in args.bags:
             try:
                 recording = read_recording(path, config)
-            except BagError as error:  # one unreadable log does not end a month's run
+            except UserError as error:  # one unreadable log does not end a month's run
                 skipped.append(path)
                 print(f"warning: skipped {error}", file=sys.stderr, flush=True)
                 continue
@@ -99,7 +109,8 @@ def track_command(args) -> int:
             tracking = track_windows(config, windows(), progress=said,
                                      map=bounded_map(pool, 2 * workers))
     if not tracking.windows:
-        raise UserError(f"no window of {config.node.window_s:g} s fits in the recordings")
+        raise UserError("no recording could be read" if len(skipped) == len(args.bags) else
+                        f"no window of {config.node.window_s:g} s fits in the recordings")
     write_tracking(args.output, config, tracking)
     final = tracking.final
     print(f"{len(tracking.accepted)} of {len(tracking.windows)} windows accepted"

@@ -39,7 +39,6 @@ from pathlib import Path
 import numpy as np
 
 from mb_estimation.config import Config, ConfigError, apply_overrides
-from mb_estimation.config.sections import drift_noise_by_parameter
 from mb_estimation.errors import first_line
 from mb_estimation.estimation import EstimationResult
 from mb_estimation.io.parameter_files import plain_value
@@ -57,6 +56,7 @@ from mb_estimation.online.jerk_model import JerkFilterSettings
 from mb_estimation.online.windows import (
     Window,
     WindowOutcome,
+    check_drift_names,
     drift_settings,
     estimate_window,
     nearest_points,
@@ -131,10 +131,7 @@ class EstimatorCore:
                                    self._run_window,
                                    self._warm_up_and_report if settings.warm_up else None)
         self.intake = SampleIntake(config, self._diagnostics, self.worker.put, filter_settings)
-        unknown = set(drift_noise_by_parameter(settings)) - set(config.free)
-        if unknown:
-            raise ConfigError(f"node.drift_noise_by_parameter names {', '.join(sorted(unknown))}"
-                              f", not free (free: {', '.join(config.free)})")
+        check_drift_names(config)
         self._drifting: DriftingEstimate | None = None
         self._last_accepted: ParameterEstimate | None = None
         self._state_file = Path(settings.state_file) if settings.state_file else None

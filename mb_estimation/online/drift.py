@@ -66,14 +66,13 @@ class DriftSettings:
 
     ``rate_noise`` [p], tangent order: each rate's random walk [unit/h per √h], positive.
     ``rate_prior`` [p]: each rate's std before the first window [unit/h], positive.
-    ``alarm_std``: a rate this many std from zero is exceeding; ``alarm_s`` [s]: for this long
-    (windows' stamps) it raises the alarm.
+    ``alarm_std``: a rate this many std from zero is exceeding; how long it must exceed to
+    raise the alarm is :func:`alarms`' to say.
     """
 
     rate_noise: np.ndarray
     rate_prior: np.ndarray
     alarm_std: float = 3.0
-    alarm_s: float = 300.0
 
     def __post_init__(self):
         for field in ("rate_noise", "rate_prior"):
@@ -87,8 +86,6 @@ class DriftSettings:
                              f"rate noises")
         if not (np.isfinite(self.alarm_std) and self.alarm_std > 0.0):
             raise ValueError(f"alarm_std must be positive, got {self.alarm_std!r}")
-        if not (np.isfinite(self.alarm_s) and self.alarm_s >= 0.0):
-            raise ValueError(f"alarm_s must be at least 0, got {self.alarm_s!r}")
 
 
 @dataclass(frozen=True, eq=False)

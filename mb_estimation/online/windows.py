@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mb_estimation.config import Config
+from mb_estimation.config import Config, ConfigError
 from mb_estimation.config.sections import drift_noise_by_parameter
 from mb_estimation.estimation import EstimationResult, FitStatus
 from mb_estimation.fitting import fit
@@ -163,6 +163,14 @@ def within_bounds(config: Config, estimate: ParameterEstimate) -> ParameterEstim
     return dataclasses.replace(estimate, values=values)
 
 
+def check_drift_names(config: Config) -> None:
+    """ConfigError unless ``node.drift_noise_by_parameter`` names only free parameters."""
+    unknown = set(drift_noise_by_parameter(config.node)) - set(config.free)
+    if unknown:
+        raise ConfigError(f"node.drift_noise_by_parameter names {', '.join(sorted(unknown))}, "
+                          f"not free (free: {', '.join(config.free)})")
+
+
 def drift_settings(config: Config, estimate: ParameterEstimate,
                    drifting: DriftingEstimate | None) -> DriftSettings:
     """The node's drift settings per tangent entry.
@@ -177,7 +185,7 @@ def drift_settings(config: Config, estimate: ParameterEstimate,
         per_tangent_entry(names, kinds, scales, relative=node.drift_noise,
                           absolute=drift_noise_by_parameter(node)),
         per_tangent_entry(names, kinds, scales, relative=node.drift_prior),
-        node.drift_alarm_std, node.drift_alarm_s)
+        node.drift_alarm_std)
 
 
 #: A step between two samples this much beyond the speed limit [rad] is a jump: above encoder

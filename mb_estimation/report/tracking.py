@@ -59,8 +59,7 @@ def drift_figure(hours: np.ndarray, sources: Sequence[str], series: Sequence[Par
         left.plot(hours, fused, color="k", linewidth=1.2, label="fused")
         left.fill_between(hours, fused - spread, fused + spread, color="k", alpha=0.15,
                           linewidth=0)
-        unit = units.get(one.label.split("_r")[0] if one.label.endswith(("_rx", "_ry", "_rz"))
-                         else one.label, "")
+        unit = units.get(one.label, "rad" if one.label[-3:] in ("_rx", "_ry", "_rz") else "")
         left.set_title(f"{one.label}" + (f" [{unit}]" if unit else ""), fontsize=10)
         rate, rate_std = np.asarray(one.rate_per_hour), _finite(one.rate_std)
         right.plot(hours, rate, color="C3", linewidth=1.2)

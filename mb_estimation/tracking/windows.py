@@ -14,6 +14,8 @@ no processes of its own.
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
+import math
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -88,31 +90,45 @@ class Tracking:
 def cut_windows(recording: Recording, window_s: float, stride_s: float) -> list[WindowToFit]:
     """The node's windows of ``recording``: ``window_s`` long, one every ``stride_s`` [s].
 
-    Each holds its span and a tenth of it on each side (times from its start), and the input
-    held at its start counts from the start, as the node cuts them. The last window ends at
-    or before the recording's last sample.
+    Cut as the node cuts them (:meth:`.online.buffers.SampleRing.between`): the samples of
+    the span, and the one just before its start and the one just after its end where they lie
+    within a tenth of the window; the input held at the start counts from the start. Times
+    from the window's start; no driver velocities (the node's windows carry none). The last
+    window ends at or before the recording's last sample.
     """
     time_s = np.asarray(recording.time_s)
+    input_time = np.asarray(recording.input_time_s)
+    inputs = np.asarray(recording.inputs)
     start_ns = 0 if recording.start_ns is None else recording.start_ns
     margin = WINDOW_MARGIN_FRACTION * window_s
     windows = []
     start = float(time_s[0])
-    index = 0
     while start + window_s <= time_s[-1] + 1e-9:
-        index += 1
-        keep = (time_s >= start - margin) & (time_s <= start + window_s + margin)
-        input_time = np.asarray(recording.input_time_s)
-        held = input_time <= start + window_s
-        first = max(int(np.searchsorted(input_time, start, side="right")) - 1, 0)
-        held[:first] = False
-        rates = None if recording.joint_rates is None else recording.joint_rates[keep]
-        piece = Recording(f"{recording.name} window {index}", time_s[keep] - start,
-                          recording.joint_angles[keep],
-                          np.maximum(input_time[held] - start, 0.0),
-                          np.asarray(recording.inputs)[held], joint_rates=rates)
-        windows.append(WindowToFit(recording.name, index, start_ns / NS_PER_S + start, piece))
+        end = start + window_s
+        joints = _between(time_s, start, end, margin)
+        held = np.arange(len(input_time))[_between(input_time, start, end, None)]
+        held = held[input_time[held] <= end]  # a held input needs nothing after the end
+        piece = Recording(f"{recording.name} window {len(windows) + 1}",
+                          time_s[joints] - start, recording.joint_angles[joints],
+                          np.maximum(input_time[held] - start, 0.0), inputs[held])
+        windows.append(WindowToFit(recording.name, len(windows) + 1,
+                                   start_ns / NS_PER_S + start, piece))
         start += stride_s
     return windows
+
+
+def _between(time_s: np.ndarray, start: float, end: float, margin: float | None) -> slice:
+    """The node's ``between`` on sorted times.
+
+    From the last sample at or before ``start`` to the first at or after ``end``, those two
+    only within ``margin`` of the span when one is given.
+    """
+    first = max(int(np.searchsorted(time_s, start, side="right")) - 1, 0)
+    last = min(int(np.searchsorted(time_s, end, side="left")) + 1, len(time_s))
+    if margin is not None:
+        first = max(first, int(np.searchsorted(time_s, start - margin, side="left")))
+        last = min(last, int(np.searchsorted(time_s, end + margin, side="right")))
+    return slice(first, max(last, first))
 
 
 def judge_window(config: Config, window: WindowToFit) -> TrackedWindow:
@@ -142,9 +158,14 @@ def track_windows(config: Config, windows: Iterable[WindowToFit], *,
     (the verdicts are sorted by their stamps); ``windows`` may be a generator that reads the
     recordings one by one, and a ``map`` that keeps a few windows in flight
     (:func:`bounded_map`) then holds no more of the logs than that. ``progress`` sees each
-    verdict as it arrives. The drift settings are the node's
-    (``node.drift_noise``, ``drift_prior``, ``drift_alarm_*``), scaled as the node scales them.
+    verdict as it arrives. Unlike the node, each window starts from the config's values and
+    has no time limit (its iteration limit holds), so that its verdict depends on the window
+    alone, not on which worker ran it, when, or how busy the machine was. The drift settings
+    are the node's (``node.drift_noise``, ``drift_prior``, ``drift_alarm_*``), scaled as the
+    node scales them.
     """
+    method = dataclasses.replace(config.method, time_limit_s=math.inf)
+    config = dataclasses.replace(config, method=method)
     verdicts = []
     for verdict in map(_Judge(config), windows):
         verdicts.append(verdict)
