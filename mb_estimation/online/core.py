@@ -59,10 +59,9 @@ from mb_estimation.online.windows import (
     check_drift_names,
     drift_settings,
     estimate_window,
+    judged,
     nearest_points,
     result_estimate,
-    unusable,
-    why_rejected,
     window_step,
     within_bounds,
 )
@@ -269,14 +268,8 @@ class EstimatorCore:
     def process(self, window: Window) -> WindowOutcome:
         """Estimate on one window, judge it, fuse and publish when accepted (worker thread)."""
         started = self._clock()
-        reason = unusable(self.config, window.recording)
-        result = None
-        if reason is None:
-            try:
-                result = self._estimator(self._warm_config(), window.recording)
-                reason = why_rejected(result, self.settings.max_cost)
-            except Exception as error:  # a failed window must not stop the node
-                reason = f"estimator failed: {type(error).__name__}: {first_line(error)}"
+        result, reason = judged(self.config, window.recording, self._estimator,
+                                self._warm_config())
         outcome = WindowOutcome(window.index, window.start_ns, reason is None,
                                 reason or "accepted", self._clock() - started, result)
         with self._lock:

@@ -16,6 +16,7 @@ import numpy as np
 
 from mb_estimation.config import Config, ConfigError
 from mb_estimation.config.sections import drift_noise_by_parameter
+from mb_estimation.errors import first_line
 from mb_estimation.estimation import EstimationResult, FitStatus
 from mb_estimation.fitting import fit
 from mb_estimation.online.drift import DriftingEstimate, DriftSettings, per_tangent_entry
@@ -129,6 +130,24 @@ def why_rejected(result: EstimationResult, max_cost: float) -> str | None:
     if not any(result.excited.values()):
         return "no free parameter excited by this window"
     return None
+
+
+def judged(config: Config, recording: Recording, estimator=None, start: Config | None = None
+           ) -> tuple[EstimationResult | None, str | None]:
+    """A window estimated and judged by the node's rules: ``(result, why rejected or None)``.
+
+    :func:`unusable` first (no result), then ``estimator(start, recording)`` (default
+    :func:`estimate_window` from ``config``); a failing estimator is a rejection, never an
+    error, and :func:`why_rejected` judges the result.
+    """
+    reason = unusable(config, recording)
+    if reason is not None:
+        return None, reason
+    try:
+        result = (estimator or estimate_window)(start or config, recording)
+    except Exception as error:  # a failed window must not stop the node or a run
+        return None, f"estimator failed: {type(error).__name__}: {first_line(error)}"
+    return result, why_rejected(result, config.node.max_cost)
 
 
 def unusable(config: Config, recording: Recording) -> str | None:

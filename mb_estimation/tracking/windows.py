@@ -26,14 +26,7 @@ from mb_estimation.config import Config
 from mb_estimation.online.drift import DriftingEstimate, track
 from mb_estimation.online.fusion import ParameterEstimate, fuse
 from mb_estimation.online.intake import WINDOW_MARGIN_FRACTION
-from mb_estimation.online.windows import (
-    drift_settings,
-    estimate_window,
-    result_estimate,
-    unusable,
-    why_rejected,
-    within_bounds,
-)
+from mb_estimation.online.windows import drift_settings, judged, result_estimate, within_bounds
 from mb_estimation.signals import Recording
 from mb_estimation.stamps import NS_PER_S
 
@@ -134,16 +127,8 @@ def _between(time_s: np.ndarray, start: float, end: float, margin: float | None)
 def judge_window(config: Config, window: WindowToFit) -> TrackedWindow:
     """Fit one window and judge it by the node's rules (a worker's job: pure, picklable)."""
     started = time.perf_counter()
-    reason = unusable(config, window.recording)
-    estimate = None
-    if reason is None:
-        try:
-            result = estimate_window(config, window.recording)
-            reason = why_rejected(result, config.node.max_cost)
-            if reason is None:
-                estimate = result_estimate(result)
-        except Exception as error:  # one failed window must not stop the run
-            reason = f"estimator failed: {type(error).__name__}: {' '.join(str(error).split())}"
+    result, reason = judged(config, window.recording)
+    estimate = result_estimate(result) if reason is None else None
     return TrackedWindow(window.source, window.index, window.start_s + config.node.window_s,
                          reason is None, reason or "accepted", estimate,
                          time.perf_counter() - started)
