@@ -100,14 +100,15 @@ def test_track_finds_the_rate_and_workers_change_nothing(wearing_rig, tracked):
     rows = (output / "windows.csv").read_text().splitlines()
     assert len(rows) == 7 and rows[0].startswith("end_s,recording,window,accepted,reason")
 
-    # the same windows in this process: the same numbers
+    # the same windows in this process (its XLA multi-threaded): the same numbers to round-off
     config = apply_overrides(load_config("furuta_synthetic"), free=FREE.split(","))
     from mb_estimation.api import read_recordings
 
     windows = [w for r in read_recordings(config, bags) for w in cut_windows(r, 5.0, 5.0)]
     here = track_windows(config, windows).final
-    np.testing.assert_array_equal(here.rates[2], rate["rate_per_hour"])
-    assert here.estimate.values["b1"][0] == summary["parameters"]["b1"]["value"]
+    np.testing.assert_allclose(here.rates[2], rate["rate_per_hour"], rtol=1e-8)
+    np.testing.assert_allclose(here.estimate.values["b1"][0],
+                               summary["parameters"]["b1"]["value"], rtol=1e-10)
 
 
 def test_a_dask_cluster_that_loses_a_worker_gives_the_same_numbers(wearing_rig, tracked,

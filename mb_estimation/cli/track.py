@@ -37,7 +37,7 @@ def add_track(commands) -> None:
     track.add_argument("--stride", type=float, metavar="S",
                        help="from one window's start to the next [s] (default: node.stride_s)")
     track.add_argument("--workers", type=int, metavar="N",
-                       help="worker processes (default: one per core; 1: in this process)")
+                       help="worker processes (default: one per core)")
     track.add_argument("--cluster", metavar="ADDRESS",
                        help="run the windows on this Dask distributed scheduler (e.g. "
                        "tcp://10.0.0.5:8786) instead of local processes; its workers need "
@@ -102,9 +102,7 @@ def track_command(args) -> int:
             threads = sum(client.nthreads().values())
             tracking = track_windows(config, windows(), progress=said,
                                      map=cluster_map(client, max(2 * threads, 2)))
-    elif workers == 1:
-        tracking = track_windows(config, windows(), progress=said)
-    else:
+    else:  # processes even for one: the same numbers whatever the count (set_up_worker)
         with _worker_pool(workers) as pool:
             tracking = track_windows(config, windows(), progress=said,
                                      map=bounded_map(pool, 2 * workers))
@@ -148,11 +146,11 @@ def _cluster_client(address: str):
 
 
 def _worker_pool(workers: int):
-    """Worker processes that each start JAX as the command line does (spawned, not forked)."""
+    """Worker processes (spawned, not forked), each set up by ``set_up_worker``."""
     import concurrent.futures
     import multiprocessing
 
-    from mb_estimation.numerics import configure_jax
+    from mb_estimation.tracking.windows import set_up_worker
 
     return concurrent.futures.ProcessPoolExecutor(
-        workers, mp_context=multiprocessing.get_context("spawn"), initializer=configure_jax)
+        workers, mp_context=multiprocessing.get_context("spawn"), initializer=set_up_worker)

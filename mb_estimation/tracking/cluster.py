@@ -6,7 +6,8 @@ the compile cache on its disk), its scheduler reruns the tasks of a worker that 
 killed or crashed process; ``distributed.scheduler.allowed-failures`` times), and a scheduler
 is one command on any machine (``dask scheduler``, ``dask worker ADDRESS``) or one line
 on a batch cluster (dask-jobqueue). Each worker sets JAX up as the command line does when it
-starts (:class:`JaxSetUp`), also one started to replace a lost one.
+starts (:class:`JaxSetUp`: XLA on one thread, the compile cache), also one started to
+replace a lost one.
 """
 
 from __future__ import annotations
@@ -19,14 +20,14 @@ __all__ = ["JaxSetUp", "cluster_map"]
 
 
 class JaxSetUp(WorkerPlugin):
-    """Run :func:`mb_estimation.numerics.configure_jax` on every worker as it starts."""
+    """Set every worker up as it starts (:func:`.windows.set_up_worker`)."""
 
     name = "mb_estimation-jax"
 
     def setup(self, worker) -> None:
-        from mb_estimation.numerics import configure_jax
+        from mb_estimation.tracking.windows import set_up_worker
 
-        configure_jax()
+        set_up_worker()
 
 
 def cluster_map(client: Client, in_flight: int) -> Callable[[Callable, Iterable], Iterator]:

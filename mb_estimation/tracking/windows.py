@@ -30,8 +30,8 @@ from mb_estimation.online.windows import drift_settings, judged, result_estimate
 from mb_estimation.signals import Recording
 from mb_estimation.stamps import NS_PER_S
 
-__all__ = ["TrackedWindow", "Tracking", "WindowToFit", "bounded_map", "cut_windows",
-           "judge_window", "track_windows"]
+__all__ = ["WORKER_XLA_FLAGS", "TrackedWindow", "Tracking", "WindowToFit", "bounded_map",
+           "cut_windows", "judge_window", "set_up_worker", "track_windows"]
 
 
 @dataclass(frozen=True)
@@ -201,3 +201,25 @@ def bounded_map(executor: concurrent.futures.Executor, in_flight: int
             yield future.result()
 
     return run
+
+
+#: XLA on one thread in a worker: the workers are the parallelism. Multi-threaded kernels in
+#: two workers on two cores made them 1.32× one worker on an hour of windows; single-threaded,
+#: 1.62× (6 × 60 s). The numbers then differ from a multi-threaded process by round-off.
+WORKER_XLA_FLAGS = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+
+
+def set_up_worker() -> None:
+    """Set a worker process up before its first window: XLA on one thread, JAX as the CLI.
+
+    :data:`WORKER_XLA_FLAGS` join ``XLA_FLAGS`` (read when XLA first computes, so before
+    any window), then :func:`mb_estimation.numerics.configure_jax` (the compile cache).
+    """
+    import os
+
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_cpu_multi_thread_eigen" not in flags:
+        os.environ["XLA_FLAGS"] = f"{flags} {WORKER_XLA_FLAGS}".strip()
+    from mb_estimation.numerics import configure_jax
+
+    configure_jax()
