@@ -14,7 +14,12 @@ import numpy as np
 
 from mb_estimation import lie
 from mb_estimation.numerics import jax
-from mb_estimation.rigs.parameters import RigSpec, tangent_size, tangent_slices
+from mb_estimation.rigs.parameters import (
+    RigSpec,
+    tangent_labels,
+    tangent_size,
+    tangent_slices,
+)
 
 jnp = jax.numpy
 
@@ -49,10 +54,7 @@ class FreeParameters:
     @property
     def tangent_labels(self) -> tuple[str, ...]:
         """One label per entry of ``δχ``: the name, or ``name_rx/ry/rz`` for a quaternion."""
-        labels = []
-        for name, kind in zip(self.names, self.kinds, strict=False):
-            labels += [f"{name}_r{axis}" for axis in "xyz"] if kind == "quaternion" else [name]
-        return tuple(labels)
+        return tangent_labels(self.names, self.kinds)
 
 
 def parameters_boxplus(free: FreeParameters, values: Mapping[str, jax.Array], delta):

@@ -55,7 +55,7 @@ from mb_estimation.online.fusion import (
 from mb_estimation.pseudo_inverse import mark_undetermined
 
 __all__ = ["HOUR_S", "DriftSettings", "DriftingEstimate", "alarms", "drift_values",
-           "load_drifting", "per_tangent_entry", "rate_labels", "save_drifting", "track"]
+           "load_drifting", "per_tangent_entry", "save_drifting", "track"]
 
 HOUR_S = 3600.0
 
@@ -263,14 +263,6 @@ def _exceeding_since(rates: np.ndarray, std: np.ndarray, since: np.ndarray, time
     return np.where(exceeding, np.where(np.isnan(since), time_s, since), np.nan)
 
 
-def rate_labels(estimate: ParameterEstimate) -> tuple[str, ...]:
-    """One label per tangent entry: the name, ``name_rx/ry/rz`` for a quaternion."""
-    labels = []
-    for name, kind in zip(estimate.names, estimate.kinds, strict=True):
-        labels += [f"{name}_r{axis}" for axis in "xyz"] if kind == "quaternion" else [name]
-    return tuple(labels)
-
-
 def drift_values(drifting: DriftingEstimate, alarm_s: float) -> dict[str, str]:
     """The drift as diagnostics.
 
@@ -278,7 +270,7 @@ def drift_values(drifting: DriftingEstimate, alarm_s: float) -> dict[str, str]:
     (``"rate ± std"``, or ``not determined``) per tangent entry.
     """
     values = {"drift_alarm": ",".join(alarms(drifting, alarm_s))}
-    for label, rate, std in zip(rate_labels(drifting.estimate), drifting.rates,
+    for label, rate, std in zip(drifting.estimate.labels, drifting.rates,
                                 drifting.rate_std, strict=True):
         values[f"rate_per_hour.{label}"] = (f"{rate:.4g} ± {std:.2g}" if np.isfinite(std)
                                             else "not determined")
@@ -290,7 +282,7 @@ def alarms(drifting: DriftingEstimate, alarm_s: float) -> tuple[str, ...]:
     held = drifting.time_s - drifting.exceeding_since_s
     with np.errstate(invalid="ignore"):
         alarming = ~np.isnan(held) & (held >= alarm_s)
-    return tuple(label for label, on in zip(rate_labels(drifting.estimate), alarming,
+    return tuple(label for label, on in zip(drifting.estimate.labels, alarming,
                                             strict=True) if on)
 
 

@@ -69,7 +69,7 @@ from mb_estimation.pseudo_inverse import (
     mark_undetermined,
     scaled_pseudo_inverse,
 )
-from mb_estimation.rigs.parameters import tangent_size, tangent_slices
+from mb_estimation.rigs.parameters import tangent_labels, tangent_size, tangent_slices
 
 __all__ = [
     "FORMAT",
@@ -155,6 +155,11 @@ class ParameterEstimate:
     def slices(self) -> dict[str, slice]:
         """Each parameter's rows of the covariance (1 for a scalar, 3 for a quaternion)."""
         return tangent_slices(self.names, self.kinds)
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """One label per covariance row: the name, ``name_rx/ry/rz`` for a quaternion."""
+        return tangent_labels(self.names, self.kinds)
 
     @property
     def std(self) -> dict[str, np.ndarray]:

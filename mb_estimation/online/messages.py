@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from mb_estimation.lie import quat_boxminus
-from mb_estimation.online.drift import DriftingEstimate, rate_labels
+from mb_estimation.online.drift import DriftingEstimate
 from mb_estimation.online.fusion import ParameterEstimate
 
 DIAGNOSTIC_OK, DIAGNOSTIC_WARN, DIAGNOSTIC_ERROR = 0, 1, 2
@@ -28,19 +28,17 @@ def parameter_matrix(estimate: ParameterEstimate) -> tuple[tuple[str, ...], np.n
     deviation the data does not determine (``inf``) is given as ``-1``: nothing non-finite is
     published.
     """
-    labels, values, stds = [], [], []
+    values, stds = [], []
     std = estimate.std
     for name in estimate.names:
         value = np.asarray(estimate.values[name], dtype=np.float64).ravel()
         spread = np.asarray(std[name], dtype=np.float64).ravel()
         if value.size == 4:
-            labels += [f"{name}_r{axis}" for axis in "xyz"]
             values += list(quat_boxminus(value, IDENTITY))
         else:
-            labels.append(name)
             values.append(float(value[0]))
         stds += [float(s) if np.isfinite(s) else -1.0 for s in spread]
-    return tuple(labels), np.array([values, stds], dtype=np.float64)
+    return estimate.labels, np.array([values, stds], dtype=np.float64)
 
 
 def rate_matrix(drifting: DriftingEstimate) -> tuple[tuple[str, ...], np.ndarray]:
@@ -49,7 +47,7 @@ def rate_matrix(drifting: DriftingEstimate) -> tuple[tuple[str, ...], np.ndarray
     One column per tangent entry, labelled as :func:`parameter_matrix` labels them.
     """
     std = drifting.rate_std
-    return rate_labels(drifting.estimate), np.array(
+    return drifting.estimate.labels, np.array(
         [drifting.rates, np.where(np.isfinite(std), std, -1.0)], dtype=np.float64)
 
 

@@ -53,6 +53,18 @@ def tangent_size(kind: str) -> int:
     return 3 if kind == "quaternion" else 1
 
 
+def tangent_labels(names, kinds) -> tuple[str, ...]:
+    """One label per tangent entry, as :func:`tangent_slices` lays them out.
+
+    The name for a scalar, ``name_rx/ry/rz`` (its rotation vector's components) for a
+    quaternion.
+    """
+    labels = []
+    for name, kind in zip(names, kinds, strict=True):
+        labels += [f"{name}_r{axis}" for axis in "xyz"] if kind == "quaternion" else [name]
+    return tuple(labels)
+
+
 def tangent_slices(names, kinds) -> dict[str, slice]:
     """Each parameter's slice of a tangent vector ``δχ`` stacked in the order of ``names``.
 
