@@ -48,7 +48,6 @@ from mb_estimation.online.drift import (
     drift_values,
     load_drifting,
     save_drifting,
-    track,
 )
 from mb_estimation.online.fusion import ParameterEstimate
 from mb_estimation.online.intake import SampleIntake
@@ -57,13 +56,12 @@ from mb_estimation.online.windows import (
     Window,
     WindowOutcome,
     check_drift_names,
-    drift_settings,
     estimate_window,
     judged,
     nearest_points,
     result_estimate,
     window_step,
-    within_bounds,
+    with_window,
 )
 from mb_estimation.online.worker import WindowWorker
 from mb_estimation.setup import warm_up_recording
@@ -303,10 +301,7 @@ class EstimatorCore:
                 return
             same_time_base = window.generation == self.intake.generation
             self._last_accepted = estimate
-            drifting = track(self._drifting, estimate, stamp_ns / NS_PER_S,
-                             drift_settings(self.config, estimate, self._drifting))
-            drifting = dataclasses.replace(
-                drifting, estimate=within_bounds(self.config, drifting.estimate))
+            drifting = with_window(self.config, self._drifting, estimate, stamp_ns / NS_PER_S)
             self._drifting = drifting
         if self._state_file is not None:
             try:

@@ -19,7 +19,12 @@ from mb_estimation.config.sections import drift_noise_by_parameter
 from mb_estimation.errors import first_line
 from mb_estimation.estimation import EstimationResult, FitStatus
 from mb_estimation.fitting import fit
-from mb_estimation.online.drift import DriftingEstimate, DriftSettings, per_tangent_entry
+from mb_estimation.online.drift import (
+    DriftingEstimate,
+    DriftSettings,
+    per_tangent_entry,
+    track,
+)
 from mb_estimation.online.fusion import ParameterEstimate
 from mb_estimation.setup import PAPER_STEP_S, set_up
 from mb_estimation.signals import Recording
@@ -188,6 +193,17 @@ def check_drift_names(config: Config) -> None:
     if unknown:
         raise ConfigError(f"node.drift_noise_by_parameter names {', '.join(sorted(unknown))}, "
                           f"not free (free: {', '.join(config.free)})")
+
+
+def with_window(config: Config, drifting: DriftingEstimate | None,
+                estimate: ParameterEstimate, time_s: float) -> DriftingEstimate:
+    """The fused values and rates after an accepted window ending at ``time_s`` [s].
+
+    :func:`~.drift.track` with the node's settings (:func:`drift_settings`), the fused values
+    clipped to the config's box (:func:`within_bounds`): what the node and ``track`` keep.
+    """
+    tracked = track(drifting, estimate, time_s, drift_settings(config, estimate, drifting))
+    return dataclasses.replace(tracked, estimate=within_bounds(config, tracked.estimate))
 
 
 def drift_settings(config: Config, estimate: ParameterEstimate,

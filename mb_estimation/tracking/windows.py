@@ -23,10 +23,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from mb_estimation.config import Config
-from mb_estimation.online.drift import DriftingEstimate, track
+from mb_estimation.online.drift import DriftingEstimate
 from mb_estimation.online.fusion import ParameterEstimate, fuse
 from mb_estimation.online.intake import WINDOW_MARGIN_FRACTION
-from mb_estimation.online.windows import drift_settings, judged, result_estimate, within_bounds
+from mb_estimation.online.windows import judged, result_estimate, with_window
 from mb_estimation.signals import Recording
 from mb_estimation.stamps import NS_PER_S
 
@@ -161,12 +161,8 @@ def track_windows(config: Config, windows: Iterable[WindowToFit], *,
     for verdict in verdicts:
         if not verdict.accepted:
             continue
-        previous = drift[-1] if drift else None
-        drifting = track(previous, verdict.estimate, verdict.end_s,
-                         drift_settings(config, verdict.estimate, previous))
-        drift.append(DriftingEstimate(within_bounds(config, drifting.estimate), drifting.rates,
-                                      drifting.information, drifting.time_s,
-                                      drifting.exceeding_since_s))
+        drift.append(with_window(config, drift[-1] if drift else None, verdict.estimate,
+                                 verdict.end_s))
         by_source[verdict.source] = fuse(by_source.get(verdict.source), verdict.estimate)
     return Tracking(tuple(verdicts), tuple(drift), by_source)
 
