@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 import pytest
+from test_fusion import window_with_undetermined_directions
 
 from mb_estimation.lie import quat_boxminus, quat_exp, quat_multiply
 from mb_estimation.online.drift import (
@@ -282,15 +283,7 @@ def test_random_undetermined_directions_never_produce_non_finite_values():
     settings = DriftSettings(np.full(4, 0.3), np.ones(4))
     tracked = None
     for k in range(200):
-        m = rng.standard_normal((4, 4))
-        covariance = m @ m.T
-        undetermined = rng.random(4) < 0.4
-        covariance[undetermined, :] = 0.0
-        covariance[:, undetermined] = 0.0
-        covariance[undetermined, undetermined] = INF if rng.random() < 0.5 else 0.0
-        window = ParameterEstimate(tuple("abcd"), {n: np.array([v]) for n, v in zip(
-            "abcd", rng.standard_normal(4) * 1e3, strict=True)}, covariance)
-        tracked = track(tracked, window, 5.0 * k, settings)
+        tracked = track(tracked, window_with_undetermined_directions(rng), 5.0 * k, settings)
         assert all(np.all(np.isfinite(v)) for v in tracked.estimate.values.values())
         assert np.all(np.isfinite(tracked.rates))
         assert not np.any(np.isnan(tracked.estimate.covariance))

@@ -167,18 +167,22 @@ def test_neither_estimate_informative_keeps_the_previous_value_and_infinite_std(
     assert fused.std["a"][0] == pytest.approx(math.sqrt(2.0))
 
 
+def window_with_undetermined_directions(rng) -> ParameterEstimate:
+    """Four scalars a-d, about 40 % of them undetermined (``inf`` or 0 variance), at random."""
+    m = rng.standard_normal((4, 4))
+    covariance = m @ m.T
+    undetermined = rng.random(4) < 0.4
+    covariance[undetermined, :] = 0.0
+    covariance[:, undetermined] = 0.0
+    covariance[undetermined, undetermined] = INF if rng.random() < 0.5 else 0.0
+    return scalars(rng.standard_normal(4) * 1e3, covariance)
+
+
 def test_random_undetermined_directions_never_produce_non_finite_values():
     rng = np.random.default_rng(5)
     fused = None
     for _ in range(200):
-        m = rng.standard_normal((4, 4))
-        covariance = m @ m.T
-        undetermined = rng.random(4) < 0.4
-        covariance[undetermined, :] = 0.0
-        covariance[:, undetermined] = 0.0
-        covariance[undetermined, undetermined] = INF if rng.random() < 0.5 else 0.0
-        window = scalars(rng.standard_normal(4) * 1e3, covariance)
-        fused = fuse(fused, window)
+        fused = fuse(fused, window_with_undetermined_directions(rng))
         assert all(np.all(np.isfinite(v)) for v in fused.values.values())
         assert not np.any(np.isnan(fused.covariance))
 
