@@ -199,9 +199,9 @@ def bounded_map(executor: concurrent.futures.Executor, in_flight: int
     return run
 
 
-#: XLA on one thread in a worker: the workers are the parallelism. Multi-threaded kernels in
-#: two workers on two cores made them 1.32× one worker on an hour of windows; single-threaded,
-#: 1.62× (6 × 60 s). The numbers then differ from a multi-threaded process by round-off.
+#: XLA on one thread in a worker: the workers are the parallelism, and multi-threaded kernels
+#: in several workers contend for the same cores (benchmarks/RESULTS.md, "Over logs"). The
+#: numbers then differ from a multi-threaded process by round-off.
 WORKER_XLA_FLAGS = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 
 
