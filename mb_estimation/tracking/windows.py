@@ -200,8 +200,8 @@ def bounded_map(executor: concurrent.futures.Executor, in_flight: int
 
 
 #: XLA on one thread in a worker: the workers are the parallelism, and multi-threaded kernels
-#: in several workers contend for the same cores (benchmarks/RESULTS.md, "Over logs"). The
-#: numbers then differ from a multi-threaded process by round-off.
+#: in several workers contend for the same cores. The numbers then differ from a
+#: multi-threaded process by round-off.
 WORKER_XLA_FLAGS = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 
 
