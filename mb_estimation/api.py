@@ -345,7 +345,9 @@ def write_simulated_bag(config: Config, scenario: str | Scenario, output: str | 
                         rate_hz: float | None = None, noise_rad: float | None = None,
                         seed: int = 0, encoder_counts: int | None = None,
                         storage: str = "sqlite3", overwrite: bool = False,
-                        start_time_s: float = SIMULATED_START_TIME_S) -> SimulatedBag:
+                        start_time_s: float = SIMULATED_START_TIME_S,
+                        drifts: Mapping[str, tuple[float, float]] | None = None
+                        ) -> SimulatedBag:
     """Simulate the config's rig through ``scenario`` and write a rosbag2 bag (simulate).
 
     The model the config's ``hinges`` declare (:func:`~mb_estimation.setup.model_of`) steps
@@ -354,7 +356,10 @@ def write_simulated_bag(config: Config, scenario: str | Scenario, output: str | 
     ``simulation`` section). The bag at ``output`` holds the joint states and the voltage as
     the config's ``recording`` reads them (topics, names, offset, sign, the voltage's type or
     joint), stamped from ``start_time_s`` [s since the epoch]; beside them ground_truth.yaml, the
-    config with these settings (a valid config). ``output`` must not exist unless ``overwrite``.
+    config with these settings (a valid config; its values the rig's at the start). ``drifts``
+    (:func:`~mb_estimation.simulation.drifted_values`): a wearing rig, each named parameter
+    moving linearly from its value at the start. ``output`` must not exist unless
+    ``overwrite``.
     """
     settings = config.simulation
     dt = dt if dt is not None else settings.dt
@@ -372,7 +377,7 @@ def write_simulated_bag(config: Config, scenario: str | Scenario, output: str | 
     started = time.perf_counter()
     recording = model.simulate(config.parameters, scenario, duration_s=duration_s, dt=dt,
                                rate_hz=rate, noise_rad=noise, seed=seed,
-                               encoder_counts=counts)
+                               encoder_counts=counts, drifts=drifts)
     elapsed = time.perf_counter() - started
 
     recording_settings = config.recording
@@ -406,6 +411,10 @@ def write_simulated_bag(config: Config, scenario: str | Scenario, output: str | 
         f"duration {duration_s} s, step {dt} s,\n# rate {rate} Hz, noise {noise} rad, "
         f"seed {seed}, encoder counts {counts}. A valid config: use it with --config.\n"
     )
+    if drifts:
+        header += ("# A wearing rig: the values below are the start's; " + ", ".join(
+            f"{name} {100 * fraction:+g} % every {period:g} s" for name, (fraction, period)
+            in drifts.items()) + ", linearly.\n")
     truth = config.to_dict()
     truth["simulation"].update(dt=dt, rate_hz=rate, noise_rad=noise, encoder_counts=counts)
     (output / "ground_truth.yaml").write_text(header + yaml.safe_dump(truth, sort_keys=False))

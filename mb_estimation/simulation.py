@@ -190,6 +190,7 @@ def simulate_recording(
     seed: int = 0,
     encoder_counts: int | None = None,
     rigid: bool = False,
+    drifts: Mapping[str, tuple[float, float]] | None = None,
 ) -> SimulatedRecording:
     """Simulate ``scenario`` on ``rig`` with parameter ``values`` for ``duration_s`` seconds.
 
@@ -199,14 +200,21 @@ def simulate_recording(
     is updated at ``rate_hz``. Noise is zero-mean Gaussian with standard deviation
     ``noise_rad``, drawn from ``numpy.random.default_rng(seed)``. ``scenario``: a name
     (:data:`~mb_estimation.scenarios.SCENARIOS`) or a played input
-    (:func:`~mb_estimation.scenarios.played_scenario`).
+    (:func:`~mb_estimation.scenarios.played_scenario`). ``drifts`` (:func:`drifted_values`):
+    a wearing rig, its parameters moved from ``values`` at the start to their values at each
+    chunk's start (:data:`SIMULATION_CHUNK` samples) and held through the chunk.
     """
     if duration_s <= 0:
         raise SimulationError(f"duration must be positive, got {duration_s} s")
     num_samples = int(round(duration_s * rate_hz))
     substeps, system, plan, state = _scenario_start(rig, values, scenario, dt, rate_hz, rigid)
+    if drifts:
+        drifted_values(values, drifts, 0.0)  # checks the names at once
     pieces = []
     for offset in range(0, max(num_samples, 1), SIMULATION_CHUNK):
+        if drifts and offset:
+            system = built_system(rig, parameter_arrays(drifted_values(values, drifts,
+                                                                       offset / rate_hz)))
         state, bodies, inputs, angles, rates = _scenario_run(system, plan, state, dt, substeps,
                                                              SIMULATION_CHUNK, offset)
         if offset:  # a chunk's first state is the last one's end

@@ -193,6 +193,34 @@ def test_a_drifting_rig_moves_its_parameters_at_each_chunk(config):
         rig_sim_messages(config, SCENARIO, duration_s=1.0, drifts={"bogus": (0.1, 1.0)})
 
 
+def test_simulate_wears_the_rig_as_rig_sim_does(config):
+    """A simulated bag's wear steps at each of its chunks, as rig-sim's with chunks that long."""
+    from mb_estimation.rigs import get_rig
+    from mb_estimation.simulation import SIMULATION_CHUNK, simulate_recording
+
+    rate, drifts = 1000.0, {"b1": (10.0, 0.5)}
+    duration = 2.4 * SIMULATION_CHUNK / rate  # three chunks
+
+    def simulated(wear):
+        return simulate_recording(
+            get_rig(config.rig, config.friction), config.parameters, SCENARIO,
+            duration_s=duration, dt=config.simulation.dt, rate_hz=rate,
+            noise_rad=config.simulation.noise_rad, seed=SEED,
+            encoder_counts=config.simulation.encoder_counts, rigid=config.hinges == "rigid",
+            drifts=wear).measured_angles
+
+    steady, drifting = simulated(None), simulated(drifts)
+    np.testing.assert_array_equal(drifting[:SIMULATION_CHUNK], steady[:SIMULATION_CHUNK])
+    assert np.abs(drifting[SIMULATION_CHUNK:] - steady[SIMULATION_CHUNK:]).max() > 1e-3
+    messages = rig_sim_messages(config, SCENARIO, duration_s=duration, rate_hz=rate,
+                                start_ns=START_NS, seed=SEED, chunk_s=SIMULATION_CHUNK / rate,
+                                drifts=drifts)
+    positions = np.stack([m.payload.positions for m in _joint_states(messages)])
+    expected = np.stack([ARM.sign * drifting[:, 0] + ARM.offset,
+                         PENDULUM.sign * drifting[:, 1] + PENDULUM.offset], 1)
+    np.testing.assert_allclose(positions, expected, rtol=0, atol=1e-12)
+
+
 def test_rig_sim_runs_for_ever_on_the_wall_clock(config):
     before = time.time_ns()
     endless = rig_sim_messages(config, SCENARIO, duration_s=None, rate_hz=RATE, chunk_s=DURATION)

@@ -46,7 +46,7 @@ def main() -> None:
         filter_study()
         return
     configure_jax()
-    from mb_estimation.cli.players import parse_drifts
+    from mb_estimation.cli.common import parse_drifts
     from mb_estimation.config import apply_overrides, load_config
     from mb_estimation.online.core import EstimatorCore, NodeOutputs, with_node
     from mb_estimation.online.drift import HOUR_S, alarms

@@ -5,7 +5,7 @@
 
 A rigid furuta_synthetic recorded ``--recordings`` times over one hour (``--duration`` s of
 the multisine each, 1 kHz, 0.001 rad noise, evenly spread), its b1 rising 20 % over the hour
-(each recording simulated at its time's b1), tracked through the command line
+(linearly in time, within each recording too), tracked through the command line
 (``track --free J_Azz,J_Byy,b1,b2``) with each worker count of ``--workers``: wall time,
 peak memory of the largest worker process (or of this one with one worker), b1's rate against
 the truth and the drift alarm. Then the same rig without wear for ``--seeds`` noise seeds:
@@ -28,7 +28,11 @@ RISE = 0.2  # of b1 over the hour
 
 
 def simulate(folder: Path, count: int, duration_s: float, seed: int, rise: float) -> list[str]:
-    """``count`` recordings over an hour, b1 rising by ``rise``; the bags' paths."""
+    """``count`` recordings over an hour, b1 rising by ``rise``; the bags' paths.
+
+    The truth is linear in time, within each recording too: ``b1 (1 + rise t / 1 h)`` from
+    the first recording's start (the simulator's drift, moved every 512 samples).
+    """
     from mb_estimation.api import SIMULATED_START_TIME_S, write_simulated_bag
     from mb_estimation.config import apply_overrides, load_config
 
@@ -39,9 +43,11 @@ def simulate(folder: Path, count: int, duration_s: float, seed: int, rise: float
         hours = k / max(count - 1, 1)
         config = apply_overrides(truth, set_values={"b1": b1 * (1 + rise * hours)})
         bag = folder / f"seed{seed}_recording{k}"
+        within = {"b1": (rise / (1 + rise * hours), 3600.0)} if rise else None
         write_simulated_bag(config, "multisine", bag, duration_s=duration_s + 0.5,
                             seed=100 * seed + k,
-                            start_time_s=SIMULATED_START_TIME_S + 3600.0 * hours)
+                            start_time_s=SIMULATED_START_TIME_S + 3600.0 * hours,
+                            drifts=within)
         bags.append(str(bag))
     return bags
 

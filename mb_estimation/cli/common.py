@@ -6,6 +6,7 @@ Light to import (no JAX, no numpy): ``mb-estimation --help`` builds every parser
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 from mb_estimation.errors import UserError
@@ -213,3 +214,19 @@ def played_input(path, config, *, rate_hz=None, duration_s=None):
     length_s = float(time_s[-1] - time_s[0])
     duration = length_s if duration_s is None else min(duration_s, length_s)
     return played_scenario(inputs, config.rig), rate, duration
+
+
+_DRIFT = re.compile(r"^\s*(\w+)\s*=\s*([+-]?\d+(?:\.\d*)?)\s*%\s*/\s*(\d+(?:\.\d*)?)\s*s\s*$")
+
+
+def parse_drifts(text: str | None) -> dict[str, tuple[float, float]]:
+    """``--drift``: ``"b1=+20%/600s,K=-5%/3600s"`` -> ``{"b1": (0.2, 600.0), ...}``."""
+    drifts = {}
+    for item in (text or "").split(","):
+        if not item.strip():
+            continue
+        match = _DRIFT.match(item)
+        if match is None or float(match[3]) <= 0.0:
+            raise UserError(f"--drift: {item.strip()!r} is not NAME=±P%/Ts (e.g. b1=+20%/600s)")
+        drifts[match[1]] = (float(match[2]) / 100.0, float(match[3]))
+    return drifts

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import re
 
 from mb_estimation.cli.common import (
     SCENARIOS,
@@ -13,6 +12,7 @@ from mb_estimation.cli.common import (
     add_hinges_option,
     check_bags,
     load_config,
+    parse_drifts,
     played_input,
 )
 from mb_estimation.cli.ros_options import (
@@ -50,7 +50,7 @@ def add_rig_sim(commands) -> None:
                          help="simulated time [s] (default: forever)")
     rig_sim.add_argument("--dt", type=float, metavar="H",
                          help="simulation step [s] (default: the config's simulation.dt)")
-    rig_sim.add_argument("--drift", metavar="NAME=±P%%/Ts,...",
+    rig_sim.add_argument("--drift", metavar="NAME=±P%/Ts,...",
                          help="a wearing rig: each named parameter changes by P %% of its value "
                          "every T seconds, linearly (stepped every 10 s), e.g. b1=+20%%/600s")
     add_hinges_option(rig_sim, SIMULATED_HINGES)
@@ -138,20 +138,3 @@ def replay_command(args) -> int:
     # publishers first, waiting for subscribers: the first messages are not lost to discovery
     return _play(args, bag_messages(args.bag, loop=args.loop), speed=args.rate,
                  topics=bag_topics(args.bag))
-
-
-_DRIFT = re.compile(r"^\s*(\w+)\s*=\s*([+-]?\d+(?:\.\d*)?)\s*%\s*/\s*(\d+(?:\.\d*)?)\s*s\s*$")
-
-
-def parse_drifts(text: str | None) -> dict[str, tuple[float, float]]:
-    """``--drift``: ``"b1=+20%/600s,K=-5%/3600s"`` -> ``{"b1": (0.2, 600.0), ...}``."""
-    drifts = {}
-    for item in (text or "").split(","):
-        if not item.strip():
-            continue
-        match = _DRIFT.match(item)
-        if match is None or float(match[3]) <= 0.0:
-            raise UserError(f"--drift: {item.strip()!r} is not NAME=±P%/Ts "
-                                  f"(e.g. b1=+20%/600s)")
-        drifts[match[1]] = (float(match[2]) / 100.0, float(match[3]))
-    return drifts

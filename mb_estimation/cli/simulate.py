@@ -11,6 +11,7 @@ from mb_estimation.cli.common import (
     add_config_options,
     add_hinges_option,
     load_config,
+    parse_drifts,
     played_input,
 )
 
@@ -69,6 +70,10 @@ def add_simulate(commands) -> None:
     simulate.add_argument("--start-time", type=float, metavar="S",
                           help="stamp of the first sample [s since the epoch] (default "
                           "1700000000): recordings of one rig over hours, for track")
+    simulate.add_argument("--drift", metavar="NAME=±P%/Ts,...",
+                          help="a wearing rig: each named parameter changes by P %% of its "
+                          "value every T seconds, linearly (stepped every 512 samples), e.g. "
+                          "b1=+20%%/3600s; ground_truth.yaml holds the values at the start")
     simulate.set_defaults(handler=simulate_command)
 
 
@@ -122,6 +127,7 @@ def simulate_command(args) -> int:
         config, scenario, output, duration_s=duration, dt=args.dt,
         rate_hz=rate, noise_rad=args.noise, seed=args.seed,
         encoder_counts=args.encoder_counts, storage=args.storage, overwrite=args.overwrite,
+        drifts=parse_drifts(args.drift),
         **({} if args.start_time is None else {"start_time_s": args.start_time})))
     return 0
 
