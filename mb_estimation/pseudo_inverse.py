@@ -55,3 +55,11 @@ def mark_undetermined(covariance: np.ndarray, undetermined: np.ndarray) -> np.nd
     covariance[:, undetermined] = 0.0
     covariance[undetermined, undetermined] = np.inf
     return covariance
+
+
+def std_text(std: float) -> str:
+    """A standard deviation as printed: two digits, or ``not determined`` where it is marked so.
+
+    Marked: infinite or NaN (:func:`mark_undetermined`), or negative (the messages' mark).
+    """
+    return f"{std:.2g}" if np.isfinite(std) and std >= 0 else "not determined"

@@ -2,8 +2,8 @@
 
 The cut is checked on a hand-made recording; the whole command on simulated bags of a rig
 whose b1 rises 20 % per hour, recorded three times over that hour (10 s each): the rate is
-found, and two worker processes, this process alone and a Dask cluster that loses a worker
-mid-run all give the same numbers.
+found, and two worker processes of which one is killed mid-run, this process alone and a Dask
+cluster that loses a worker mid-run all give the same numbers.
 """
 
 import numpy as np
@@ -71,18 +71,59 @@ FREE = "J_Azz,J_Byy,b1,b2"
 
 @pytest.fixture(scope="module")
 def tracked(wearing_rig):
-    """``track`` on two local worker processes: its output folder and what it printed."""
+    """``track`` on two local worker processes, one killed once the first window is back.
+
+    Its output folder and what it printed.
+    """
     import contextlib
     import io
+    import multiprocessing
+    import os
+    import signal
+
+    import mb_estimation.tracking
 
     folder, bags, _ = wearing_rig
     output = folder / "tracked"
     printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
+    killed = []
+    track_windows_here = mb_estimation.tracking.track_windows
+
+    def killing_one_worker(config, windows, **options):
+        def kill_once(verdict):
+            options["progress"](verdict)
+            if not killed:
+                killed.append(multiprocessing.active_children()[0].pid)
+                os.kill(killed[0], signal.SIGKILL)
+        return track_windows_here(config, windows, **{**options, "progress": kill_once})
+
+    with contextlib.redirect_stdout(printed), pytest.MonkeyPatch.context() as patch:
+        patch.setattr(mb_estimation.tracking, "track_windows", killing_one_worker)
         status = main(["track", *bags, "--config", "furuta_synthetic", "--free", FREE,
                        "--output", str(output), "--workers", "2"])
-    assert status == 0, printed.getvalue()
+    assert status == 0 and killed, printed.getvalue()
     return output, printed.getvalue()
+
+
+def test_a_window_whose_worker_keeps_dying_is_given_up_and_the_rest_go_on():
+    import concurrent.futures
+    import multiprocessing
+
+    import worker_deaths
+
+    from mb_estimation.tracking.windows import WORKER_DEATHS_ALLOWED, bounded_map
+
+    started = []
+
+    def pool():
+        started.append(1)
+        return concurrent.futures.ProcessPoolExecutor(
+            1, mp_context=multiprocessing.get_context("spawn"))
+
+    run = bounded_map(pool, 1, lambda item, reason: (item, reason))
+    results = list(run(worker_deaths.tenfold_or_die, [1, -1, 2]))
+    assert results == [10, (-1, f"its worker process died {WORKER_DEATHS_ALLOWED} times"), 20]
+    assert len(started) == 1 + WORKER_DEATHS_ALLOWED
 
 
 def test_track_finds_the_rate_and_workers_change_nothing(wearing_rig, tracked):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from pathlib import Path
@@ -53,7 +54,14 @@ def track_command(args) -> int:
     from mb_estimation.online.drift import alarms
     from mb_estimation.online.messages import parameter_matrix, rate_matrix
     from mb_estimation.online.windows import check_drift_names
-    from mb_estimation.tracking import bounded_map, cut_windows, track_windows, write_tracking
+    from mb_estimation.pseudo_inverse import std_text
+    from mb_estimation.tracking import (
+        bounded_map,
+        cut_windows,
+        lost_window,
+        track_windows,
+        write_tracking,
+    )
 
     check_bags(args.bags)
     config = load_config(args)
@@ -83,7 +91,13 @@ def track_command(args) -> int:
                 skipped.append(path)
                 print(f"warning: skipped {error}", file=sys.stderr, flush=True)
                 continue
-            yield from cut_windows(recording, config.node.window_s, config.node.stride_s)
+            cut = cut_windows(recording, config.node.window_s, config.node.stride_s)
+            if not cut:
+                length = float(recording.time_s[-1] - recording.time_s[0])
+                print(f"warning: {path} holds {length:.3g} s, less than one window of "
+                      f"{config.node.window_s:g} s: nothing fitted from it (--window)",
+                      file=sys.stderr, flush=True)
+            yield from cut
 
     where = f"the cluster at {args.cluster}" if args.cluster is not None else \
         f"{workers} worker(s)"
@@ -103,9 +117,8 @@ def track_command(args) -> int:
             tracking = track_windows(config, windows(), progress=said,
                                      map=cluster_map(client, max(2 * threads, 2)))
     else:  # processes even for one: the same numbers whatever the count (set_up_worker)
-        with _worker_pool(workers) as pool:
-            tracking = track_windows(config, windows(), progress=said,
-                                     map=bounded_map(pool, 2 * workers))
+        tracking = track_windows(config, windows(), progress=said, map=bounded_map(
+            lambda: _worker_pool(workers), 2 * workers, functools.partial(lost_window, config)))
     if not tracking.windows:
         raise UserError("no recording could be read" if len(skipped) == len(args.bags) else
                         f"no window of {config.node.window_s:g} s fits in the recordings")
@@ -119,16 +132,12 @@ def track_command(args) -> int:
     labels, fused = parameter_matrix(final.estimate)
     rates = rate_matrix(final)[1]
     for k, label in enumerate(labels):
-        print(f"  {label}: {fused[0, k]:.6g} ± {_spread(fused[1, k])}, rate "
-              f"{rates[0, k]:+.4g} ± {_spread(rates[1, k])} per hour")
+        print(f"  {label}: {fused[0, k]:.6g} ± {std_text(fused[1, k])}, rate "
+              f"{rates[0, k]:+.4g} ± {std_text(rates[1, k])} per hour")
     alarmed = alarms(final, config.node.drift_alarm_s)
     print(f"drift alarm: {', '.join(alarmed) if alarmed else 'none'}")
     print(f"wrote {args.output}/windows.csv, tracking.yaml, report.html")
     return 0
-
-
-def _spread(std: float) -> str:
-    return "not determined" if std < 0 else f"{std:.2g}"
 
 
 def _cluster_client(address: str):

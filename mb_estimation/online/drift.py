@@ -52,7 +52,7 @@ from mb_estimation.online.fusion import (
     tangent_difference,
     with_step,
 )
-from mb_estimation.pseudo_inverse import mark_undetermined
+from mb_estimation.pseudo_inverse import mark_undetermined, std_text
 
 __all__ = ["HOUR_S", "DriftSettings", "DriftingEstimate", "alarms", "drift_values",
            "load_drifting", "per_tangent_entry", "save_drifting", "track"]
@@ -272,8 +272,8 @@ def drift_values(drifting: DriftingEstimate, alarm_s: float) -> dict[str, str]:
     values = {"drift_alarm": ",".join(alarms(drifting, alarm_s))}
     for label, rate, std in zip(drifting.estimate.labels, drifting.rates,
                                 drifting.rate_std, strict=True):
-        values[f"rate_per_hour.{label}"] = (f"{rate:.4g} ± {std:.2g}" if np.isfinite(std)
-                                            else "not determined")
+        values[f"rate_per_hour.{label}"] = (f"{rate:.4g} ± {std_text(std)}"
+                                            if np.isfinite(std) else std_text(std))
     return values
 
 

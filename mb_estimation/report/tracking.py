@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mb_estimation.pseudo_inverse import std_text
 from mb_estimation.report.figures import new_figure, png_bytes
 
 __all__ = ["ParameterSeries", "drift_figure", "write_tracking_report"]
@@ -89,8 +90,8 @@ def write_tracking_report(directory: Path, hours: np.ndarray, sources: Sequence[
     figure_path.write_bytes(png)
     rows = "".join(
         f"<tr><td>{html.escape(one.label)}</td><td>{one.fused[-1]:.6g}</td>"
-        f"<td>{_std(one.fused_std[-1])}</td><td>{one.rate_per_hour[-1]:+.4g}</td>"
-        f"<td>{_std(one.rate_std[-1])}</td></tr>" for one in series)
+        f"<td>{std_text(one.fused_std[-1])}</td><td>{one.rate_per_hour[-1]:+.4g}</td>"
+        f"<td>{std_text(one.rate_std[-1])}</td></tr>" for one in series)
     alarm = ", ".join(alarms) if alarms else "none"
     data = base64.b64encode(png).decode("ascii")
     page = f"""<!DOCTYPE html>
@@ -110,7 +111,3 @@ right: the drift rate per hour ± std (drift.png)</figcaption></figure>
     report_path = directory / "report.html"
     report_path.write_text(page, encoding="utf-8")
     return [figure_path, report_path]
-
-
-def _std(value: float) -> str:
-    return f"{value:.2g}" if np.isfinite(value) else "not determined"

@@ -13,8 +13,9 @@ from mb_estimation.tracking.windows import (
     bounded_map,
     cut_windows,
     judge_window,
+    lost_window,
     track_windows,
 )
 
 __all__ = ["TrackedWindow", "Tracking", "WindowToFit", "bounded_map", "cut_windows",
-           "judge_window", "track_windows", "write_tracking"]
+           "judge_window", "lost_window", "track_windows", "write_tracking"]

@@ -30,8 +30,9 @@ from mb_estimation.online.windows import judged, result_estimate, with_window
 from mb_estimation.signals import Recording
 from mb_estimation.stamps import NS_PER_S
 
-__all__ = ["WORKER_XLA_FLAGS", "TrackedWindow", "Tracking", "WindowToFit", "bounded_map",
-           "cut_windows", "judge_window", "set_up_worker", "track_windows"]
+__all__ = ["WORKER_DEATHS_ALLOWED", "WORKER_XLA_FLAGS", "TrackedWindow", "Tracking",
+           "WindowToFit", "bounded_map",
+           "cut_windows", "judge_window", "lost_window", "set_up_worker", "track_windows"]
 
 
 @dataclass(frozen=True)
@@ -134,6 +135,12 @@ def judge_window(config: Config, window: WindowToFit) -> TrackedWindow:
                          time.perf_counter() - started)
 
 
+def lost_window(config: Config, window: WindowToFit, reason: str) -> TrackedWindow:
+    """The verdict of a window that could not be fitted (``reason``): not accepted."""
+    return TrackedWindow(window.source, window.index, window.start_s + config.node.window_s,
+                         False, reason, None, 0.0)
+
+
 def track_windows(config: Config, windows: Iterable[WindowToFit], *,
                   map: Callable[[Callable, Iterable], Iterable] = map,
                   progress: Callable[[TrackedWindow], None] | None = None) -> Tracking:
@@ -177,26 +184,80 @@ class _Judge:
         return judge_window(self.config, window)
 
 
-def bounded_map(executor: concurrent.futures.Executor, in_flight: int
+#: A window in flight when its worker process dies is run again on a fresh pool; one that was
+#: in flight at this many deaths is given up (its verdict says so), so that a window which
+#: kills its worker (out of memory, say) does not end a month's run.
+WORKER_DEATHS_ALLOWED = 3
+
+
+def bounded_map(start_pool: Callable[[], concurrent.futures.Executor], in_flight: int,
+                given_up: Callable[[object, str], object]
                 ) -> Callable[[Callable, Iterable], Iterator]:
-    """A ``map`` on ``executor`` that takes items lazily, at most ``in_flight`` at a time.
+    """A ``map`` on a pool of ``start_pool()``: items taken lazily, ``in_flight`` at a time.
 
     Yields the results as they finish (any order). ``Executor.map`` would take every item at
-    once: every window of every recording in memory.
+    once: every window of every recording in memory. Where a worker process dies (the pool is
+    broken), the items in flight run again on a new pool; an item in flight at
+    :data:`WORKER_DEATHS_ALLOWED` deaths yields ``given_up(item, reason)`` instead. An
+    exception raised by ``function`` itself ends the map.
     """
     def run(function: Callable, items: Iterable) -> Iterator:
-        pending = set()
-        for item in items:
-            pending.add(executor.submit(function, item))
-            if len(pending) >= in_flight:
-                done, pending = concurrent.futures.wait(
-                    pending, return_when=concurrent.futures.FIRST_COMPLETED)
-                for future in done:
-                    yield future.result()
-        for future in concurrent.futures.as_completed(pending):
-            yield future.result()
+        pool = _RestartingPool(start_pool, function, given_up)
+        try:
+            for item in items:
+                pool.submit(item, 0)
+                while len(pool.pending) >= in_flight:
+                    yield from pool.collect()
+            while pool.pending:
+                yield from pool.collect()
+        finally:
+            pool.pool.shutdown(wait=True, cancel_futures=True)
 
     return run
+
+
+class _RestartingPool:
+    """The pool of :func:`bounded_map`: the items in flight, run again where a worker died."""
+
+    def __init__(self, start_pool, function, given_up) -> None:
+        self.start_pool, self.function, self.given_up = start_pool, function, given_up
+        self.pool = start_pool()
+        self.pending: dict = {}  # future -> (item, deaths it was in flight at)
+        self.finished: list = []  # results found while restarting, not yet yielded
+
+    def submit(self, item, deaths: int) -> None:
+        try:
+            self.pending[self.pool.submit(self.function, item)] = (item, deaths)
+        except concurrent.futures.BrokenExecutor:  # a worker died since the last look
+            self._restart()
+            self.pending[self.pool.submit(self.function, item)] = (item, deaths)
+
+    def collect(self) -> list:
+        """The results of the items that finish next (at least one wait for one)."""
+        done, _ = concurrent.futures.wait(self.pending,
+                                          return_when=concurrent.futures.FIRST_COMPLETED)
+        for future in done:
+            if not isinstance(future.exception(), concurrent.futures.BrokenExecutor):
+                del self.pending[future]
+                self.finished.append(future.result())  # raises what the function raised
+        if any(future in self.pending for future in done):
+            self._restart()
+        finished, self.finished = self.finished, []
+        return finished
+
+    def _restart(self) -> None:
+        """A new pool; every item in flight on the broken one run again, or given up."""
+        self.pool.shutdown(wait=True, cancel_futures=True)
+        self.pool = self.start_pool()
+        in_flight, self.pending = self.pending, {}
+        for future, (item, deaths) in in_flight.items():
+            if future.done() and not future.cancelled() and future.exception() is None:
+                self.finished.append(future.result())  # finished before the worker died
+            elif deaths + 1 >= WORKER_DEATHS_ALLOWED:
+                self.finished.append(self.given_up(item, f"its worker process died "
+                                                         f"{deaths + 1} times"))
+            else:
+                self.pending[self.pool.submit(self.function, item)] = (item, deaths + 1)
 
 
 #: XLA on one thread in a worker: the workers are the parallelism, and multi-threaded kernels
