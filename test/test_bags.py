@@ -352,3 +352,53 @@ def test_read_real_humble_bag():
     assert np.all(np.isfinite(js.positions))
     # the leading-slash spelling finds the same topic
     assert len(read_topic(HUMBLE_STEP, "/joint_states")) == 5001
+
+
+def test_messages_of_one_layout_are_read_at_once_and_others_one_by_one():
+    """io.bags.bulk: the numbers of messages that share the first's bytes elsewhere; else None."""
+    from mb_estimation.io.bags.bulk import fixed_layout
+    from mb_estimation.io.bags.reader import _JOINT_STATE_NUMBERS
+
+    store = get_typestore(Stores.ROS2_HUMBLE)
+    state, header = store.types["sensor_msgs/msg/JointState"], store.types["std_msgs/msg/Header"]
+    time = store.types["builtin_interfaces/msg/Time"]
+    rng = np.random.default_rng(1)
+
+    def message(k, frame="base", names=("arm", "pendulum"), velocity=2):
+        return state(header(time(1_700_000_000 + k, 999_999_999 - k), frame), list(names),
+                     rng.normal(size=2), rng.normal(size=velocity), np.zeros(0))
+
+    messages = [message(k) for k in range(5)]
+    messages[2].position[0] = np.nan  # a number like any other to the layout
+    raws = [bytes(store.serialize_cdr(m, state.__msgtype__)) for m in messages]
+    numbers = fixed_layout(store, state.__msgtype__, raws, messages[0], _JOINT_STATE_NUMBERS)
+    np.testing.assert_array_equal(numbers["sec"], [1_700_000_000 + k for k in range(5)])
+    np.testing.assert_array_equal(numbers["nanosec"], [999_999_999 - k for k in range(5)])
+    np.testing.assert_array_equal(numbers["position"], np.stack([m.position for m in messages]))
+    np.testing.assert_array_equal(numbers["velocity"], np.stack([m.velocity for m in messages]))
+    assert numbers["effort"].shape == (5, 0)
+    for odd in (message(5, frame="tool"), message(5, names=("arm", "pendule")),
+                message(5, velocity=0)):  # same length, other bytes; other length
+        others = raws + [bytes(store.serialize_cdr(odd, state.__msgtype__))]
+        assert fixed_layout(store, state.__msgtype__, others, messages[0],
+                            _JOINT_STATE_NUMBERS) is None
+
+
+def test_joint_states_read_at_once_or_one_by_one_are_the_same(tmp_path, monkeypatch):
+    import mb_estimation.io.bags.reader as reader
+
+    t_joint, pos, vel, t_volt, volt = _rig(n=30, m=20)
+    bag = write_rig_bag(tmp_path / "b", joint_time_ns=t_joint, joint_names=NAMES,
+                        joint_positions=pos, joint_velocities=vel, voltage_time_ns=t_volt,
+                        voltage=volt, voltage_topic="/motor_voltage")
+    at_once = read_joint_states(bag, "/joint_states"), read_float64(bag, "/motor_voltage")
+    monkeypatch.setattr(reader, "fixed_layout", lambda *args: None)
+    one_by_one = read_joint_states(bag, "/joint_states"), read_float64(bag, "/motor_voltage")
+    for field in ("time_ns", "receive_time_ns", "positions", "velocities"):
+        np.testing.assert_array_equal(getattr(at_once[0], field), getattr(one_by_one[0], field))
+    assert at_once[0].efforts is None and at_once[0].names == one_by_one[0].names == NAMES
+    np.testing.assert_array_equal(at_once[0].time_ns, t_joint)
+    np.testing.assert_array_equal(at_once[0].positions, pos)
+    for mine, theirs in zip(at_once[1], one_by_one[1], strict=True):
+        np.testing.assert_array_equal(mine, theirs)
+    np.testing.assert_array_equal(at_once[1][1], volt)

@@ -16,6 +16,7 @@ import numpy as np
 import yaml
 
 from mb_estimation.errors import first_line
+from mb_estimation.io.bags.bulk import fixed_layout
 from mb_estimation.io.bags.common import BagError, humble_typestore
 from mb_estimation.message_types import FLOAT64, FLOAT64_MULTI_ARRAY, JOINT_STATE
 from mb_estimation.stamps import NS_PER_S, stamp_to_ns
@@ -233,6 +234,67 @@ def resolve_topic(summary: BagSummary, topic: str) -> str:
     return found
 
 
+@dataclass(frozen=True)
+class _TopicRecords:
+    """One topic's messages as stored: log times [ns], CDR bytes, their type and typestore."""
+
+    bag: Path
+    name: str
+    msgtype: str
+    log_time_ns: np.ndarray
+    raws: list
+    typestore: Any
+
+    def decoded(self) -> list[Any]:
+        """Every message decoded by rosbags, one at a time."""
+        return [self._decoded(raw) for raw in self.raws]
+
+    def numbers(self, fields: dict[str, tuple[tuple[str, ...], str]]
+                ) -> tuple[Any, dict[str, np.ndarray] | None]:
+        """The first message decoded, and ``fields`` of all at once where their layout allows.
+
+        :func:`~mb_estimation.io.bags.bulk.fixed_layout` (None: decode them one by one).
+        """
+        first = self._decoded(self.raws[0])
+        return first, fixed_layout(self.typestore, self.msgtype, self.raws, first, fields)
+
+    def _decoded(self, raw: bytes) -> Any:
+        try:
+            return self.typestore.deserialize_cdr(raw, self.msgtype)
+        except Exception as exc:
+            raise BagError(f"cannot read topic {self.name!r} of bag {self.bag}: "
+                           f"{first_line(exc)}") from None
+
+
+def _topic_records(path: str | Path, topic: str, msgtype: str | None) -> _TopicRecords:
+    """The stored messages of ``topic`` (leading slash optional if unique), in log-time order."""
+    bag = _check_bag_path(path)
+    with OpenBag(bag) as reader:
+        summary = _summary_from_reader(bag, reader)
+        name = resolve_topic(summary, topic)
+        conns = [c for c in reader.connections if c.topic == name]
+        types = sorted({c.msgtype for c in conns})
+        if msgtype is not None and types != [msgtype]:
+            raise BagError(
+                f"topic {name!r} in bag {bag} has type "
+                f"{', '.join(t for t in types if t != msgtype) or ', '.join(types)}, "
+                f"expected {msgtype}"
+            )
+        if len(types) != 1:
+            raise BagError(f"topic {name!r} in bag {bag} mixes types {', '.join(types)}")
+        times, raws = [], []
+        try:
+            for _, log_time, raw in reader.messages(connections=conns):
+                times.append(int(log_time))
+                raws.append(raw)
+        except BagError:
+            raise
+        except Exception as exc:
+            raise BagError(f"cannot read topic {name!r} of bag {bag}: {first_line(exc)}") from None
+        return _TopicRecords(bag, name, types[0], np.array(times, dtype=np.int64), raws,
+                             reader.typestore)
+
+
 def read_topic(path: str | Path, topic: str, msgtype: str | None = None) -> list[tuple[int, Any]]:
     """All messages of one topic, deserialised, in log-time order.
 
@@ -252,26 +314,8 @@ def read_topic(path: str | Path, topic: str, msgtype: str | None = None) -> list
         BagError: Not a bag, topic missing, unexpected type, or a message fails to deserialise.
 
     """
-    bag = _check_bag_path(path)
-    with OpenBag(bag) as reader:
-        summary = _summary_from_reader(bag, reader)
-        name = resolve_topic(summary, topic)
-        conns = [c for c in reader.connections if c.topic == name]
-        if msgtype is not None:
-            wrong = sorted({c.msgtype for c in conns if c.msgtype != msgtype})
-            if wrong:
-                raise BagError(
-                    f"topic {name!r} in bag {bag} has type {', '.join(wrong)}, expected {msgtype}"
-                )
-        out: list[tuple[int, Any]] = []
-        try:
-            for conn, log_time, raw in reader.messages(connections=conns):
-                out.append((int(log_time), reader.deserialize(raw, conn.msgtype)))
-        except BagError:
-            raise
-        except Exception as exc:
-            raise BagError(f"cannot read topic {name!r} of bag {bag}: {first_line(exc)}") from None
-    return out
+    records = _topic_records(path, topic, msgtype)
+    return list(zip(records.log_time_ns.tolist(), records.decoded(), strict=True))
 
 
 def _stack_field(
@@ -308,26 +352,49 @@ def read_joint_states(path: str | Path, topic: str) -> JointStates:
             or array lengths.
 
     """
-    msgs = read_topic(path, topic, JOINT_STATE)
-    if not msgs:
+    records = _topic_records(path, topic, JOINT_STATE)
+    if not records.raws:
         raise BagError(f"joint-state topic {topic!r} in bag {path} has no messages")
-    names = list(msgs[0][1].name)
+    first, numbers = records.numbers(_JOINT_STATE_NUMBERS)
+    names = list(first.name)
+    j = len(names)
+    if numbers is not None and len(first.position) == j and all(
+            len(getattr(first, optional)) in (0, j) for optional in ("velocity", "effort")):
+        # every message as the first: the same names and lengths (io.bags.bulk)
+        return JointStates(
+            time_ns=numbers["sec"].astype(np.int64) * NS_PER_S + numbers["nanosec"],
+            receive_time_ns=records.log_time_ns,
+            names=names,
+            positions=numbers["position"],
+            velocities=numbers["velocity"] if len(first.velocity) else None,
+            efforts=numbers["effort"] if len(first.effort) else None,
+        )
+    msgs = list(zip(records.log_time_ns.tolist(), records.decoded(), strict=True))
     for k, (_, m) in enumerate(msgs):
         if list(m.name) != names:
             raise BagError(
                 f"joint states on {topic!r}: message {k} has joint names {list(m.name)}, "
                 f"the first message has {names}"
             )
-    j = len(names)
     stamps = np.array([stamp_to_ns(m.header.stamp) for _, m in msgs], dtype=np.int64)
     return JointStates(
         time_ns=stamps,
-        receive_time_ns=np.array([t for t, _ in msgs], dtype=np.int64),
+        receive_time_ns=records.log_time_ns,
         names=names,
         positions=_stack_field(msgs, "position", j, topic, optional=False),
         velocities=_stack_field(msgs, "velocity", j, topic, optional=True),
         efforts=_stack_field(msgs, "effort", j, topic, optional=True),
     )
+
+
+#: What :func:`read_joint_states` reads of each ``JointState`` (io.bags.bulk's fields).
+_JOINT_STATE_NUMBERS = {
+    "sec": (("header", "stamp", "sec"), "<i4"),
+    "nanosec": (("header", "stamp", "nanosec"), "<u4"),
+    "position": (("position",), "<f8"),
+    "velocity": (("velocity",), "<f8"),
+    "effort": (("effort",), "<f8"),
+}
 
 
 def read_float64(path: str | Path, topic: str, index: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -355,16 +422,22 @@ def read_float64(path: str | Path, topic: str, index: int = 0) -> tuple[np.ndarr
             f"topic {name!r} in bag {path} has type {msgtype}; expected {FLOAT64} or "
             f"{FLOAT64_MULTI_ARRAY}"
         )
-    msgs = read_topic(path, name, msgtype)
-    times = np.array([t for t, _ in msgs], dtype=np.int64)
+    records = _topic_records(path, name, msgtype)
+    if not records.raws:
+        return records.log_time_ns, np.empty(0)
+    first, numbers = records.numbers({"data": (("data",), "<f8")})
+    if numbers is not None and (msgtype == FLOAT64 or 0 <= index < len(first.data)):
+        data = numbers["data"]  # every message as the first (io.bags.bulk)
+        return records.log_time_ns, data if msgtype == FLOAT64 else data[:, index].copy()
+    msgs = records.decoded()
     if msgtype == FLOAT64:
-        return times, np.array([m.data for _, m in msgs], dtype=np.float64)
+        return records.log_time_ns, np.array([m.data for m in msgs], dtype=np.float64)
     values = np.empty(len(msgs))
-    for k, (_, m) in enumerate(msgs):
+    for k, m in enumerate(msgs):
         if not 0 <= index < len(m.data):
             raise BagError(
                 f"{FLOAT64_MULTI_ARRAY} on {name!r}: message {k} has {len(m.data)} elements, "
                 f"index {index} is out of range"
             )
         values[k] = m.data[index]
-    return times, values
+    return records.log_time_ns, values
