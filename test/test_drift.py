@@ -287,3 +287,26 @@ def test_random_undetermined_directions_never_produce_non_finite_values():
         assert all(np.all(np.isfinite(v)) for v in tracked.estimate.values.values())
         assert np.all(np.isfinite(tracked.rates))
         assert not np.any(np.isnan(tracked.estimate.covariance))
+
+
+def test_overlapping_windows_count_each_sample_once():
+    """Windows half over each other: two of them hold one window's data, and fuse so."""
+    import dataclasses
+
+    from mb_estimation.config import load_config
+    from mb_estimation.config.overrides import with_node_values
+    from mb_estimation.online.windows import with_window
+
+    base = load_config("furuta_synthetic")
+    window = ParameterEstimate(("b1",), {"b1": np.array([1e-3])}, np.array([[1e-10]]))
+
+    def fused_variance(stride_s):
+        config = with_node_values(base, {"window_s": 5.0, "stride_s": stride_s,
+                                         "buffer_s": 15.0}, source="test")
+        first = with_window(config, None, window, 0.0)
+        second = with_window(config, first, dataclasses.replace(window), 1e-9)
+        return float(second.estimate.covariance[0, 0])
+
+    assert fused_variance(5.0) == pytest.approx(0.5e-10, rel=1e-6)  # two windows' data
+    assert fused_variance(2.5) == pytest.approx(1e-10, rel=1e-6)  # one window's data, twice
+    assert fused_variance(10.0) == pytest.approx(0.5e-10, rel=1e-6)  # gaps: each counts whole

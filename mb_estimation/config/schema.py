@@ -202,7 +202,9 @@ class NodeSettings:
     name: str = setting("mb_estimator", "node name under `mb-estimation node`: topics and "
                         "services live under /<name>/")
     window_s: float = setting(5.0, "window length [s] (joint-state header stamps)")
-    stride_s: float = setting(5.0, "time from one window's start to the next [s]")
+    stride_s: float = setting(5.0, "time from one window's start to the next [s]; below "
+                              "window_s the windows overlap, and each fuses with stride_s / "
+                              "window_s of its information (each sample counted once)")
     buffer_s: float = setting(30.0, "ring buffer length [s]; must hold a window and a stride")
     max_rate_hz: float = setting(2000.0, "highest expected joint-state rate [Hz] (sizes the "
                                  "buffers and input queues)")

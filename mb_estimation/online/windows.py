@@ -199,11 +199,28 @@ def with_window(config: Config, drifting: DriftingEstimate | None,
                 estimate: ParameterEstimate, time_s: float) -> DriftingEstimate:
     """The fused values and rates after an accepted window ending at ``time_s`` [s].
 
-    :func:`~.drift.track` with the node's settings (:func:`drift_settings`), the fused values
-    clipped to the config's box (:func:`within_bounds`): what the node and ``track`` keep.
+    :func:`~.drift.track` with the node's settings (:func:`drift_settings`) of the window
+    counted once (:func:`counted_once`), the fused values clipped to the config's box
+    (:func:`within_bounds`): what the node and ``track`` keep.
     """
+    estimate = counted_once(config, estimate)
     tracked = track(drifting, estimate, time_s, drift_settings(config, estimate, drifting))
     return dataclasses.replace(tracked, estimate=within_bounds(config, tracked.estimate))
+
+
+def counted_once(config: Config, estimate: ParameterEstimate) -> ParameterEstimate:
+    """A window's ``estimate`` as fused: each recorded sample's information counted once.
+
+    Windows that overlap (``node.stride_s`` below ``node.window_s``) hold each sample
+    ``window_s / stride_s`` times; fused as if independent they would claim that many times
+    the data's information, and their fused std and drift rates would be too small by its
+    square root. Each then counts for ``stride_s / window_s`` of its information (its
+    covariance scaled up by ``window_s / stride_s``); windows that do not overlap count whole.
+    """
+    overlap = config.node.window_s / config.node.stride_s
+    if overlap <= 1.0:
+        return estimate
+    return dataclasses.replace(estimate, covariance=overlap * estimate.covariance)
 
 
 def drift_settings(config: Config, estimate: ParameterEstimate,

@@ -26,7 +26,7 @@ from mb_estimation.config import Config
 from mb_estimation.online.drift import DriftingEstimate
 from mb_estimation.online.fusion import ParameterEstimate, fuse
 from mb_estimation.online.intake import WINDOW_MARGIN_FRACTION
-from mb_estimation.online.windows import judged, result_estimate, with_window
+from mb_estimation.online.windows import counted_once, judged, result_estimate, with_window
 from mb_estimation.signals import Recording
 from mb_estimation.stamps import NS_PER_S
 
@@ -170,7 +170,8 @@ def track_windows(config: Config, windows: Iterable[WindowToFit], *,
             continue
         drift.append(with_window(config, drift[-1] if drift else None, verdict.estimate,
                                  verdict.end_s))
-        by_source[verdict.source] = fuse(by_source.get(verdict.source), verdict.estimate)
+        by_source[verdict.source] = fuse(by_source.get(verdict.source),
+                                         counted_once(config, verdict.estimate))
     return Tracking(tuple(verdicts), tuple(drift), by_source)
 
 
