@@ -155,11 +155,14 @@ def _cluster_client(address: str):
 
 
 def _worker_pool(workers: int):
-    """Worker processes (spawned, not forked), each set up by ``set_up_worker``."""
+    """Worker processes (spawned, not forked), each set up by ``set_up_worker``, started now."""
     import concurrent.futures
     import multiprocessing
 
     from mb_estimation.tracking.windows import set_up_worker
 
-    return concurrent.futures.ProcessPoolExecutor(
+    pool = concurrent.futures.ProcessPoolExecutor(
         workers, mp_context=multiprocessing.get_context("spawn"), initializer=set_up_worker)
+    for _ in range(workers):  # every worker started now: set up while a recording is read
+        pool.submit(int)
+    return pool
