@@ -18,26 +18,25 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
+from scipy.spatial.transform import Rotation
 
 from mb_estimation import lie
 from mb_estimation.multibody import WORLD, Bodies, Hinge, Multibody
-from mb_estimation.numerics import jax, jit
+from mb_estimation.numerics import jax
 from mb_estimation.rigs.parameters import RIPPLE_HARMONICS
 
 jnp = jax.numpy
 
 
 def _frame(x_axis, y_axis):
-    """Quaternion of the right-handed frame with the given x and y axes (z = x × y).
+    """Quaternion ``[w, x, y, z]`` of the right-handed frame with the given x and y axes.
 
-    Evaluated as one compiled program (:func:`lie.quat_from_matrix` op by op compiled some
-    twenty small programs at every import, 0.3 s).
+    ``z = x × y``; SciPy's rotation (canonical: ``w ≥ 0``), the same numbers as
+    :func:`lie.quat_from_matrix` without compiling a program at every import.
     """
     x, y = np.asarray(x_axis, float), np.asarray(y_axis, float)
-    return np.asarray(_quaternion_of(np.stack([x, y, np.cross(x, y)], axis=1)))
-
-
-_quaternion_of = jit(lie.quat_from_matrix)
+    rotation = Rotation.from_matrix(np.stack([x, y, np.cross(x, y)], axis=1))
+    return rotation.as_quat(canonical=True, scalar_first=True)
 
 
 # Hinge 1: frame a in the world and frame b in A coincide at θ1 = 0; x = world +y = z_A.
