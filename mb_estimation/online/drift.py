@@ -41,14 +41,13 @@ from pathlib import Path
 
 import numpy as np
 
-from mb_estimation.io.files import write_text_atomically
 from mb_estimation.online.fusion import (
     ParameterEstimate,
     check_numbers,
     covariance_from_information,
-    estimate_document,
     information_pseudo_inverse,
     read_estimate_document,
+    save_estimate,
     tangent_difference,
     with_step,
 )
@@ -296,17 +295,12 @@ def save_drifting(path: Path, drifting: DriftingEstimate) -> None:
     with a ``drift`` section: the rates [unit/h], the information of (values, rates), the stamp
     time of the last window and the exceedance clocks (``.nan`` where none runs).
     """
-    import yaml
-
-    check_numbers(drifting.estimate, "saved")
-    document = estimate_document(drifting.estimate)
-    document["drift"] = {
+    save_estimate(path, drifting.estimate, {"drift": {
         "time_s": drifting.time_s,
         "rates_per_hour": [float(x) for x in drifting.rates],
         "information": [[float(x) for x in row] for row in drifting.information],
         "exceeding_since_s": [float(x) for x in drifting.exceeding_since_s],
-    }
-    write_text_atomically(path, yaml.safe_dump(document, sort_keys=False, explicit_end=True))
+    }})
 
 
 def load_drifting(path: Path) -> DriftingEstimate | None:

@@ -79,7 +79,6 @@ __all__ = [
     "ParameterEstimate",
     "check_numbers",
     "covariance_from_information",
-    "estimate_document",
     "fuse",
     "information_from_covariance",
     "information_pseudo_inverse",
@@ -328,7 +327,7 @@ def fuse(previous: ParameterEstimate | None, new: ParameterEstimate) -> Paramete
 # --- persistence --------------------------------------------------------------------------------
 
 
-def estimate_document(estimate: ParameterEstimate) -> dict:
+def _estimate_document(estimate: ParameterEstimate) -> dict:
     """The YAML document of an estimate (:func:`save_estimate` writes it)."""
     return {
         "format": FORMAT,
@@ -340,8 +339,9 @@ def estimate_document(estimate: ParameterEstimate) -> dict:
     }
 
 
-def save_estimate(path: Path, estimate: ParameterEstimate) -> None:
-    """Write ``estimate`` to ``path`` as YAML, atomically.
+def save_estimate(path: Path, estimate: ParameterEstimate, sections: dict | None = None
+                  ) -> None:
+    """Write ``estimate`` to ``path`` as YAML, atomically, with further ``sections`` after it.
 
     The text goes to a temporary file in the same folder, is flushed to disk, then replaces
     ``path`` with ``os.replace``: a reader sees the old file or the new one, never a partial one,
@@ -350,8 +350,8 @@ def save_estimate(path: Path, estimate: ParameterEstimate) -> None:
     """
     path = Path(path)
     check_numbers(estimate, "saved")
-    write_text_atomically(
-        path, yaml.safe_dump(estimate_document(estimate), sort_keys=False, explicit_end=True))
+    document = {**_estimate_document(estimate), **(sections or {})}
+    write_text_atomically(path, yaml.safe_dump(document, sort_keys=False, explicit_end=True))
 
 
 def _one_line(error: BaseException) -> str:
