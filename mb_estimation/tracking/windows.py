@@ -31,8 +31,8 @@ from mb_estimation.signals import Recording
 from mb_estimation.stamps import NS_PER_S
 
 __all__ = ["WORKER_DEATHS_ALLOWED", "WORKER_XLA_FLAGS", "TrackedWindow", "Tracking",
-           "WindowToFit", "bounded_map",
-           "cut_windows", "judge_window", "lost_window", "set_up_worker", "track_windows"]
+           "WindowToFit", "bounded_map", "cut_windows", "judge_window", "lost_window",
+           "set_up_worker", "track_windows"]
 
 
 @dataclass(frozen=True)
@@ -234,7 +234,7 @@ class _RestartingPool:
             self.pending[self.pool.submit(self.function, item)] = (item, deaths)
 
     def collect(self) -> list:
-        """The results of the items that finish next (at least one wait for one)."""
+        """The results of the items that finish next (it waits for one at least)."""
         done, _ = concurrent.futures.wait(self.pending,
                                           return_when=concurrent.futures.FIRST_COMPLETED)
         for future in done:
