@@ -69,6 +69,29 @@ def wearing_rig(tmp_path_factory):
 FREE = "J_Azz,J_Byy,b1,b2"
 
 
+def _track_killing_once(worker_pid, killed):
+    """``track_windows`` that SIGKILLs the process ``worker_pid()`` once the first verdict is back.
+
+    The pid killed is appended to ``killed``.
+    """
+    import os
+    import signal
+
+    import mb_estimation.tracking
+
+    track_windows_here = mb_estimation.tracking.track_windows
+
+    def killing(config, windows, **options):
+        def kill_once(verdict):
+            options["progress"](verdict)
+            if not killed:
+                killed.append(worker_pid())
+                os.kill(killed[0], signal.SIGKILL)
+        return track_windows_here(config, windows, **{**options, "progress": kill_once})
+
+    return killing
+
+
 @pytest.fixture(scope="module")
 def tracked(wearing_rig):
     """``track`` on two local worker processes, one killed once the first window is back.
@@ -78,8 +101,6 @@ def tracked(wearing_rig):
     import contextlib
     import io
     import multiprocessing
-    import os
-    import signal
 
     import mb_estimation.tracking
 
@@ -87,18 +108,9 @@ def tracked(wearing_rig):
     output = folder / "tracked"
     printed = io.StringIO()
     killed = []
-    track_windows_here = mb_estimation.tracking.track_windows
-
-    def killing_one_worker(config, windows, **options):
-        def kill_once(verdict):
-            options["progress"](verdict)
-            if not killed:
-                killed.append(multiprocessing.active_children()[0].pid)
-                os.kill(killed[0], signal.SIGKILL)
-        return track_windows_here(config, windows, **{**options, "progress": kill_once})
-
+    killing = _track_killing_once(lambda: multiprocessing.active_children()[0].pid, killed)
     with contextlib.redirect_stdout(printed), pytest.MonkeyPatch.context() as patch:
-        patch.setattr(mb_estimation.tracking, "track_windows", killing_one_worker)
+        patch.setattr(mb_estimation.tracking, "track_windows", killing)
         status = main(["track", *bags, "--config", "furuta_synthetic", "--free", FREE,
                        "--output", str(output), "--workers", "2"])
     assert status == 0 and killed, printed.getvalue()
@@ -156,7 +168,6 @@ def test_a_dask_cluster_that_loses_a_worker_gives_the_same_numbers(wearing_rig, 
                                                                    monkeypatch):
     """A loopback-only local cluster; one worker killed once the first window is back."""
     import os
-    import signal
 
     import mb_estimation.tracking
 
@@ -164,16 +175,8 @@ def test_a_dask_cluster_that_loses_a_worker_gives_the_same_numbers(wearing_rig, 
     folder, bags, _ = wearing_rig
     output = folder / "on_cluster"
     killed = []
-    track_windows_here = mb_estimation.tracking.track_windows
-
-    def killing_one_worker(config, windows, **options):
-        def kill_once(verdict):
-            if not killed:
-                killed.append(pids[0])
-                os.kill(pids[0], signal.SIGKILL)
-        return track_windows_here(config, windows, **{**options, "progress": kill_once})
-
-    monkeypatch.setattr(mb_estimation.tracking, "track_windows", killing_one_worker)
+    monkeypatch.setattr(mb_estimation.tracking, "track_windows",
+                        _track_killing_once(lambda: pids[0], killed))
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   host="127.0.0.1", dashboard_address=None) as cluster, \
             distributed.Client(cluster) as client:

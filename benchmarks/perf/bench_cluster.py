@@ -66,13 +66,14 @@ def on_dask(config, windows):
     return lambda: track_windows(config, windows, map=cluster_map(client, 2 * WORKERS))
 
 
-def _ray_judge(config, window):
-    from mb_estimation.tracking.windows import judge_window, set_up_worker
+def _ray_judge(judge, window):
+    """``track_windows``' judge of one window in a Ray worker, set up before its first."""
+    from mb_estimation.tracking.windows import set_up_worker
 
     if not os.environ.get("MB_ESTIMATION_WORKER_SET_UP"):
         set_up_worker()
         os.environ["MB_ESTIMATION_WORKER_SET_UP"] = "1"
-    return judge_window(config, window)
+    return judge(window)
 
 
 def on_ray(config, windows):
@@ -84,28 +85,19 @@ def on_ray(config, windows):
     ray.init(num_cpus=WORKERS, include_dashboard=False, _node_ip_address="127.0.0.1",
              object_store_memory=500 * 2**20, log_to_driver=False,
              runtime_env={"env_vars": {"XLA_FLAGS": WORKER_XLA_FLAGS}})
-    judge = ray.remote(num_cpus=1, max_retries=3)(_ray_judge)
+    task = ray.remote(num_cpus=1, max_retries=3)(_ray_judge)
 
-    def ray_map(function, items):  # function: track_windows' judge, replaced by the task
+    def ray_map(judge, items):
+        judge = ray.put(judge)  # the config once, not with every window
         pending = []
         for item in items:
-            pending.append(judge.remote(config_ref, item))
+            pending.append(task.remote(judge, item))
             if len(pending) >= 2 * WORKERS:
                 done, pending = ray.wait(pending, num_returns=1)
                 yield from ray.get(done)
         yield from ray.get(pending)
 
-    config_ref = ray.put(dataclass_without_time_limit(config))
     return lambda: track_windows(config, windows, map=ray_map)
-
-
-def dataclass_without_time_limit(config):
-    """The config as ``track_windows`` hands it to its judge (no wall-clock limit)."""
-    import dataclasses
-    import math
-
-    return dataclasses.replace(config, method=dataclasses.replace(config.method,
-                                                                  time_limit_s=math.inf))
 
 
 def main() -> None:

@@ -271,8 +271,8 @@ def drift_values(drifting: DriftingEstimate, alarm_s: float) -> dict[str, str]:
     values = {"drift_alarm": ",".join(alarms(drifting, alarm_s))}
     for label, rate, std in zip(drifting.estimate.labels, drifting.rates,
                                 drifting.rate_std, strict=True):
-        values[f"rate_per_hour.{label}"] = (f"{rate:.4g} ± {std_text(std)}"
-                                            if np.isfinite(std) else std_text(std))
+        spread = std_text(std)
+        values[f"rate_per_hour.{label}"] = f"{rate:.4g} ± {spread}" if np.isfinite(std) else spread
     return values
 
 

@@ -266,20 +266,22 @@ class _TopicRecords:
                            f"{first_line(exc)}") from None
 
 
-def _topic_records(path: str | Path, topic: str, msgtype: str | None) -> _TopicRecords:
-    """The stored messages of ``topic`` (leading slash optional if unique), in log-time order."""
+def _topic_records(path: str | Path, topic: str, msgtypes: tuple[str, ...] | None
+                   ) -> _TopicRecords:
+    """The stored messages of ``topic`` (leading slash optional if unique), in log-time order.
+
+    ``msgtypes``: the types it may have (None: any), checked before anything is read.
+    """
     bag = _check_bag_path(path)
     with OpenBag(bag) as reader:
         summary = _summary_from_reader(bag, reader)
         name = resolve_topic(summary, topic)
         conns = [c for c in reader.connections if c.topic == name]
         types = sorted({c.msgtype for c in conns})
-        if msgtype is not None and types != [msgtype]:
-            raise BagError(
-                f"topic {name!r} in bag {bag} has type "
-                f"{', '.join(t for t in types if t != msgtype) or ', '.join(types)}, "
-                f"expected {msgtype}"
-            )
+        wrong = [t for t in types if msgtypes is not None and t not in msgtypes]
+        if wrong:
+            raise BagError(f"topic {name!r} in bag {bag} has type {', '.join(wrong)}, "
+                           f"expected {' or '.join(msgtypes)}")
         if len(types) != 1:
             raise BagError(f"topic {name!r} in bag {bag} mixes types {', '.join(types)}")
         times, raws = [], []
@@ -314,7 +316,7 @@ def read_topic(path: str | Path, topic: str, msgtype: str | None = None) -> list
         BagError: Not a bag, topic missing, unexpected type, or a message fails to deserialise.
 
     """
-    records = _topic_records(path, topic, msgtype)
+    records = _topic_records(path, topic, None if msgtype is None else (msgtype,))
     return list(zip(records.log_time_ns.tolist(), records.decoded(), strict=True))
 
 
@@ -352,7 +354,7 @@ def read_joint_states(path: str | Path, topic: str) -> JointStates:
             or array lengths.
 
     """
-    records = _topic_records(path, topic, JOINT_STATE)
+    records = _topic_records(path, topic, (JOINT_STATE,))
     if not records.raws:
         raise BagError(f"joint-state topic {topic!r} in bag {path} has no messages")
     first, numbers = records.numbers(_JOINT_STATE_NUMBERS)
@@ -414,15 +416,8 @@ def read_float64(path: str | Path, topic: str, index: int = 0) -> tuple[np.ndarr
         BagError: Not a bag, topic missing, another type, or ``index`` out of range.
 
     """
-    summary = read_bag_summary(path)
-    name = resolve_topic(summary, topic)
-    msgtype = summary.topics[name].msgtype
-    if msgtype not in (FLOAT64, FLOAT64_MULTI_ARRAY):
-        raise BagError(
-            f"topic {name!r} in bag {path} has type {msgtype}; expected {FLOAT64} or "
-            f"{FLOAT64_MULTI_ARRAY}"
-        )
-    records = _topic_records(path, name, msgtype)
+    records = _topic_records(path, topic, (FLOAT64, FLOAT64_MULTI_ARRAY))
+    name, msgtype = records.name, records.msgtype
     if not records.raws:
         return records.log_time_ns, np.empty(0)
     first, numbers = records.numbers({"data": (("data",), "<f8")})
