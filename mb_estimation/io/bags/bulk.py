@@ -1,15 +1,15 @@
 """A topic's messages decoded at once, where they all share the first message's byte layout.
 
-The messages of one topic usually differ only in their numbers: the same joint names, the
-same array lengths, the same frame id. Their CDR bytes then have one length and differ only
-where the numbers lie. rosbags decodes one message at a time (some 10–40 µs each: seconds for
-an hour of joint states at 1 kHz); here rosbags decodes the first message, rosbags itself
-says where each wanted number lies (the first message serialised again with that field's
-bytes inverted: the bytes that change are the field's), and where every message's other
-bytes equal the first one's, the numbers of all messages are read as NumPy views of their
-bytes. Where they do not (a joint renamed, an array that changes length, a frame id that
-varies, a serialiser that pads differently), :func:`fixed_layout` says so and the caller
-decodes message by message as before.
+The messages of one topic usually differ only in their numbers: the same joint names, the same
+array lengths, the same frame id. Their CDR bytes then have one length and differ only where
+the numbers lie. rosbags decodes one message at a time (a Python call and an object per
+message, which adds up over hours of joint states at 1 kHz); here rosbags decodes the first
+message, rosbags itself says where each wanted number lies (the first message serialised again
+with that field's bytes inverted: the bytes that change are the field's), and where every
+message's other bytes equal the first one's, the numbers of all messages are read as NumPy
+views of their bytes. Where they do not (a joint renamed, an array that changes length, a
+frame id that varies, a serialiser that pads differently), :func:`fixed_layout` says so and
+the caller decodes message by message as before.
 """
 
 from __future__ import annotations
