@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from mb_estimation import lie
 from mb_estimation.multibody import small_solve
 from mb_estimation.multibody.system import (
@@ -74,23 +76,27 @@ def lagrangian(system: Multibody, angles, rates):
 class TreePose:
     """The rigid tree at given joint angles, in world coordinates (forward kinematics).
 
-    Per body (tuples of ``nb``, hinge ``i`` carries body ``i``): ``rotation`` body → world
-    ``[3, 3]`` and ``position`` of the centre of mass ``[3]`` [m]. Per hinge: ``axis`` (unit,
-    ``[3]``), ``anchor`` the point on it ``[3]`` [m] and ``child_axes`` the world axes of the
-    child's attachment frame ``b`` ``[3, 3]`` (its first column is the axis).
+    Per body, stacked (hinge ``i`` carries body ``i``): ``rotation`` body → world ``[nb, 3,
+    3]`` and ``position`` of the centre of mass ``[nb, 3]`` [m]. Per hinge: ``axis`` (unit,
+    ``[n, 3]``), ``anchor`` the point on it ``[n, 3]`` [m] and ``child_axes`` the world axes of
+    the child's attachment frame ``b`` ``[n, 3, 3]`` (its first column is the axis). And
+    ``linear_jacobian = ∂v_b/∂θ̇_j`` ``[n, nb, 3]`` [m/rad]: ``a_j × (r_b - s_j)`` where hinge
+    ``j`` carries body ``b``, else 0 (the angular one is ``a_j`` where carried,
+    :func:`carried_bodies`).
     """
 
-    rotation: tuple
-    position: tuple
-    axis: tuple
-    anchor: tuple
-    child_axes: tuple
+    rotation: jax.Array
+    position: jax.Array
+    axis: jax.Array
+    anchor: jax.Array
+    child_axes: jax.Array
+    linear_jacobian: jax.Array
 
 
 @pytree_dataclass
 @dataclass(frozen=True)
 class TreeMotion:
-    """The bodies' velocities at given joint rates, tuples of ``nb`` world vectors ``[3]``.
+    """The bodies' velocities at given joint rates, world vectors stacked ``[nb, 3]``.
 
     ``linear``: of the centres of mass [m/s]; ``angular`` [rad/s].
     """
@@ -125,34 +131,44 @@ def tree_pose(system: Multibody, angles) -> TreePose:
         axis.append(frame_b[:, 0])
         anchor.append(point)
         child_axes.append(frame_b)
-    return TreePose(tuple(rotation), tuple(position), tuple(axis), tuple(anchor),
-                    tuple(child_axes))
+    position, axis, anchor = map(jnp.stack, (position, axis, anchor))
+    levers = position[None, :, :] - anchor[:, None, :]  # r_b - s_j, [n, nb, 3]
+    return TreePose(jnp.stack(rotation), position, axis, anchor, jnp.stack(child_axes),
+                    carried_bodies(system)[:, :, None] * lie.cross(axis[:, None, :], levers))
 
 
-def _parent_motion(pose: TreePose, motion: TreeMotion, hinge):
-    """Angular velocity of hinge's parent and the velocity of its points ``x ↦ v_P(x)``."""
-    if hinge.parent == WORLD:
-        zero = jnp.zeros(3)
-        return zero, lambda point: zero
-    omega, linear, centre = (motion.angular[hinge.parent], motion.linear[hinge.parent],
-                             pose.position[hinge.parent])
-    return omega, lambda point: linear + jnp.cross(omega, point - centre)
+def carried_bodies(system: Multibody) -> np.ndarray:
+    """``C [n_joints, nb]``: 1 where hinge ``j`` carries body ``b`` (:func:`subtrees`), else 0."""
+    carried = np.zeros((len(system.hinges), system.num_bodies))
+    for j, bodies in enumerate(subtrees(system)):
+        carried[j, bodies] = 1.0
+    return carried
+
+
+def _parent_bodies(system: Multibody) -> np.ndarray:
+    """``[n_joints, nb]``: 1 at each hinge's parent body; a row of zeros for the world."""
+    parents = np.zeros((len(system.hinges), system.num_bodies))
+    for j, hinge in enumerate(system.hinges):
+        if hinge.parent != WORLD:
+            parents[j, hinge.parent] = 1.0
+    return parents
+
+
+def _per_hinge(selection: np.ndarray, per_body):
+    """``Σ_b selection[j, b] x_b``: per hinge ``[n_joints, 3]`` of per body ``x [nb, 3]``."""
+    return jnp.sum(selection[:, :, None] * per_body[None, :, :], axis=1)
 
 
 def tree_motion(system: Multibody, pose: TreePose, rates) -> TreeMotion:
     """Body velocities at joint rates ``[n_joints]`` [rad/s].
 
-    ``ω_c = ω_p + θ̇ a`` and ``v_c = v_p(anchor) + ω_c × (r_c - anchor)`` along the tree.
+    ``ω_b = Σ_j θ̇_j a_j`` and ``v_b = Σ_j θ̇_j a_j × (r_b - s_j)`` over the hinges ``j``
+    carrying ``b``: the recursion ``ω_c = ω_p + θ̇ a``, ``v_c = v_p(s) + ω_c × (r_c - s)``
+    along the tree, summed.
     """
-    linear, angular = [], []
-    for i, hinge in enumerate(system.hinges):
-        parent_omega, parent_velocity = _parent_motion(
-            pose, TreeMotion(tuple(linear), tuple(angular)), hinge)
-        omega = parent_omega + rates[i] * pose.axis[i]
-        angular.append(omega)
-        linear.append(parent_velocity(pose.anchor[i])
-                      + jnp.cross(omega, pose.position[i] - pose.anchor[i]))
-    return TreeMotion(tuple(linear), tuple(angular))
+    weights = rates[:, None] * carried_bodies(system)
+    return TreeMotion(jnp.sum(rates[:, None, None] * pose.linear_jacobian, axis=0),
+                      jnp.sum(weights[:, :, None] * pose.axis[:, None, :], axis=0))
 
 
 def subtrees(system: Multibody) -> list[list[int]]:
@@ -172,29 +188,34 @@ def _inertia_times(system: Multibody, pose: TreePose, body: int, vector):
                             * lie.matrix_transpose_times(rotation, vector))
 
 
+def _inertias_times(system: Multibody, pose: TreePose, vectors):
+    """``J_b(q) w_b`` for every body at once: ``vectors [..., nb, 3]`` → ``[..., nb, 3]``."""
+    return lie.matrix_times(pose.rotation, system.bodies.inertia
+                            * lie.matrix_transpose_times(pose.rotation, vectors))
+
+
 def _angular_momentum(system: Multibody, pose: TreePose, motion: TreeMotion, body: int):
     """``J_b(q) ω_b`` [kg m²/s], about the centre of mass."""
     return _inertia_times(system, pose, body, motion.angular[body])
 
 
+def _shaft_inertias(system: Multibody):
+    """``J_shaft`` per hinge ``[n_joints]`` [kg m²], 0 on a hinge without a motor (F.3)."""
+    return jnp.stack([hinge.shaft_inertia if hinge.has_motor else jnp.zeros(())
+                      for hinge in system.hinges])
+
+
 def momenta_in_pose(system: Multibody, pose: TreePose, motion: TreeMotion, rates):
     """:func:`joint_momenta` of a tree already posed and moving [N m s].
 
-    ``p_j = a_j · Σ_{b carried} (J_b ω_b + (r_b - anchor_j) × m_b v_b) + J_shaft θ̇_j``.
+    ``p_j = a_j · Σ_{b carried} (J_b ω_b + (r_b - anchor_j) × m_b v_b) + J_shaft θ̇_j``, the
+    second term written ``(a_j × (r_b - anchor_j)) · m_b v_b``.
     """
-    carried = subtrees(system)
-    momenta = []
-    for j, hinge in enumerate(system.hinges):
-        about_anchor = sum(
-            _angular_momentum(system, pose, motion, b)
-            + jnp.cross(pose.position[b] - pose.anchor[j],
-                        system.bodies.mass[b] * motion.linear[b])
-            for b in carried[j])
-        momentum = lie.dot(pose.axis[j], about_anchor)
-        if hinge.has_motor:
-            momentum = momentum + hinge.shaft_inertia * rates[j]
-        momenta.append(momentum)
-    return jnp.stack(momenta)
+    spins = _inertias_times(system, pose, motion.angular)
+    translations = system.bodies.mass[:, None] * motion.linear
+    return (jnp.sum(carried_bodies(system) * lie.dot(pose.axis[:, None, :], spins[None]), axis=1)
+            + jnp.sum(lie.dot(pose.linear_jacobian, translations[None]), axis=1)
+            + _shaft_inertias(system) * rates)
 
 
 def joint_momenta(system: Multibody, angles, rates):
@@ -216,37 +237,37 @@ def _unit_wrenches(system: Multibody, pose: TreePose):
     ``α_b = a_k`` and ``a_b = a_k × (r_b - s_k)``; each of them needs the force ``m_b a_b`` [N]
     and the torque ``J_b a_k`` [N m] per rad/s², and hinge ``i`` transmits those of the bodies it
     carries (:func:`_subtree_wrenches`). Nested lists ``[i][k]`` of ``(force, torque)``; the
-    wrench of accelerations ``θ̈`` is ``Σ_k θ̈_k W[i][k]`` (linear), and the mass matrix is
-    ``M_ik = a_i · torque[i][k]`` (:func:`_mass_matrix`).
+    wrench of accelerations ``θ̈`` is ``Σ_k θ̈_k W[i][k]`` (linear), and ``a_i · torque[i][k]``
+    is the mass matrix's ``M_ik`` (:func:`_mass_matrix`) without the shaft.
     """
     carried = subtrees(system)
     columns = []
     for k in range(len(system.hinges)):
         axis = pose.axis[k]
-        needed = [(system.bodies.mass[b] * jnp.cross(axis, pose.position[b] - pose.anchor[k]),
+        needed = [(system.bodies.mass[b] * lie.cross(axis, pose.position[b] - pose.anchor[k]),
                    _inertia_times(system, pose, b, axis)) if b in carried[k] else None
                   for b in range(system.num_bodies)]
         columns.append(_subtree_wrenches(system, pose, needed))
     return [list(row) for row in zip(*columns, strict=True)]
 
 
-def _mass_matrix(system: Multibody, pose: TreePose, unit_wrenches=None):
+def _mass_matrix(system: Multibody, pose: TreePose):
     """``M(θ)`` of a pose: ``M_jk = Σ_b m_b (a_j × (r_b - s_j))·(a_k × (r_b - s_k)) + a_j·J_b a_k``.
 
-    Over the bodies both hinges carry, plus ``J_shaft`` on a motorised hinge's diagonal (F.3):
-    the torque along hinge ``j``'s axis that a unit ``θ̈_k`` needs, ``a_j ·`` the torque of
-    :func:`_unit_wrenches` (given, or computed here). Symmetric: each entry is taken once.
+    Over the bodies both hinges carry, plus ``J_shaft`` on a motorised hinge's diagonal (F.3);
+    every entry at once, over stacked arrays, then symmetrised (the two halves differ by
+    round-off).
     """
-    wrenches = _unit_wrenches(system, pose) if unit_wrenches is None else unit_wrenches
-    count = len(system.hinges)
-    entries = [[None] * count for _ in range(count)]
-    for j in range(count):
-        for k in range(j, count):
-            entry = lie.dot(pose.axis[j], wrenches[j][k][1])
-            if j == k and system.hinges[j].has_motor:
-                entry = entry + system.hinges[j].shaft_inertia
-            entries[j][k] = entries[k][j] = entry
-    return jnp.stack([jnp.stack(row) for row in entries])
+    carried = carried_bodies(system)
+    jacobian = pose.linear_jacobian
+    translational = jnp.sum(system.bodies.mass * lie.dot(jacobian[:, None], jacobian[None]),
+                            axis=-1)
+    spun = _inertias_times(system, pose, jnp.broadcast_to(
+        pose.axis[:, None, :], (len(system.hinges), system.num_bodies, 3)))  # J_b a_k [k, b]
+    rotational = jnp.sum(carried[:, None, :] * carried[None, :, :]
+                         * lie.dot(pose.axis[:, None, None, :], spun[None]), axis=-1)
+    matrix = translational + rotational
+    return 0.5 * (matrix + matrix.T) + jnp.diag(_shaft_inertias(system))
 
 
 def joint_mass_matrix(system: Multibody, angles):
@@ -260,31 +281,28 @@ def lagrangian_angle_gradient(system: Multibody, pose: TreePose, motion: TreeMot
     Turning hinge ``i`` by δθ turns the bodies it carries rigidly about its axis ``a`` through
     its anchor ``s``: ``δr_b = a × (r_b - s)``, ``δω_b = a × (ω_b - ω_P)``, ``δv_b = a × (v_b -
     v_P(r_b)) + ω_P × δr_b`` and ``δJ_b = [a]× J_b - J_b [a]×`` per unit δθ, with ``ω_P`` and
-    ``v_P(x)`` the motion of the hinge's parent. Collected, per carried body:
+    ``v_P(x) = v_p + ω_P × (x - r_p)`` the motion of the hinge's parent ``p`` (zero for the
+    world). Collected, per carried body:
 
         ∂T/∂θ_i ∋ J_b ω_b · (ω_P × a) + m_b v_b · (ω_P × δr_b - a × v_P(r_b))
         -∂V/∂θ_i ∋ m_b g · δr_b
 
-    (the shaft energy ``½ J_shaft θ̇²`` does not depend on θ).
+    (the shaft energy ``½ J_shaft θ̇²`` does not depend on θ). Every hinge and body at once.
     """
-    carried = subtrees(system)
-    gradient = []
-    for i, hinge in enumerate(system.hinges):
-        parent_omega, parent_velocity = _parent_motion(pose, motion, hinge)
-        axis, anchor = pose.axis[i], pose.anchor[i]
-        turn_axis = jnp.cross(parent_omega, axis)
-        total = 0.0
-        for b in carried[i]:
-            moved = jnp.cross(axis, pose.position[b] - anchor)
-            mass = system.bodies.mass[b]
-            total = total + lie.dot(_angular_momentum(system, pose, motion, b), turn_axis)
-            total = total + mass * lie.dot(
-                motion.linear[b],
-                jnp.cross(parent_omega, moved) - jnp.cross(axis, parent_velocity(
-                    pose.position[b])))
-            total = total + mass * lie.dot(system.gravity, moved)
-        gradient.append(total)
-    return jnp.stack(gradient)
+    parents = _parent_bodies(system)
+    parent_omega = _per_hinge(parents, motion.angular)                     # [n, 3]
+    parent_centre = _per_hinge(parents, pose.position)
+    parent_points = (_per_hinge(parents, motion.linear)[:, None, :]
+                     + lie.cross(parent_omega[:, None, :],
+                                 pose.position[None] - parent_centre[:, None, :]))  # [n, nb, 3]
+    moved = pose.linear_jacobian                                           # δr_b, [n, nb, 3]
+    spins = _inertias_times(system, pose, motion.angular)
+    translations = system.bodies.mass[:, None] * motion.linear
+    per_body = (lie.dot(spins[None], lie.cross(parent_omega, pose.axis)[:, None, :])
+                + lie.dot(translations[None], lie.cross(parent_omega[:, None, :], moved)
+                          - lie.cross(pose.axis[:, None, :], parent_points))
+                + system.bodies.mass * lie.dot(system.gravity, moved))
+    return jnp.sum(carried_bodies(system) * per_body, axis=1)
 
 
 def joint_rates(system: Multibody, state: JointStates, locked=None):
@@ -317,8 +335,7 @@ def rate_basis(system: Multibody, angles):
     columns = []
     for k in range(len(system.hinges)):
         motion = tree_motion(system, pose, unit[k])
-        columns.append(jnp.concatenate([jnp.concatenate([linear, angular]) for linear, angular
-                                        in zip(motion.linear, motion.angular, strict=True)]))
+        columns.append(jnp.concatenate([motion.linear, motion.angular], axis=1).reshape(-1))
     return jnp.stack(columns, axis=1)
 
 
@@ -379,13 +396,13 @@ def coasting_acceleration(system: Multibody, pose: TreePose, motion: TreeMotion)
             parent = hinge.parent
             parent_omega = motion.angular[parent]
             arm = anchor - pose.position[parent]
-            alpha = angular[parent] + jnp.cross(parent_omega, omega - parent_omega)
-            anchor_acceleration = (linear[parent] + jnp.cross(angular[parent], arm)
-                                   + jnp.cross(parent_omega, jnp.cross(parent_omega, arm)))
+            alpha = angular[parent] + lie.cross(parent_omega, omega - parent_omega)
+            anchor_acceleration = (linear[parent] + lie.cross(angular[parent], arm)
+                                   + lie.cross(parent_omega, lie.cross(parent_omega, arm)))
         angular.append(alpha)
-        linear.append(anchor_acceleration + jnp.cross(alpha, lever)
-                      + jnp.cross(omega, jnp.cross(omega, lever)))
-    return TreeMotion(tuple(linear), tuple(angular))
+        linear.append(anchor_acceleration + lie.cross(alpha, lever)
+                      + lie.cross(omega, lie.cross(omega, lever)))
+    return TreeMotion(jnp.stack(linear), jnp.stack(angular))
 
 
 def _transmitted_wrenches(system: Multibody, pose: TreePose, motion: TreeMotion,
@@ -400,7 +417,7 @@ def _transmitted_wrenches(system: Multibody, pose: TreePose, motion: TreeMotion,
         mass = system.bodies.mass[b]
         force = mass * (acceleration.linear[b] - system.gravity)
         torque = (_inertia_times(system, pose, b, acceleration.angular[b])
-                  + jnp.cross(motion.angular[b], _angular_momentum(system, pose, motion, b)))
+                  + lie.cross(motion.angular[b], _angular_momentum(system, pose, motion, b)))
         needed.append((force, torque))
     return _subtree_wrenches(system, pose, needed)
 
@@ -414,7 +431,7 @@ def _subtree_wrenches(system: Multibody, pose: TreePose, needed):
     wrenches = []
     for i, carried in enumerate(subtrees(system)):
         parts = [(needed[b][0], needed[b][1]
-                  + jnp.cross(pose.position[b] - pose.anchor[i], needed[b][0]))
+                  + lie.cross(pose.position[b] - pose.anchor[i], needed[b][0]))
                  for b in carried if needed[b] is not None]
         wrenches.append((sum(p[0] for p in parts), sum(p[1] for p in parts)) if parts
                         else (jnp.zeros(3), jnp.zeros(3)))
@@ -444,7 +461,7 @@ def reaction_impulses(system: Multibody, pose: TreePose, motion: TreeMotion,
                                      coasting_acceleration(system, pose, motion))
     torques = jnp.stack([lie.dot(pose.axis[i], coasting[i][1]) for i in range(count)])
     units = _unit_wrenches(system, pose)
-    accelerations = small_solve.solve_positive_definite(_mass_matrix(system, pose, units),
+    accelerations = small_solve.solve_positive_definite(_mass_matrix(system, pose),
                                                         generalized_forces - torques)
     rows = []
     for i in range(count):
