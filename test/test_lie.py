@@ -39,7 +39,6 @@ quat_rotate = jax.jit(lie.quat_rotate)
 matrix_times = jax.jit(lie.matrix_times)
 matrix_transpose_times = jax.jit(lie.matrix_transpose_times)
 matrix_product = jax.jit(lie.matrix_product)
-cross = jax.jit(lie.cross)
 quat_exp = jax.jit(lie.quat_exp)
 quat_log = jax.jit(lie.quat_log)
 quat_from_matrix = jax.jit(lie.quat_from_matrix)
@@ -236,15 +235,6 @@ def test_matrix_helpers_are_the_matrix_products(a, b, v):
     batched = np.stack([rotation_a, rotation_b])
     np.testing.assert_allclose(matrix_times(batched, np.stack([v, 2.0 * v])),
                                [rotation_a @ v, 2.0 * rotation_b @ v], rtol=0.0, atol=1e-13)
-
-
-@CHEAP
-@given(vectors, vectors, vectors)
-def test_cross_is_numpys_and_broadcasts(a, b, c):
-    np.testing.assert_allclose(cross(a, b), np.cross(a, b), rtol=0.0, atol=1e-13)
-    pairs = np.stack([b, c])
-    np.testing.assert_allclose(cross(a[None, None], pairs[:, None]), np.cross(a, pairs)[:, None],
-                               rtol=0.0, atol=1e-13)
 
 
 @CHEAP

@@ -167,7 +167,7 @@ def hinge_holonomic(hinge: Hinge, state: BodyStates):
     s_p, s_c, x_a, y_b, z_b, x_b = _hinge_vectors(hinge, state)
     violation = jnp.concatenate([(r_p + s_p) - (r_c + s_c),
                                  jnp.stack([lie.dot(x_a, y_b), lie.dot(x_a, z_b)])])
-    normals = jnp.stack([lie.cross(x_a, y_b), lie.cross(x_a, z_b)])
+    normals = jnp.stack([jnp.cross(x_a, y_b), jnp.cross(x_a, z_b)])
     return violation, HingeGeometry(s_p, s_c, normals, x_b)
 
 
@@ -179,8 +179,8 @@ def hinge_rates(hinge: HingeLayout, geometry: HingeGeometry, velocity):
     """
     v_p, w_p = _body_velocity(velocity, hinge.parent)
     v_c, w_c = _body_velocity(velocity, hinge.child)
-    linear = (v_p + lie.cross(w_p, geometry.parent_lever)) - (
-        v_c + lie.cross(w_c, geometry.child_lever))
+    linear = (v_p + jnp.cross(w_p, geometry.parent_lever)) - (
+        v_c + jnp.cross(w_c, geometry.child_lever))
     relative = w_p - w_c
     return jnp.concatenate([linear, lie.dot(geometry.normals, relative),
                             -lie.dot(relative, geometry.axis)[None]])
@@ -195,8 +195,8 @@ def hinge_impulses(geometry: HingeGeometry, holonomic, axial):
     force = holonomic[:3]
     torque = (geometry.normals[0] * holonomic[3] + geometry.normals[1] * holonomic[4]
               - axial * geometry.axis)
-    child = jnp.concatenate([-force, -lie.cross(geometry.child_lever, force) - torque])
-    parent = jnp.concatenate([force, lie.cross(geometry.parent_lever, force) + torque])
+    child = jnp.concatenate([-force, -jnp.cross(geometry.child_lever, force) - torque])
+    parent = jnp.concatenate([force, jnp.cross(geometry.parent_lever, force) + torque])
     return child, parent
 
 
@@ -289,10 +289,10 @@ def constraint_curvature(hinge: Hinge, state: BodyStates):
     s_p, s_c, x_a, y_b, z_b, _ = _hinge_vectors(hinge, state)
 
     def turned(w, u):
-        return lie.cross(w, u)
+        return jnp.cross(w, u)
 
     def twice_turned(w, u):
-        return lie.cross(w, lie.cross(w, u))
+        return jnp.cross(w, jnp.cross(w, u))
 
     def dot_curvature(b):
         return (twice_turned(w_p, x_a) @ b + 2.0 * turned(w_p, x_a) @ turned(w_c, b)

@@ -138,7 +138,7 @@ def tree_pose(system: Multibody, angles) -> TreePose:
     position, axis, anchor = map(jnp.stack, (position, axis, anchor))
     return TreePose(jnp.stack(rotation), position, axis, anchor, jnp.stack(child_axes),
                     carried_bodies(system)[:, :, None]
-                    * lie.cross(axis[:, None, :], _levers(position, anchor)))
+                    * jnp.cross(axis[:, None, :], _levers(position, anchor)))
 
 
 def _levers(position, anchor):
@@ -181,7 +181,7 @@ def _parent_motion(system: Multibody, pose: TreePose, motion: TreeMotion):
 
     def velocity(points):
         spread = (slice(None),) + (None,) * (points.ndim - 2)
-        return linear[spread] + lie.cross(omega[spread], points - centre[spread])
+        return linear[spread] + jnp.cross(omega[spread], points - centre[spread])
 
     return omega, velocity
 
@@ -288,9 +288,9 @@ def lagrangian_angle_gradient(system: Multibody, pose: TreePose, motion: TreeMot
     moved = pose.linear_jacobian                                           # δr_b, [n, nb, 3]
     spins = _inertias_times(system, pose, motion.angular)
     translations = system.bodies.mass[:, None] * motion.linear
-    per_body = (lie.dot(spins[None], lie.cross(parent_omega, pose.axis)[:, None, :])
-                + lie.dot(translations[None], lie.cross(parent_omega[:, None, :], moved)
-                          - lie.cross(pose.axis[:, None, :], parent_points))
+    per_body = (lie.dot(spins[None], jnp.cross(parent_omega, pose.axis)[:, None, :])
+                + lie.dot(translations[None], jnp.cross(parent_omega[:, None, :], moved)
+                          - jnp.cross(pose.axis[:, None, :], parent_points))
                 + system.bodies.mass * lie.dot(system.gravity, moved))
     return jnp.sum(carried_bodies(system) * per_body, axis=1)
 
@@ -381,9 +381,9 @@ def coasting_acceleration(system: Multibody, pose: TreePose, motion: TreeMotion)
     carried = carried_bodies(system)[:, :, None]
     parent_omega, parent_velocity = _parent_motion(system, pose, motion)
     turning = motion.angular - parent_omega   # hinge j carries body j: w_j [n, 3]
-    turned = lie.cross(parent_omega, turning)  # ω_P × w_j
-    linear = (lie.cross(turned[:, None, :], _levers(pose.position, pose.anchor))
-              + lie.cross(turning[:, None, :],
+    turned = jnp.cross(parent_omega, turning)  # ω_P × w_j
+    linear = (jnp.cross(turned[:, None, :], _levers(pose.position, pose.anchor))
+              + jnp.cross(turning[:, None, :],
                           motion.linear[None] - parent_velocity(pose.anchor)[:, None, :]))
     return TreeMotion(jnp.sum(carried * linear, axis=0),
                       jnp.sum(carried * turned[:, None, :], axis=0))
@@ -400,7 +400,7 @@ def _subtree_wrenches(system: Multibody, pose: TreePose, forces, torques):
     carried = carried_bodies(system)[spread + (slice(None), None)]
     levers = _levers(pose.position, pose.anchor)[spread]
     return (jnp.sum(carried * forces, axis=-2),
-            jnp.sum(carried * (torques + lie.cross(levers, forces)), axis=-2))
+            jnp.sum(carried * (torques + jnp.cross(levers, forces)), axis=-2))
 
 
 def reaction_impulses(system: Multibody, pose: TreePose, motion: TreeMotion,
@@ -427,7 +427,7 @@ def reaction_impulses(system: Multibody, pose: TreePose, motion: TreeMotion,
     force, torque = _subtree_wrenches(
         system, pose, mass * (acceleration.linear - system.gravity),
         _inertias_times(system, pose, acceleration.angular)
-        + lie.cross(motion.angular, _inertias_times(system, pose, motion.angular)))
+        + jnp.cross(motion.angular, _inertias_times(system, pose, motion.angular)))
     carried = carried_bodies(system)[:, :, None]
     unit_force, unit_torque = _subtree_wrenches(   # [i, k, 3]: per unit θ̈_k
         system, pose, mass * pose.linear_jacobian,

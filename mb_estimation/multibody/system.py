@@ -198,7 +198,7 @@ def inverse_mass_matrix(system: Multibody, state: BodyStates):
 def applied_forces(system: Multibody, state: BodyStates):
     """Gravity and fictitious forces ``f + f_g`` (2.3): ``[m g; -ω × J ω]`` per body, ``[6nb]``."""
     omega = state.angular_velocity
-    gyroscopic = -lie.cross(omega, world_inertia_times(system, state.orientation, omega))
+    gyroscopic = -jnp.cross(omega, world_inertia_times(system, state.orientation, omega))
     gravity = system.bodies.mass[:, None] * system.gravity
     return jnp.concatenate([gravity, gyroscopic], axis=-1).reshape(-1)
 
@@ -317,9 +317,9 @@ def states_from_joints(system: Multibody, angles, rates) -> BodyStates:
         r_c = anchor - lie.matrix_times(lie.quat_to_matrix(e_c), hinge.child_anchor)
         axis = lie.quat_x_axis(frame_a)
         w_c = w_p + rates[i] * axis
-        v_anchor = v_p + lie.cross(w_p, anchor - r_p)
+        v_anchor = v_p + jnp.cross(w_p, anchor - r_p)
         orientation[i], position[i] = e_c, r_c
         angular[i] = w_c
-        linear[i] = v_anchor + lie.cross(w_c, r_c - anchor)
+        linear[i] = v_anchor + jnp.cross(w_c, r_c - anchor)
     return BodyStates(jnp.stack(position), jnp.stack(orientation), jnp.stack(linear),
                       jnp.stack(angular))

@@ -214,8 +214,14 @@ def _angle_step(system: Multibody, state: JointStates, inputs, h, locked, angles
     return jnp.concatenate([kept, -residual[joints:]])
 
 
-#: ``∂(r_a, p_{k+1})/∂θ_{k+1}`` of :func:`_angle_step`: ``[2 n_joints, n_joints]``.
-_angle_step_matrix = jax.jacfwd(_angle_step, argnums=5)
+def _angle_step_twice(*arguments):
+    value = _angle_step(*arguments)
+    return value, value
+
+
+#: ``∂(r_a, p_{k+1})/∂θ_{k+1}`` of :func:`_angle_step` ``[2 n_joints, n_joints]``, and its
+#: value: ``(system, state, inputs, h, locked, angles) ↦ (matrix, value)``, evaluated once.
+_angle_step_matrix = jax.jacfwd(_angle_step_twice, argnums=5, has_aux=True)
 
 
 def _has_dry_friction(system: Multibody) -> bool:
@@ -242,59 +248,65 @@ def _solved_step(system: Multibody, state: JointStates, inputs, h, locked) -> Jo
         solution = jax.lax.fori_loop(0, NEWTON_ITERATIONS, newton,
                                      jnp.concatenate([guess, state.momenta]))
         return JointStates(solution[:joints], solution[joints:])
-    matrix = _angle_step_matrix(*step, guess)
+    matrix, balance = _angle_step_matrix(*step, guess)
     factored, momenta_in_angles = small_solve.lu_factor(matrix[:joints]), matrix[joints:]
+
+    def updated(count, angles, balance):
+        change = small_solve.lu_solve(factored, balance[:joints])
+        return (count + 1, JointStates(angles - change,
+                                       balance[joints:] - momenta_in_angles @ change),
+                jnp.max(jnp.abs(change) / jnp.maximum(jnp.abs(angles), 1.0)))
 
     def chord(carry):
         count, iterate, _ = carry
-        balance = _angle_step(*step, iterate.angles)
-        change = small_solve.lu_solve(factored, balance[:joints])
-        return (count + 1, JointStates(iterate.angles - change,
-                                       balance[joints:] - momenta_in_angles @ change),
-                jnp.max(jnp.abs(change) / jnp.maximum(jnp.abs(iterate.angles), 1.0)))
+        return updated(count, iterate.angles, _angle_step(*step, iterate.angles))
 
     def unconverged(carry):
         count, _, change = carry
         return (count < CHORD_ITERATIONS) & (change > CHORD_TOLERANCE)
 
-    return jax.lax.while_loop(unconverged, chord, (0, JointStates(guess, state.momenta),
-                                                   jnp.inf))[1]
+    # The first iteration's balance at the guess came with the matrix.
+    return jax.lax.while_loop(unconverged, chord, updated(0, guess, balance))[1]
 
 
-def _jvp_of_moving(function, primals, tangents):
-    """``jax.jvp(function, primals, tangents)`` through the inputs that move alone.
+def _linearized(function, primals, tangents, unknowns):
+    """``function(*primals, unknowns)``'s change along ``tangents`` and its matrix in ``unknowns``.
 
-    ``tangents`` as a rule with ``symbolic_zeros`` gets them: a leaf whose tangent is a
+    One linearisation at the solution serves both (its value computed once). ``tangents`` as a
+    rule with ``symbolic_zeros`` gets them: a leaf whose tangent is a
     :class:`~jax.custom_derivatives.SymbolicZero` (the recorded input, the step, every part of
     the system no free value reaches) is held constant instead of carrying zeros through the
-    whole tree algebra in every direction.
+    whole tree algebra in every direction. Returns ``(change, matrix [rows, unknowns])``.
     """
     leaves, tree = jax.tree_util.tree_flatten(primals)
     tangent_leaves = tree.flatten_up_to(tangents)
     moving = [i for i, tangent in enumerate(tangent_leaves)
               if not isinstance(tangent, jax.custom_derivatives.SymbolicZero)]
 
-    def of_moving(*moving_leaves):
+    def of_moving(moving_leaves, unknowns):
         current = list(leaves)
         for index, leaf in zip(moving, moving_leaves, strict=True):
             current[index] = leaf
-        return function(*jax.tree_util.tree_unflatten(tree, current))
+        return function(*jax.tree_util.tree_unflatten(tree, current), unknowns)
 
-    return jax.jvp(of_moving, [leaves[i] for i in moving], [tangent_leaves[i] for i in moving])
+    moving_leaves = [leaves[i] for i in moving]
+    _, linear = jax.linearize(of_moving, moving_leaves, unknowns)
+    still = [jnp.zeros_like(leaf) for leaf in moving_leaves]
+    change = linear([tangent_leaves[i] for i in moving], jnp.zeros_like(unknowns))
+    matrix = jax.vmap(lambda direction: linear(still, direction), out_axes=1)(
+        jnp.eye(unknowns.shape[0]))
+    return change, matrix
 
 
 def _solved_step_derivative(primals, tangents):
     solved = _solved_step(*primals)
     joints = solved.angles.shape[-1]
     if _has_dry_friction(primals[0]):
-        unknowns = jnp.concatenate([solved.angles, solved.momenta])
-        _, change = _jvp_of_moving(lambda *args: _step_residual(*args, unknowns), primals,
-                                   tangents)
-        moved = -small_solve.solve_small(_step_matrix(*primals, unknowns), change)
+        change, matrix = _linearized(_step_residual, primals, tangents,
+                                     jnp.concatenate([solved.angles, solved.momenta]))
+        moved = -small_solve.solve_small(matrix, change)
         return solved, JointStates(moved[:joints], moved[joints:])
-    _, change = _jvp_of_moving(lambda *args: _angle_step(*args, solved.angles), primals,
-                               tangents)
-    matrix = _angle_step_matrix(*primals, solved.angles)
+    change, matrix = _linearized(_angle_step, primals, tangents, solved.angles)
     moved = -small_solve.solve_small(matrix[:joints], change[:joints])
     return solved, JointStates(moved, change[joints:] + matrix[joints:] @ moved)
 
