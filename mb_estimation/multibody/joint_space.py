@@ -389,18 +389,21 @@ def coasting_acceleration(system: Multibody, pose: TreePose, motion: TreeMotion)
                       jnp.sum(carried * turned[:, None, :], axis=0))
 
 
-def _subtree_wrenches(system: Multibody, pose: TreePose, forces, torques):
-    """Per hinge, ``(Σ F_b, Σ T_b + (r_b - s) × F_b)`` over the bodies it carries [N, N m].
+def _subtree_wrenches(system: Multibody, pose: TreePose, motion: TreeMotion,
+                     acceleration: TreeMotion):
+    """Per hinge, the force [N] and the torque about its anchor [N m] its subtree needs.
 
-    ``forces``, ``torques``: per body the force ``F_b`` and the torque about its centre of
-    mass ``T_b`` it needs, ``[..., nb, 3]``; the torque is summed about the hinge's anchor
-    ``s``. Returns ``[n, ..., 3]`` each.
+    Newton–Euler over the bodies hinge ``i`` carries, moving with ``motion`` at
+    ``acceleration``: ``F_i = Σ m_b (a_b - g)`` and ``T_i = Σ J_b α_b + ω_b × J_b ω_b + (r_b -
+    s_i) × m_b (a_b - g)``; ``[n, 3]`` each.
     """
-    spread = (slice(None),) + (None,) * (forces.ndim - 2)
-    carried = carried_bodies(system)[spread + (slice(None), None)]
-    levers = _levers(pose.position, pose.anchor)[spread]
-    return (jnp.sum(carried * forces, axis=-2),
-            jnp.sum(carried * (torques + jnp.cross(levers, forces)), axis=-2))
+    carried = carried_bodies(system)[:, :, None]
+    forces = system.bodies.mass[:, None] * (acceleration.linear - system.gravity)
+    torques = (_inertias_times(system, pose, acceleration.angular)
+               + jnp.cross(motion.angular, _inertias_times(system, pose, motion.angular)))
+    levers = _levers(pose.position, pose.anchor)
+    return (jnp.sum(carried * forces[None], axis=1),
+            jnp.sum(carried * (torques[None] + jnp.cross(levers, forces[None])), axis=1))
 
 
 def reaction_impulses(system: Multibody, pose: TreePose, motion: TreeMotion,
@@ -410,33 +413,26 @@ def reaction_impulses(system: Multibody, pose: TreePose, motion: TreeMotion,
     ``pose`` and ``motion`` are the step's midpoint (its mean angles and rates);
     ``generalized_forces`` ``[n_joints]`` [N m] the non-conservative forces its momenta imply,
     ``(p_{k+1} - p_k)/h - ∂L/∂θ`` (Lagrange's equations). Every hinge must transmit to its
-    subtree the Newton–Euler wrench of the motion (:func:`_subtree_wrenches`, ``F = Σ m_b (a_b
-    - g)``, ``T = Σ J_b α_b + ω_b × J_b ω_b + (r_b - s) × F_b``): that of the tree coasting at
-    ``θ̈ = 0`` (velocity products and gravity; :func:`coasting_acceleration`) plus ``Σ_k θ̈_k``
-    times the wrench per unit ``θ̈_k`` (from rest, ``α_b = a_k`` and ``a_b = a_k × (r_b -
-    s_k)`` for the bodies hinge ``k`` carries). The joint accelerations follow from ``M θ̈ =
-    Q - τ₀``, with ``τ₀`` the coasting torques along the axes. Over the step ``h`` the wrench
+    subtree the Newton–Euler wrench of the motion (:func:`_subtree_wrenches`). The joint
+    accelerations follow from ``M θ̈ = Q - τ₀``, with ``τ₀`` the torques along the axes of the
+    tree coasting at ``θ̈ = 0`` (velocity products and gravity;
+    :func:`coasting_acceleration`); the bodies' accelerations are the coasting ones plus
+    ``Σ_k θ̈_k`` times those of a unit ``θ̈_k`` (``α_b = a_k``, ``a_b = a_k × (r_b - s_k)`` for
+    the bodies hinge ``k`` carries), and the wrench is theirs. Over the step ``h`` the wrench
     (force ``F_i``, torque ``T_i`` about the anchor) is, in the rows of (F.1), ``λ_lin = -h
     F_i`` and ``λ_rot = -h (n · T_i)`` for the normals ``x_a × y_b = z_b`` and ``x_a × z_b =
     -y_b`` (the rigid hinge has ``x_a = x_b``); the part of ``T_i`` along the axis is the
     hinge's own friction, viscous and motor torque, not a holonomic multiplier. The midpoint
     rule makes the impulse second-order accurate in ``h``, like the residuals it bounds.
     """
-    mass = system.bodies.mass[:, None]
-    acceleration = coasting_acceleration(system, pose, motion)
-    force, torque = _subtree_wrenches(
-        system, pose, mass * (acceleration.linear - system.gravity),
-        _inertias_times(system, pose, acceleration.angular)
-        + jnp.cross(motion.angular, _inertias_times(system, pose, motion.angular)))
-    carried = carried_bodies(system)[:, :, None]
-    unit_force, unit_torque = _subtree_wrenches(   # [i, k, 3]: per unit θ̈_k
-        system, pose, mass * pose.linear_jacobian,
-        carried * _inertias_times(system, pose, jnp.broadcast_to(pose.axis[:, None, :],
-                                                                 carried.shape[:2] + (3,))))
+    coasting = coasting_acceleration(system, pose, motion)
+    _, coasting_torque = _subtree_wrenches(system, pose, motion, coasting)
     accelerations = small_solve.solve_positive_definite(
-        _mass_matrix(system, pose), generalized_forces - lie.dot(pose.axis, torque))
-    force = force + jnp.sum(accelerations[None, :, None] * unit_force, axis=1)
-    torque = torque + jnp.sum(accelerations[None, :, None] * unit_torque, axis=1)
+        _mass_matrix(system, pose), generalized_forces - lie.dot(pose.axis, coasting_torque))
+    turning = accelerations[:, None] * carried_bodies(system)  # θ̈_k where k carries b
+    force, torque = _subtree_wrenches(system, pose, motion, TreeMotion(
+        coasting.linear + jnp.sum(accelerations[:, None, None] * pose.linear_jacobian, axis=0),
+        coasting.angular + jnp.sum(turning[:, :, None] * pose.axis[:, None, :], axis=0)))
     axes = pose.child_axes
     return -h * jnp.concatenate([force, lie.dot(axes[:, :, 2], torque)[:, None],
                                  -lie.dot(axes[:, :, 1], torque)[:, None]], axis=1)
