@@ -221,7 +221,7 @@ def _angle_step_twice(*arguments):
 
 #: ``∂(r_a, p_{k+1})/∂θ_{k+1}`` of :func:`_angle_step` ``[2 n_joints, n_joints]``, and its
 #: value: ``(system, state, inputs, h, locked, angles) ↦ (matrix, value)``, evaluated once.
-_angle_step_matrix = jax.jacfwd(_angle_step_twice, argnums=5, has_aux=True)
+_angle_step_matrix_and_value = jax.jacfwd(_angle_step_twice, argnums=5, has_aux=True)
 
 
 def _has_dry_friction(system: Multibody) -> bool:
@@ -248,7 +248,7 @@ def _solved_step(system: Multibody, state: JointStates, inputs, h, locked) -> Jo
         solution = jax.lax.fori_loop(0, NEWTON_ITERATIONS, newton,
                                      jnp.concatenate([guess, state.momenta]))
         return JointStates(solution[:joints], solution[joints:])
-    matrix, balance = _angle_step_matrix(*step, guess)
+    matrix, balance = _angle_step_matrix_and_value(*step, guess)
     factored, momenta_in_angles = small_solve.lu_factor(matrix[:joints]), matrix[joints:]
 
     def updated(count, angles, balance):
