@@ -19,9 +19,9 @@ nested AD compiled 1.6× longer and ran 3–5× slower (measured).
 
 Every hinge and body is handled at once, over arrays stacked along them (which hinge carries
 which body is a constant 0/1 matrix, :func:`carried_bodies`), rather than in loops unrolled per
-body: a rigid step's program is half the size that way, and it compiles and runs in a scan
-(a simulation step by step) ~40 % faster; vmapped over thousands of transitions at once (the
-joint fit's Jacobians) the denser arrays cost more memory traffic and run up to 3× slower
+body: a rigid step's program is about half the size that way, and it compiles faster and runs
+faster in a scan (a simulation step by step); vmapped over thousands of transitions at once
+(the joint fit's Jacobians) the denser arrays cost more memory traffic and run slower
 (measured). Only elementwise JAX operations and tiny unrolled solves are used: batched LAPACK
 calls inside a vmap deadlock jaxlib 0.10's CPU runtime on two cores (each worker blocks on the
 pool it runs in).
@@ -431,10 +431,9 @@ def reaction_impulses(system: Multibody, pose: TreePose, motion: TreeMotion,
     _, coasting_torque = _subtree_wrenches(system, pose, motion, coasting)
     accelerations = small_solve.solve_positive_definite(
         _mass_matrix(system, pose), generalized_forces - lie.dot(pose.axis, coasting_torque))
-    turning = accelerations[:, None] * carried_bodies(system)  # θ̈_k where k carries b
+    driven = tree_motion(system, pose, accelerations)  # linear in the rates: θ̈'s part
     force, torque = _subtree_wrenches(system, pose, motion, TreeMotion(
-        coasting.linear + jnp.sum(accelerations[:, None, None] * pose.linear_jacobian, axis=0),
-        coasting.angular + jnp.sum(turning[:, :, None] * pose.axis[:, None, :], axis=0)))
+        coasting.linear + driven.linear, coasting.angular + driven.angular))
     axes = pose.child_axes
     return -h * jnp.concatenate([force, lie.dot(axes[:, :, 2], torque)[:, None],
                                  -lie.dot(axes[:, :, 1], torque)[:, None]], axis=1)
