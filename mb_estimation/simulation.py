@@ -6,7 +6,6 @@ to a bag (the ``simulate`` command).
 
 from __future__ import annotations
 
-import functools
 import itertools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from mb_estimation.multibody.joint_space import JointStates, joint_states
 from mb_estimation.multibody.joint_space import joint_rates as tree_joint_rates
 from mb_estimation.multibody.variational import held_steps
 from mb_estimation.numerics import jax, jit
-from mb_estimation.rigs import Rig, parameter_arrays
+from mb_estimation.rigs import Rig, built_system, parameter_arrays
 from mb_estimation.scenarios import Scenario, make_scenario, played_scenario
 
 jnp = jax.numpy
@@ -70,20 +69,6 @@ def quantise(angles, counts_per_revolution: int | None):
         return np.asarray(angles)
     resolution = 2.0 * np.pi / counts_per_revolution
     return np.round(np.asarray(angles) / resolution) * resolution
-
-
-@functools.partial(jit, static_argnums=0)
-def _built(build, values):
-    return build(values)
-
-
-def built_system(rig: Rig, values: Mapping[str, object]):
-    """``rig.build(values)`` as one compiled program, for use outside compiled code.
-
-    Op by op, building the system compiled a small program per operation and shape on every
-    cold start (about 25 for the Furuta pendulum).
-    """
-    return _built(rig.build, values)
 
 
 _starting_state = jit(states_from_joints)

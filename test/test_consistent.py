@@ -64,6 +64,7 @@ from mb_estimation.multibody.joint_space import (
 from mb_estimation.multibody.variational import (
     at_rest_where_locked,
     joint_impulses,
+    step_with_jacobian,
     variational_residuals,
     variational_step,
 )
@@ -294,14 +295,23 @@ def test_the_step_solves_its_residuals_and_differentiates_as_its_solution(dry_fr
     Chord iterations on the angles alone, or with dry friction Newton's on both. From 20
     random states at 0.25, 1 and 2 ms, the arm locked in half of them: the step's result
     makes ``r_a`` and ``r_b`` vanish to round-off, and its forward derivative in the start
-    state and the input matches central differences. (§4.7's rig: its long pendulum needs
-    more of the iterations than the short one the other tests here use.)
+    state and the input matches central differences, as does its Jacobian in the start state
+    and two parameters (:func:`step_with_jacobian`, the simulation-error stage's). (§4.7's
+    rig: its long pendulum needs more of the iterations than the short one the other tests
+    here use.)
     """
     config = apply_overrides(load_config("furuta_synthetic"), hinges="rigid")
-    system = get_rig("furuta").build(parameter_arrays(config.parameters))
-    assert all(hinge.has_dry_friction for hinge in system.hinges)  # as the config declares
-    if not dry_friction:
-        system = without_dry_friction(system, (True, True))
+    rig = get_rig("furuta")
+    assert all(hinge.has_dry_friction for hinge in rig.build(
+        parameter_arrays(config.parameters)).hinges)  # as the config declares
+
+    def system_of(values):  # J_Byy and b2 free
+        system = rig.build(parameter_arrays({**config.parameters, "J_Byy": values[0],
+                                             "b2": values[1]}))
+        return system if dry_friction else without_dry_friction(system, (True, True))
+
+    values = jnp.asarray([float(config.parameters["J_Byy"]), float(config.parameters["b2"])])
+    system = system_of(values)
 
     @jax.jit
     def step_and_residual(angles, momenta, u, h, locked):
@@ -317,6 +327,17 @@ def test_the_step_solves_its_residuals_and_differentiates_as_its_solution(dry_fr
                                                         locked),
                        (angles, momenta, u), (jnp.asarray([0.3, -1.0]),
                                               jnp.asarray([1e-3, 2e-3]), jnp.ones(1)))[1]
+
+    @jax.jit
+    def jacobian(angles, momenta, u, h, locked):
+        return step_with_jacobian(system_of, values, JointStates(angles, momenta), u, h,
+                                  locked)[1]
+
+    @jax.jit
+    def moved_step(angles, momenta, moved_values, u, h, locked):
+        following = variational_step(system_of(moved_values), JointStates(angles, momenta), u,
+                                     h, locked)
+        return jnp.concatenate([following.angles, following.momenta])
 
     rng = np.random.default_rng(4)
     for trial in range(20):
@@ -339,6 +360,22 @@ def test_the_step_solves_its_residuals_and_differentiates_as_its_solution(dry_fr
                 np.testing.assert_allclose(np.asarray(got),
                                            (np.asarray(plus) - np.asarray(minus)) / (2 * d),
                                            rtol=1e-5, atol=1e-9)
+            if trial % 5:
+                continue
+            # columns: θ_k (2), p_k (2), J_Byy, b2 (relative steps: b2's effect is small)
+            point = np.concatenate([np.asarray(angles), np.asarray(momenta), np.asarray(values)])
+            steps = np.concatenate([np.full(2, 1e-6), np.full(2, 1e-7),
+                                    1e-2 * np.asarray(values)])
+            central = np.stack([
+                (moved_step(*np.split(point + step * unit, [2, 4]), u, h, locked)
+                 - moved_step(*np.split(point - step * unit, [2, 4]), u, h, locked)) / (2 * step)
+                for step, unit in zip(steps, np.eye(6), strict=True)], axis=1)
+            got = np.asarray(jacobian(angles, momenta, u, h, locked))
+            # a central difference's round-off: the outputs' spacing over twice the step
+            output = np.abs(np.asarray(moved_step(*np.split(point, [2, 4]), u, h, locked)))
+            round_off = np.spacing(output + 1.0)[:, None] / steps[None, :]
+            assert np.all(np.abs(got - central) <= 1e-5 * np.abs(central) + 10 * round_off), (
+                trial, h, np.max(np.abs(got - central) / (np.abs(central) + round_off)))
 
 
 def test_a_locked_arm_is_the_limit_of_an_immovable_one_and_its_derivatives_hold(truth):

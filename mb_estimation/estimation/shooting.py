@@ -71,7 +71,7 @@ from mb_estimation.estimation.shooting_segments import (
 )
 from mb_estimation.multibody import frictionless_hinges
 from mb_estimation.numerics import jax
-from mb_estimation.rigs import Rig, parameter_arrays
+from mb_estimation.rigs import Rig, built_system, parameter_arrays
 
 jnp = jax.numpy
 
@@ -276,8 +276,8 @@ class _Effort:
 def _frictionless(rig: Rig, parameters: dict, names: tuple[str, ...]) -> tuple[bool, ...]:
     """Hinges without dry friction at the start values and with every fitted value moved."""
     moved = {**parameters, **{name: 2.0 * np.asarray(parameters[name]) + 1.0 for name in names}}
-    return frictionless_hinges(rig.build(parameter_arrays(parameters)),
-                               rig.build(parameter_arrays(moved)))
+    return frictionless_hinges(built_system(rig, parameter_arrays(parameters)),
+                               built_system(rig, parameter_arrays(moved)))
 
 
 @dataclass(frozen=True)

@@ -32,9 +32,13 @@ from mb_estimation.multibody import (
     states_from_joints,
     without_dry_friction,
 )
+from mb_estimation.multibody.joint_space import JointStates, joint_states
 from mb_estimation.multibody.joint_space import joint_rates as tree_joint_rates
-from mb_estimation.multibody.joint_space import joint_states
-from mb_estimation.multibody.variational import at_rest_where_locked, rigid_chunk
+from mb_estimation.multibody.variational import (
+    at_rest_where_locked,
+    rigid_chunk,
+    step_with_jacobian,
+)
 from mb_estimation.numerics import jax
 from mb_estimation.rigs import Rig, parameter_arrays
 
@@ -124,12 +128,17 @@ def linearize_segments(static, step, fixed, joint_states, free_values, measured,
 
     ``static = (rig, names, frictionless, rigid)`` and ``step = (h, substeps)`` as
     :func:`segment_residuals` takes them. Returns ``(residuals, d residuals/d start,
-    d residuals/d values, end, d end/d start, d end/d values)``, each batched over lanes.
+    d residuals/d values, end, d end/d start, d end/d values)``, each batched over lanes: the
+    rigid tree's by forward sensitivities (:func:`rigid_lane_linearized`), the compliant
+    model's by forward-mode AD of :func:`segment_residuals`.
     """
     h, substeps = step
 
     def one(lane):
         joint_state, y, w, u, lock = lane
+        if static[3]:
+            return rigid_lane_linearized(*static[:3], h, substeps, fixed, joint_state,
+                                         free_values, y, w, u, lock)
 
         def simulated(state, values):
             value = segment_residuals(*static, h, substeps, fixed, state, values, y, w, u, lock)
@@ -139,9 +148,70 @@ def linearize_segments(static, step, fixed, joint_states, free_values, measured,
             jax.jacfwd(simulated, argnums=(0, 1), has_aux=True)(joint_state, free_values)
         return residual, residual_state, residual_values, end, end_state, end_values
 
+    lanes = (joint_states, measured, weights, inputs, locked)
+    if joint_states.shape[0] == 1:  # one lane: no batching to trace
+        return tuple(part[None] for part in one(tuple(data[0] for data in lanes)))
     # Every lane of the batch at once: the stepper's solve is plain array operations (no
     # LAPACK), so the step's many small operations run once for all lanes.
-    return jax.vmap(one)((joint_states, measured, weights, inputs, locked))
+    return jax.vmap(one)(lanes)
+
+
+def rigid_lane_linearized(rig: Rig, names: tuple[str, ...], frictionless: tuple[bool, ...], h,
+                          substeps, fixed, joint_state, free_values, measured, weights, inputs,
+                          locked):
+    """One rigid lane's :func:`linearize_segments` outputs, by forward sensitivities.
+
+    The lane of :func:`segment_residuals` (``rigid``) simulated with the sensitivity ``S =
+    ∂(θ, p)/∂(start, values)`` ``[2 n_joints, 2 n_joints + p]`` carried along: ``S`` from the
+    start's map to the tree's state, then each step's Jacobian
+    (:func:`~mb_estimation.multibody.variational.step_with_jacobian`) applied to it; the
+    residuals' rows are its angle rows, weighted; the end's rate rows the rates' Jacobian
+    applied to the last ``S``. The same derivatives as forward-mode AD through the
+    simulation, traced and compiled in a fraction of the time.
+    """
+    joints, count = joint_state.shape[0] // 2, free_values.shape[0]
+
+    def system_of(values):
+        return _lane_system(rig, names, frictionless, fixed, values)
+
+    def start_of(start, values):
+        state = _rigid_start(system_of(values), start, locked)
+        return jnp.concatenate([state.angles, state.momenta])
+
+    first = start_of(joint_state, free_values)
+    sensitivity = jnp.concatenate(jax.jacfwd(start_of, argnums=(0, 1))(joint_state, free_values),
+                                  axis=1)
+
+    def sample(carry, held):
+        def one_step(_, current):
+            state, sensitivity = current
+            following, jacobian = step_with_jacobian(system_of, free_values, state, held, h,
+                                                     locked)
+            in_values = jnp.pad(jacobian[:, 2 * joints:], ((0, 0), (2 * joints, 0)))
+            return following, jacobian[:, :2 * joints] @ sensitivity + in_values
+
+        carry = jax.lax.fori_loop(0, substeps, one_step, carry)
+        return carry, (carry[0].angles, carry[1][:joints])
+
+    (last, sensitivity), (angles, in_angles) = jax.lax.scan(
+        sample, (JointStates(first[:joints], first[joints:]), sensitivity), inputs)
+    start_rows = jnp.eye(joints, 2 * joints + count)  # the first sample: the start's angles
+    angles = jnp.concatenate([joint_state[None, :joints], angles])
+    in_angles = jnp.concatenate([start_rows[None], in_angles]) * weights[:, None, None]
+    error = jnp.angle(jnp.exp(1j * (angles - measured)))
+
+    def rates_of(angles, momenta, values):
+        return tree_joint_rates(system_of(values), JointStates(angles, momenta), locked)
+
+    in_angles_end, in_momenta_end, in_values_end = jax.jacfwd(rates_of, argnums=(0, 1, 2))(
+        last.angles, last.momenta, free_values)
+    in_rates = (jnp.concatenate([in_angles_end, in_momenta_end], axis=1) @ sensitivity
+                + jnp.pad(in_values_end, ((0, 0), (2 * joints, 0))))
+    end = jnp.concatenate([last.angles, rates_of(last.angles, last.momenta, free_values)])
+    in_end = jnp.concatenate([sensitivity[:joints], in_rates])
+    in_residual = in_angles.reshape(-1, 2 * joints + count)
+    return ((error * weights[:, None]).reshape(-1), in_residual[:, :2 * joints],
+            in_residual[:, 2 * joints:], end, in_end[:, :2 * joints], in_end[:, 2 * joints:])
 
 
 def segments_residuals(static, step, fixed, joint_states, free_values, measured, weights,

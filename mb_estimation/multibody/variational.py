@@ -298,17 +298,59 @@ def _linearized(function, primals, tangents, unknowns):
     return change, matrix
 
 
+def _solution_change(matrix, change, dry_friction: bool):
+    """The solved step's change ``[2 n_joints, ...]`` from its residuals' (implicit function).
+
+    ``change``: the residuals' change at the fixed solution ``[rows, ...]``, ``matrix``: their
+    matrix in the unknowns: with ``dry_friction`` the unknowns are ``(θ_{k+1}, p_{k+1})``
+    (:func:`_step_residual`) and ``d x = -matrix⁻¹ change``; without, the angles alone
+    (:func:`_angle_step`), the momenta following explicitly.
+    """
+    if dry_friction:
+        return -small_solve.solve_small(matrix, change)
+    joints = matrix.shape[1]
+    moved = -small_solve.solve_small(matrix[:joints], change[:joints])
+    return jnp.concatenate([moved, change[joints:] + matrix[joints:] @ moved])
+
+
+def _step_residual_and_unknowns(system: Multibody, solved: JointStates):
+    """The residuals :func:`_solved_step` zeroes (unknowns last) and its unknowns at ``solved``."""
+    if _has_dry_friction(system):
+        return _step_residual, jnp.concatenate([solved.angles, solved.momenta])
+    return _angle_step, solved.angles
+
+
 def _solved_step_derivative(primals, tangents):
     solved = _solved_step(*primals)
     joints = solved.angles.shape[-1]
-    if _has_dry_friction(primals[0]):
-        change, matrix = _linearized(_step_residual, primals, tangents,
-                                     jnp.concatenate([solved.angles, solved.momenta]))
-        moved = -small_solve.solve_small(matrix, change)
-        return solved, JointStates(moved[:joints], moved[joints:])
-    change, matrix = _linearized(_angle_step, primals, tangents, solved.angles)
-    moved = -small_solve.solve_small(matrix[:joints], change[:joints])
-    return solved, JointStates(moved, change[joints:] + matrix[joints:] @ moved)
+    residual, unknowns = _step_residual_and_unknowns(primals[0], solved)
+    change, matrix = _linearized(residual, primals, tangents, unknowns)
+    moved = _solution_change(matrix, change, _has_dry_friction(primals[0]))
+    return solved, JointStates(moved[:joints], moved[joints:])
 
 
 _solved_step.defjvp(_solved_step_derivative, symbolic_zeros=True)
+
+
+def step_with_jacobian(system_of, values, state: JointStates, inputs, h, locked
+                       ) -> tuple[JointStates, jax.Array]:
+    """:func:`variational_step` of ``system_of(values)`` and its Jacobian in state and values.
+
+    ``system_of``: the free ``values [p]`` to the :class:`Multibody`. Returns the next state
+    and ``∂(θ_{k+1}, p_{k+1})/∂(θ_k, p_k, values)`` ``[2 n_joints, 2 n_joints + p]``: the
+    residuals' Jacobian at the solution, then the implicit function theorem, as the step's
+    forward derivative has it, so a simulation can carry its sensitivities step by step
+    (forward sensitivities: one Jacobian per step instead of the step differentiated inside a
+    differentiated scan, which took longer to trace and compile).
+    """
+    system = system_of(values)
+    solved = _solved_step(system, state, inputs, h, locked)
+    residual, unknowns = _step_residual_and_unknowns(system, solved)
+
+    def balance(angles, momenta, free, at):
+        return residual(system_of(free), JointStates(angles, momenta), inputs, h, locked, at)
+
+    in_angles, in_momenta, in_values, matrix = jax.jacfwd(balance, argnums=(0, 1, 2, 3))(
+        state.angles, state.momenta, values, unknowns)
+    change = jnp.concatenate([in_angles, in_momenta, in_values], axis=1)
+    return solved, _solution_change(matrix, change, _has_dry_friction(system))

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mb_estimation.multibody import Multibody
-from mb_estimation.numerics import jax
+from mb_estimation.numerics import jax, jit
 from mb_estimation.rigs.parameters import FURUTA, PENDULUM, PENDULUM_FRICTION_MODELS, RigSpec
 
 
@@ -49,6 +49,21 @@ def parameter_arrays(values: Mapping[str, object]) -> dict[str, np.ndarray]:
     return {name: jax.numpy.asarray(value, dtype=jax.numpy.float64)
             if isinstance(value, jax.Array) else np.asarray(value, dtype=np.float64)
             for name, value in values.items()}
+
+
+@functools.partial(jit, static_argnums=0)
+def _built(build, values):
+    return build(values)
+
+
+def built_system(rig: Rig, values: Mapping[str, object]) -> Multibody:
+    """``rig.build(values)`` as one compiled program, for use outside compiled code.
+
+    ``values`` as :func:`parameter_arrays` gives them. Op by op, building the system compiled
+    a small program per operation and shape on every cold start (about 25 for the Furuta
+    pendulum).
+    """
+    return _built(rig.build, values)
 
 
 def get_rig(name: str, friction: str | None = None, drift_correction: bool = False,
