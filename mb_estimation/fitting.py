@@ -213,6 +213,9 @@ def fit(setup: Setup, plan: Plan | None = None,
         if stage.kind is not StageKind.SIMULATION:
             grids = setup.level_grids[setup.steps.index(stage.dt)]
         problem = setup.problem(grids, estimate_parameters=plan.estimate_parameters)
+        if stage.kind is StageKind.JOINT:  # every level on the finest level's programs
+            problem = dataclasses.replace(problem, padded_steps=max(
+                grid.num_steps for grid in setup.level_grids[-1]))
         if progress is not None:
             progress(Progress(index, plan.stages, recordings=len(grids),
                               steps=sum(grid.num_steps for grid in grids)))

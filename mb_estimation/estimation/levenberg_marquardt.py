@@ -218,7 +218,7 @@ class RecordingProblem:
     ``structure``: the rig and free set (static); ``fixed``: the values of the other
     parameters; ``grids`` and ``data``: the recordings on the grid and their device data;
     ``lower``/``upper``: the free parameters' box; ``compiler``: the solve's program cache
-    (it counts the compile time).
+    (it counts the compile time); ``padded_steps``: as :attr:`bucket` takes it.
     """
 
     structure: ModelStructure
@@ -229,6 +229,7 @@ class RecordingProblem:
     upper: Mapping[str, float]
     settings: SolverSettings
     compiler: Compiler = field(default_factory=Compiler)
+    padded_steps: int = 0
 
     @property
     def free(self) -> FreeParameters:
@@ -238,11 +239,12 @@ class RecordingProblem:
     def bucket(self) -> int:
         """The length every recording's whole-recording algebra is padded to.
 
-        The longest recording's :func:`bucket_length`: the recordings of one solve share one
-        set of programs whatever their lengths (the five peer-rig recordings compiled nine
-        sets); a shorter one pays for its padding in those programs only.
+        The longest recording's :func:`bucket_length` (at least ``padded_steps``'s): the
+        recordings of one solve share one set of programs whatever their lengths (the five
+        peer-rig recordings compiled nine sets); a shorter one pays for its padding in those
+        programs only.
         """
-        return bucket_length(max(grid.num_steps for grid in self.grids))
+        return bucket_length(max(self.padded_steps, *(grid.num_steps for grid in self.grids)))
 
     @property
     def termination(self) -> Termination:

@@ -74,7 +74,9 @@ class EstimationProblem:
     ``free``: names of the estimated parameters; ``lower``/``upper``: their box (scalars);
     ``recordings``: the data on the grid, all with the same step ``dt``; ``formulation``:
     ``maximal`` (the paper's states and residuals) or ``joint`` (the rigid limit in joint
-    coordinates, :mod:`mb_estimation.estimation.formulations`).
+    coordinates, :mod:`mb_estimation.estimation.formulations`); ``padded_steps``: the
+    whole-recording algebra padded as for recordings of at least this many steps (a coarse
+    level of the consistent path takes the finest level's, so both share one set of programs).
     """
 
     rig: Rig
@@ -84,6 +86,7 @@ class EstimationProblem:
     upper: Mapping[str, float]
     recordings: tuple[GridData, ...]
     formulation: str = "maximal"
+    padded_steps: int = 0
 
     @property
     def dt(self) -> float:
@@ -202,7 +205,7 @@ def _solver(problem: EstimationProblem, settings: SolverSettings
                        np.asarray(r.observed), np.asarray(r.dt, dtype=np.float64),
                        np.asarray(np.sqrt(settings.kappa)), r.locked_mask)
               for r in problem.recordings),
-        problem.lower, problem.upper, settings)
+        problem.lower, problem.upper, settings, padded_steps=problem.padded_steps)
     return solver, free_values
 
 
