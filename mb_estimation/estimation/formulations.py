@@ -85,6 +85,13 @@ class Formulation(Protocol):
     def initial_states(self, system, filtered_angles, rates, dt):
         """Initial states from filtered angles and (or None) rates on the grid."""
 
+    def start_rates(self, filtered_angles, dt):
+        """The joint rates [rad/s] its initial states take where a recording gives none.
+
+        Computed on the host from the filtered angles ``[n, n_joints]``, so that every level's
+        initial states come from one program; None where they take the angles alone.
+        """
+
     def shadow(self, system, states):
         """Joint angles [rad], rates [rad/s] ``[n, n_joints]`` and body states."""
 
@@ -142,6 +149,11 @@ class MaximalCoordinates:
         """All states moved by ``step [n, 12 nb]`` (``[δr, δψ, δv, δω]`` per body)."""
         num_bodies = states.position.shape[-2]
         return state_boxplus(states, step.reshape(step.shape[0], num_bodies, 12))
+
+    @staticmethod
+    def start_rates(filtered_angles, dt) -> None:
+        """None: the velocities (4.3) come from the configurations' differences."""
+        return None
 
     @staticmethod
     def initial_states(system, filtered_angles, rates, dt) -> BodyStates:
@@ -215,6 +227,11 @@ class JointCoordinates:
         """All states moved by ``step [n, 2 n_joints]`` (``[δθ, δp]``)."""
         half = states.angles.shape[-1]
         return JointStates(states.angles + step[:, :half], states.momenta + step[:, half:])
+
+    @staticmethod
+    def start_rates(filtered_angles, dt) -> np.ndarray:
+        """The filtered angles' central differences (one-sided at the ends) [rad/s]."""
+        return np.gradient(np.asarray(filtered_angles, dtype=np.float64), dt, axis=0)
 
     @staticmethod
     def initial_states(system, filtered_angles, rates, dt) -> JointStates:

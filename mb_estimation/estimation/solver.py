@@ -238,13 +238,21 @@ def _impulse_rows(solver: RecordingProblem, state: LMState) -> int:
 
 
 def _initial_states(solver: RecordingProblem, free_values, grid: GridData):
-    """A recording's start states from its filtered angles (and driver rates, if any), §4.4."""
+    """A recording's start states from its filtered angles (and driver rates, if any), §4.4.
+
+    Where the recording has no driver rates the formulation may give some from the angles
+    (:meth:`~mb_estimation.estimation.formulations.Formulation.start_rates`): then the levels
+    of the consistent path share one program.
+    """
     common = ((solver.fixed, None), (free_values, None), (grid.filtered_angles, "linear"))
-    if grid.initial_rates is None:
+    rates = grid.initial_rates
+    if rates is None:
+        rates = solver.structure.formulation.start_rates(grid.filtered_angles, grid.dt)
+    if rates is None:
         return on_bucket(solver.compiler, states_from_angles, solver.structure, grid.num_steps,
                          solver.bucket, *common, (np.asarray(grid.dt, dtype=np.float64), None))
     return on_bucket(solver.compiler, states_from_angles_and_rates, solver.structure,
-                     grid.num_steps, solver.bucket, *common, (grid.initial_rates, "edge"))
+                     grid.num_steps, solver.bucket, *common, (rates, "edge"))
 
 
 def _result(solver: RecordingProblem, state: LMState, status: FitStatus,
