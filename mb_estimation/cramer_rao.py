@@ -17,29 +17,41 @@ bounds the covariance of any unbiased estimate from these data. Two uses:
   and that weight alone can pin a scale the data leave open (K, J_Azz and b1 together on a
   rig whose only torque scale is its input gain).
 
-The sensitivities are forward differences of :func:`~mb_estimation.validation.rigid_replay`
-(its compiled chunks: no program of its own), from the fit's initial state. Scalar parameters
-only; a quaternion (``tilt``) is left out (its bound is not computed).
+The sensitivities are the rigid model's forward sensitivities from the fit's initial state,
+the whole recording simulated as one segment through the simulation-error stage's own
+linearisation (:func:`~mb_estimation.estimation.shooting_segments.linearize_segments`: no
+program of its own where the stage ran; exact derivatives, where forward differences of the
+replays needed a simulation per parameter and state component). Scalar parameters only; a
+quaternion (``tilt``) is left out (its bound is not computed).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from mb_estimation.estimation.shooting_segments import amplification
+from mb_estimation.estimation.compiled import Compiler
+from mb_estimation.estimation.shooting_segments import (
+    LANE_STEPS,
+    amplification,
+    chained,
+    frictionless_while_fitting,
+    lane_batch,
+    lanes_of,
+    linearize_segments,
+    segments_of,
+)
 from mb_estimation.pseudo_inverse import informed, mark_undetermined, scaled_pseudo_inverse
 from mb_estimation.rigs import Rig
-from mb_estimation.validation import rigid_replay, rigid_replays, rigid_systems
 
 #: The sensitivities' longest simulation step [s]: derivatives need less accuracy than a replay.
 SENSITIVITY_DT = 2e-3
-#: Relative step of the parameters' forward differences; absolute ones of the initial state.
-PARAMETER_STEP = 1e-6
-ANGLE_STEP_RAD = 1e-7
-RATE_STEP_RAD_S = 1e-6
+
+#: The bound's programs (the stage's linearisation), shared by every call in the process.
+_COMPILED = Compiler()
 
 
 @dataclass(frozen=True)
@@ -64,31 +76,23 @@ class CramerRao:
 
 def cramer_rao_bound(rig: Rig, values: Mapping[str, object], names: Sequence[str], grids,
                      starts: Sequence[np.ndarray], noise_rad: Sequence[np.ndarray], *,
-                     simulation_dt: float = SENSITIVITY_DT, together: bool = False
-                     ) -> CramerRao | None:
+                     simulation_dt: float = SENSITIVITY_DT) -> CramerRao | None:
     """The bound on the scalar ``names`` of ``values`` from recordings on ``grids``.
 
     ``starts[i]``: recording i's estimated joint state (angles, rates) at its first grid
     point; ``noise_rad[i]``: its angle noise per joint [rad] (the fit's observation residuals).
-    ``simulation_dt``: the replays' longest step [s]; ``together``: a recording's replays in one
-    batched program (faster where it is evaluated often; one more program to compile). None
-    without a scalar among ``names``.
+    ``simulation_dt``: the sensitivities' longest step [s]. None without a scalar among
+    ``names``.
     """
     names = tuple(name for name in names if np.size(values[name]) == 1)
     if not names:
         return None
-    steps, moved = [], []
-    for name in names:
-        value = float(np.ravel(values[name])[0])
-        steps.append(PARAMETER_STEP * max(abs(value), 1e-6))  # a value at 0 (a friction) too
-        moved.append({**values, name: value + steps[-1]})
-    system, *others = rigid_systems(rig, values, *moved)
-    perturbed = list(zip(steps, others, strict=True))
+    flags = frictionless_while_fitting(rig, dict(values), names)
     information, amplified = np.zeros((len(names), len(names))), 0.0
     for grid, start, noise in zip(grids, starts, noise_rad, strict=True):
         recording, amplified_here = _parameter_information(
-            system, perturbed, grid, np.asarray(start), simulation_dt,
-            np.asarray(noise, dtype=np.float64), together)
+            rig, values, names, flags, grid, np.asarray(start, dtype=np.float64),
+            simulation_dt, np.asarray(noise, dtype=np.float64))
         information, amplified = information + recording, max(amplified, amplified_here)
     covariance = covariance_of(information)
     std = {name: float(np.sqrt(covariance[i, i])) for i, name in enumerate(names)}
@@ -104,39 +108,56 @@ def covariance_of(information: np.ndarray) -> np.ndarray:
     return mark_undetermined(inverse, ~determined | (loading > 1e-6))
 
 
-def _parameter_information(system, perturbed, grid, start, simulation_dt: float, noise,
-                           together: bool) -> tuple[np.ndarray, float]:
+def _parameter_information(rig: Rig, values: Mapping[str, object], names: tuple[str, ...],
+                           frictionless: tuple[bool, ...], grid, start: np.ndarray,
+                           simulation_dt: float, noise: np.ndarray) -> tuple[np.ndarray, float]:
     """One recording's information on the parameters and its motion's amplification.
 
     The information with the initial state eliminated; the amplification of a change of that
     state as :class:`CramerRao` gives it.
-
-    The runs whose forward differences are the sensitivities: the values at ``start``, each
-    parameter moved, each component of the initial state moved; ``together``: all of them in
-    one batched program (:func:`~mb_estimation.validation.rigid_replays`), else one by one.
     """
-    observed = np.asarray(grid.observed) > 0
     joints = start.shape[0] // 2
-    state_steps = np.concatenate([np.full(joints, ANGLE_STEP_RAD),
-                                  np.full(joints, RATE_STEP_RAD_S)])
-    runs = [(system, start), *((other, start) for _, other in perturbed),
-            *((system, start + step * np.eye(len(start))[index])
-              for index, step in enumerate(state_steps))]
-    if together:
-        angles = list(rigid_replays([run[0] for run in runs], grid,
-                                    np.stack([run[1] for run in runs]), simulation_dt))
-    else:
-        angles = [rigid_replay(run_system, grid, run_start, simulation_dt)
-                  for run_system, run_start in runs]
-    base = angles[0][observed]
-    steps = [step for step, _ in perturbed] + list(state_steps)
-    columns = [(run[observed] - base) / step for run, step in zip(angles[1:], steps, strict=True)]
-    # a joint the recording holds still is held in the replay too: its angle tells nothing
+    sensitivity = recording_sensitivities(rig, values, names, grid, start, simulation_dt,
+                                          frictionless)
+    # a joint the recording holds still is held in the simulation too: its angle tells nothing
     scale = np.where(np.asarray(grid.locked_mask) > 0, np.inf, noise)
-    weighted = np.stack([(c / scale).ravel() for c in columns], axis=1)
-    in_start = np.stack(columns[len(perturbed):], axis=-1).reshape(1, -1, len(start))
-    return (eliminated_information(weighted, len(perturbed)),
-            amplification(in_start, joints))
+    weighted = (sensitivity / scale[None, :, None]).reshape(-1, sensitivity.shape[-1])
+    in_start = sensitivity[..., len(names):].reshape(1, -1, 2 * joints)
+    return eliminated_information(weighted, len(names)), amplification(in_start, joints)
+
+
+def recording_sensitivities(rig: Rig, values: Mapping[str, object], names: tuple[str, ...],
+                            grid, start: np.ndarray, simulation_dt: float = SENSITIVITY_DT,
+                            frictionless: tuple[bool, ...] | None = None) -> np.ndarray:
+    """``∂θ_k/∂(values of names, start)`` of the rigid model's simulated angles on ``grid``.
+
+    ``[samples, n_joints, p + 2 n_joints]`` [rad per unit], zero at the samples the recording
+    does not observe; from the joint state ``start`` (angles, rates) at its first point, steps
+    of at most ``simulation_dt`` [s]. The recording as one segment in the simulation-error
+    stage's lanes, their forward sensitivities chained
+    (:func:`~mb_estimation.estimation.shooting_segments.chained`). ``frictionless``: the
+    hinges simulated without dry friction rows (None: those that have none while ``names``
+    move, :func:`~mb_estimation.estimation.shooting_segments.frictionless_while_fitting`).
+    """
+    if frictionless is None:
+        frictionless = frictionless_while_fitting(rig, dict(values), names)
+    joints = start.shape[0] // 2
+    segments = segments_of([grid], (grid.num_steps - 1) * grid.dt, 0.0)
+    substeps = max(1, int(np.ceil(grid.dt / simulation_dt * (1 - 1e-9))))
+    step = (np.asarray(grid.dt / substeps, dtype=np.float64), np.asarray(substeps))
+    fixed = {name: np.asarray(value, dtype=np.float64) for name, value in values.items()
+             if name not in names}
+    run = functools.partial(_COMPILED, linearize_segments, (rig, names, frictionless, True),
+                            step, fixed)
+    free = np.array([float(np.ravel(values[name])[0]) for name in names])
+    lanes = lanes_of(segments, LANE_STEPS, lane_batch(1))
+    _, in_start, in_values = chained(run, lanes, np.asarray(start, dtype=np.float64)[None],
+                                     free)
+    # the lanes' rows: (lane, sample, joint); a lane's first sample repeats the one before's
+    rows = np.concatenate([in_values[0], in_start[0]], axis=-1).reshape(
+        lanes.count, LANE_STEPS + 1, joints, -1)
+    samples = np.concatenate([rows[0], rows[1:, 1:].reshape(-1, joints, rows.shape[-1])])
+    return samples[:grid.num_steps]
 
 
 def eliminated_information(weighted: np.ndarray, count: int) -> np.ndarray:

@@ -181,8 +181,7 @@ def predicted_response(rig: Rig, values: Mapping[str, object], names: Sequence[s
     joints = start.shape[0] // 2
     grid = design_grid(time_s, inputs, joints)
     bound = cramer_rao_bound(rig, values, names, [grid], [start],
-                             [np.full(joints, noise_rad)], simulation_dt=simulation_dt,
-                             together=True)
+                             [np.full(joints, noise_rad)], simulation_dt=simulation_dt)
     relative = {name: bound.std[name] / abs(float(np.ravel(values[name])[0]))
                 for name in bound.names}
     angles = rigid_replay(rigid_systems(rig, values)[0], grid, start,

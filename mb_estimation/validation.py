@@ -296,38 +296,6 @@ def rigid_replay(system, grid, start, simulation_dt: float = RIGID_VALIDATION_DT
     return np.concatenate([np.asarray(start[None, :joints]), angles])
 
 
-def _rigid_chunks(step, systems, states: JointStates, inputs, locked):
-    """:func:`rigid_chunk` of ``S`` systems from ``S`` states at once, the inputs shared."""
-    return jax.vmap(lambda system, state: rigid_chunk(step, system, state, inputs, locked))(
-        systems, states)
-
-
-def rigid_replays(systems, grid, starts, simulation_dt: float = RIGID_VALIDATION_DT
-                  ) -> np.ndarray:
-    """:func:`rigid_replay` of each of ``systems`` (one rig's) from each of ``starts``, batched.
-
-    ``starts [S, 2 n_joints]``; returns the joint angles ``[S, n+1, n_joints]`` [rad]. One
-    compiled program per number of runs serves every recording length and step.
-    """
-    substeps = _rigid_substeps(grid, simulation_dt)
-    held, locked = _padded(grid.inputs), grid.locked_mask
-    joints = starts.shape[1] // 2
-    states = [rigid_start(system, start[:joints], at_rest_where_locked(start[joints:], locked))
-              for system, start in zip(systems, starts, strict=True)]
-
-    def stacked(trees):
-        return jax.tree_util.tree_map(lambda *leaves: np.stack(leaves), *trees)
-
-    batch, state = stacked(systems), stacked(states)
-    step = step_arguments(grid.dt / substeps, substeps)
-    pieces = [np.asarray(starts[:, None, :joints])]
-    for first in range(0, len(held), REPLAY_CHUNK):
-        state, chunk = _COMPILED(_rigid_chunks, None, step, batch, state,
-                                 held[first:first + REPLAY_CHUNK], locked)
-        pieces.append(np.asarray(chunk))
-    return np.concatenate(pieces, axis=1)[:, :len(grid.inputs) + 1]
-
-
 def rigid_open_loop_check(rig: Rig, values: Mapping[str, object], grid, angles, rates,
                           first_s: float = 1.0,
                           simulation_dt: float = RIGID_VALIDATION_DT) -> OpenLoopCheck:

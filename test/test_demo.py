@@ -37,8 +37,8 @@ def test_the_shipped_experiment_is_excites_design_for_the_demo():
     response = predicted_response(rig_of(config), config.parameters, DEMO_FREE, time_s, inputs,
                                   np.zeros(4), document["noise_rad"])
     for name, predicted in document["design"]["parameters"].items():
-        # the bound's forward differences hold about six digits: a solver that converges
-        # differently at round-off moves them in the sixth
+        # the file's std came from the bound's forward differences (about six digits); its
+        # sensitivities are exact now, and agree with them to that
         assert response.std[name] == pytest.approx(predicted["std"], rel=1e-5), name
     assert (document["design"]["worst_relative_std"]
             < 0.6 * document["multisine"]["worst_relative_std"])

@@ -16,7 +16,7 @@ and the ratios design / multisine (benchmarks/RESULTS.md quotes them).
 
 ``--linear DRAWS`` calibrates nothing: it predicts each seed's errors as the linearised fit
 (model right, start state fitted) would make them, ``(WᵀW)⁻¹Wᵀe`` with ``W`` the package's
-rigid model's forward-difference sensitivities (as the Cramér–Rao bound takes them, at
+rigid model's sensitivities (the Cramér–Rao bound's forward sensitivities, at
 0.25 ms) and ``e`` the seed's noise, for seeds 0 … DRAWS − 1: the seeds' z per parameter (to
 set beside the calibrations'), the worst relative error's mean over all draws and the ratios
 design / multisine of means over ``--seeds`` consecutive seeds (how far one batch of seeds
@@ -124,37 +124,23 @@ def linear_errors(rig: str, time_s, inputs, draws: int) -> tuple[np.ndarray, np.
     From rest at the config's values, ``inputs`` at 1 kHz; the start state's four components
     fitted too (eliminated).
     """
-    from mb_estimation.cramer_rao import ANGLE_STEP_RAD, PARAMETER_STEP, RATE_STEP_RAD_S
-    from mb_estimation.rigs import parameter_arrays
+    from mb_estimation.cramer_rao import recording_sensitivities
     from mb_estimation.setup import rig_of
     from mb_estimation.signals import Recording, prepare_recording
-    from mb_estimation.simulation import built_system
-    from mb_estimation.validation import rigid_replays
 
     config = _config(rig)
     values = dict(config.parameters)
     inputs = np.asarray(inputs).reshape(len(time_s), -1)
     grid = prepare_recording(Recording("input", time_s, np.zeros((len(time_s), 2)), time_s,
                                        inputs), 1.0 / RATE_HZ, 100.0)
-    system = built_system(rig_of(config), parameter_arrays(values))
-    systems, steps = [system], []
-    for name in FREE:
-        value = float(np.ravel(values[name])[0])
-        steps.append(PARAMETER_STEP * abs(value))
-        systems.append(built_system(rig_of(config), parameter_arrays(
-            {**values, name: value + steps[-1]})))
-    state_steps = [ANGLE_STEP_RAD] * 2 + [RATE_STEP_RAD_S] * 2
-    starts = [np.zeros(4)] * len(systems) + [step * np.eye(4)[i]
-                                             for i, step in enumerate(state_steps)]
-    systems += [system] * 4
-    angles = rigid_replays(systems, grid, np.stack(starts), LINEAR_DT)
-    sensitivity = np.stack([((run - angles[0]) / step).ravel()
-                            for run, step in zip(angles[1:], steps + state_steps, strict=True)],
-                           axis=1)
+    sensitivity = recording_sensitivities(rig_of(config), values, FREE, grid, np.zeros(4),
+                                          LINEAR_DT)
+    samples = sensitivity.shape[0]
+    sensitivity = sensitivity.reshape(-1, sensitivity.shape[-1])
     information = sensitivity.T @ sensitivity
     std = NOISE_RAD * np.sqrt(np.diag(np.linalg.inv(information)))[:len(FREE)]
     errors = np.stack([np.linalg.solve(information, sensitivity.T @ (
-        NOISE_RAD * np.random.default_rng(seed).standard_normal(angles[0].shape).ravel())
+        NOISE_RAD * np.random.default_rng(seed).standard_normal((samples, 2)).ravel())
     )[:len(FREE)] for seed in range(draws)])
     return errors, std
 

@@ -62,6 +62,7 @@ from mb_estimation.estimation.shooting_segments import (
     amplification,
     chained,
     correlated_statistics,
+    frictionless_while_fitting,
     lane_batch,
     lanes_of,
     linearize_segments,
@@ -69,9 +70,8 @@ from mb_estimation.estimation.shooting_segments import (
     segments_of,
     segments_residuals,
 )
-from mb_estimation.multibody import frictionless_hinges
 from mb_estimation.numerics import jax
-from mb_estimation.rigs import Rig, built_system, parameter_arrays
+from mb_estimation.rigs import Rig
 
 jnp = jax.numpy
 
@@ -273,13 +273,6 @@ class _Effort:
                        self.compile_time_s + fit.compile_time_s)
 
 
-def _frictionless(rig: Rig, parameters: dict, names: tuple[str, ...]) -> tuple[bool, ...]:
-    """Hinges without dry friction at the start values and with every fitted value moved."""
-    moved = {**parameters, **{name: 2.0 * np.asarray(parameters[name]) + 1.0 for name in names}}
-    return frictionless_hinges(built_system(rig, parameter_arrays(parameters)),
-                               built_system(rig, parameter_arrays(moved)))
-
-
 @dataclass(frozen=True)
 class _ShootingState:
     """One iterate of the shooting fit.
@@ -409,7 +402,7 @@ def _shoot(rig: Rig, parameters: dict, names: tuple[str, ...], lower: dict, uppe
     values = np.array([float(np.ravel(parameters[name])[0]) for name in names])
     low = np.array([lower[name] for name in names], dtype=float)
     high = np.array([upper[name] for name in names], dtype=float)
-    static = (rig, names, _frictionless(rig, parameters, names), settings.rigid)
+    static = (rig, names, frictionless_while_fitting(rig, parameters, names), settings.rigid)
     scored = float(np.sum(segments.weights) * segments.measured.shape[-1])
     dof = max(scored - starts.size - values.size, 1.0)
 

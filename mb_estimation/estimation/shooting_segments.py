@@ -26,6 +26,7 @@ from mb_estimation.estimation.covariance import (
     parameter_covariance,
 )
 from mb_estimation.multibody import (
+    frictionless_hinges,
     joint_angles,
     joint_rates,
     rollout,
@@ -40,7 +41,7 @@ from mb_estimation.multibody.variational import (
     step_with_jacobian,
 )
 from mb_estimation.numerics import jax
-from mb_estimation.rigs import Rig, parameter_arrays
+from mb_estimation.rigs import Rig, built_system, parameter_arrays
 
 jnp = jax.numpy
 
@@ -225,6 +226,18 @@ def segments_residuals(static, step, fixed, joint_states, free_values, measured,
                                  u, lock)
 
     return jax.vmap(one)((joint_states, measured, weights, inputs, locked))
+
+
+def frictionless_while_fitting(rig: Rig, parameters: dict, names: tuple[str, ...]
+                               ) -> tuple[bool, ...]:
+    """Hinges without dry friction at ``parameters`` and with every value of ``names`` moved.
+
+    The ``frictionless`` flags of :func:`segment_residuals`: a hinge listed has no dry friction
+    whatever a fit of ``names`` does.
+    """
+    moved = {**parameters, **{name: 2.0 * np.asarray(parameters[name]) + 1.0 for name in names}}
+    return frictionless_hinges(built_system(rig, parameter_arrays(parameters)),
+                               built_system(rig, parameter_arrays(moved)))
 
 
 def _lane_system(rig: Rig, names, frictionless, fixed, free_values):
