@@ -26,10 +26,9 @@ from mb_estimation.estimation.identifiability import Identifiability, identifiab
 from mb_estimation.estimation.input_delay import InputDelay, apparent_input_delay
 from mb_estimation.estimation.solver import excited_by_data
 from mb_estimation.fitting import Fit, Keep, LevelFit, SimulationFit
-from mb_estimation.rigs import parameter_arrays
+from mb_estimation.rigs import built_system, parameter_arrays
 from mb_estimation.setup import Setup, delayed_input
 from mb_estimation.signals import GridData
-from mb_estimation.simulation import built_system
 from mb_estimation.validation import OpenLoopCheck, PredictionCheck
 
 #: The least angle noise [rad] a validation is scored against: below it a run is as close as

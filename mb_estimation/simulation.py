@@ -21,7 +21,7 @@ from mb_estimation.multibody import (
     rollout,
     states_from_joints,
 )
-from mb_estimation.multibody.joint_space import JointStates, joint_states
+from mb_estimation.multibody.joint_space import JointStates, rigid_start
 from mb_estimation.multibody.joint_space import joint_rates as tree_joint_rates
 from mb_estimation.multibody.variational import held_steps
 from mb_estimation.numerics import jax, jit
@@ -72,8 +72,6 @@ def quantise(angles, counts_per_revolution: int | None):
 
 
 _starting_state = jit(states_from_joints)
-#: The rigid tree's state from joint angles and rates (compiled once per system structure).
-rigid_start = jit(joint_states)
 
 
 def _scenario_start(rig: Rig, values: Mapping[str, object], scenario: str | Scenario,

@@ -21,11 +21,11 @@ from mb_estimation.multibody import (
     rollout,
     without_dry_friction,
 )
-from mb_estimation.multibody.joint_space import JointStates, joint_states
+from mb_estimation.multibody.joint_space import JointStates, joint_states, rigid_start
 from mb_estimation.multibody.variational import at_rest_where_locked, rigid_chunk
 from mb_estimation.numerics import jax
-from mb_estimation.rigs import Rig, parameter_arrays
-from mb_estimation.simulation import built_system, rigid_start, step_arguments
+from mb_estimation.rigs import Rig, built_system, parameter_arrays
+from mb_estimation.simulation import step_arguments
 
 jnp = jax.numpy
 

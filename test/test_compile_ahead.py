@@ -23,10 +23,10 @@ from mb_estimation.estimation.compiled import Compiler
 from mb_estimation.estimation.residuals import first_jacobians, transition_jacobians
 from mb_estimation.fitting import fit
 from mb_estimation.numerics import jax
-from mb_estimation.rigs import get_rig, parameter_arrays
+from mb_estimation.rigs import built_system, get_rig, parameter_arrays
 from mb_estimation.setup import compile_ahead, model_of, on_grid, rig_of, set_up
 from mb_estimation.signals import Recording
-from mb_estimation.simulation import built_system, simulate_recording
+from mb_estimation.simulation import simulate_recording
 
 jnp = jax.numpy
 

@@ -355,8 +355,7 @@ def test_chained_lanes_are_one_simulation_and_their_jacobians_match_finite_diffe
     """
     from mb_estimation.estimation.compiled import Compiler
     from mb_estimation.estimation.shooting_segments import chained, lanes_of, linearize_segments
-    from mb_estimation.rigs import parameter_arrays
-    from mb_estimation.simulation import built_system
+    from mb_estimation.rigs import built_system, parameter_arrays
     from mb_estimation.validation import rigid_replay
 
     config = load_config("furuta")

@@ -33,7 +33,7 @@ from mb_estimation.multibody import (
     states_from_joints,
     without_dry_friction,
 )
-from mb_estimation.multibody.joint_space import JointStates, joint_states
+from mb_estimation.multibody.joint_space import JointStates, joint_states, rigid_start
 from mb_estimation.multibody.joint_space import joint_rates as tree_joint_rates
 from mb_estimation.multibody.variational import (
     at_rest_where_locked,
@@ -256,17 +256,6 @@ def _rigid_start(system, joint_state, locked):
                         at_rest_where_locked(joint_state[joints:], locked))
 
 
-def lane_system(static, fixed, free_values, joint_state, locked):
-    """The rigid tree with the free values and a segment's start state ``(angles, rates)``.
-
-    ``static = (rig, names, frictionless, rigid)`` as :func:`segment_residuals` takes it; the
-    ``locked`` joints (1 there) at rest where they start. For :func:`replayed_residuals`.
-    """
-    rig, names, frictionless, _ = static
-    system = _lane_system(rig, names, frictionless, fixed, free_values)
-    return system, _rigid_start(system, joint_state, locked)
-
-
 def replayed_residuals(compiler, static, step, fixed, lanes: Lanes, starts: np.ndarray,
                        values: np.ndarray) -> np.ndarray:
     """The residuals ``[S, R]`` of :func:`segments_residuals` through the plain rigid run.
@@ -275,13 +264,18 @@ def replayed_residuals(compiler, static, step, fixed, lanes: Lanes, starts: np.n
     :func:`~mb_estimation.multibody.variational.rigid_chunk` (the program the open-loop
     replays and predictions run: one fewer to compile and load) with the tree's state carried
     from lane to lane; the wrapped, weighted angle errors on the host. For fits whose lanes run
-    one per call (:func:`lane_batch`).
+    one per call (:func:`lane_batch`). The tree and its start states are built by the programs
+    the replays build theirs with (:func:`~mb_estimation.rigs.built_system`,
+    :data:`~mb_estimation.multibody.joint_space.rigid_start`).
     """
+    rig, names, frictionless, _ = static
     joints = starts.shape[1] // 2
+    system = without_dry_friction(built_system(rig, parameter_arrays(
+        {**fixed, **dict(zip(names, values, strict=True))})), frictionless)
     residuals = []
     for segment, start in enumerate(starts):
-        system, state = compiler(lane_system, static, fixed, values, start,
-                                 lanes.locked[segment])
+        state = rigid_start(system, start[:joints],
+                            at_rest_where_locked(start[joints:], lanes.locked[segment]))
         first, parts = start[:joints], []
         for lane in range(lanes.count):
             state, angles = compiler(rigid_chunk, None, step, system, state,

@@ -316,6 +316,11 @@ def joint_states(system: Multibody, angles, rates) -> JointStates:
     return JointStates(angles, joint_momenta(system, angles, rates))
 
 
+#: :func:`joint_states` compiled (once per system structure), for use outside compiled code:
+#: the rigid tree's start state of a replay, a prediction or a simulated lane.
+rigid_start = jit(joint_states)
+
+
 def rate_basis(system: Multibody, angles):
     """``N = ∂v/∂θ̇`` ``[6 nb, n_joints]``: body velocities per unit joint rate at ``angles``.
 
