@@ -46,6 +46,7 @@ from mb_estimation.estimation.shooting_segments import (
 )
 from mb_estimation.pseudo_inverse import informed, mark_undetermined, scaled_pseudo_inverse
 from mb_estimation.rigs import Rig
+from mb_estimation.validation import rigid_substeps
 
 #: The sensitivities' longest simulation step [s]: derivatives need less accuracy than a replay.
 SENSITIVITY_DT = 2e-3
@@ -143,7 +144,7 @@ def recording_sensitivities(rig: Rig, values: Mapping[str, object], names: tuple
         frictionless = frictionless_while_fitting(rig, dict(values), names)
     joints = start.shape[0] // 2
     segments = segments_of([grid], (grid.num_steps - 1) * grid.dt, 0.0)
-    substeps = max(1, int(np.ceil(grid.dt / simulation_dt * (1 - 1e-9))))
+    substeps = rigid_substeps(grid, simulation_dt)
     step = (np.asarray(grid.dt / substeps, dtype=np.float64), np.asarray(substeps))
     fixed = {name: np.asarray(value, dtype=np.float64) for name, value in values.items()
              if name not in names}

@@ -235,7 +235,7 @@ def rigid_systems(rig: Rig, *values: Mapping[str, object]) -> list:
     return [without_dry_friction(system, idle) for system in systems]
 
 
-def _rigid_substeps(grid, simulation_dt: float) -> int:
+def rigid_substeps(grid, simulation_dt: float) -> int:
     """Rigid-model steps per grid step: at most ``simulation_dt`` [s] each."""
     return max(1, int(np.ceil(grid.dt / simulation_dt * (1 - 1e-9))))
 
@@ -251,7 +251,7 @@ def rigid_prediction_check(rig: Rig, values: Mapping[str, object], grid, estimat
     replay's program (:func:`rigid_replay`'s chunks): one program fewer to compile and load.
     """
     (system,) = rigid_systems(rig, values)
-    substeps = _rigid_substeps(grid, simulation_dt)
+    substeps = rigid_substeps(grid, simulation_dt)
     starts, steps = _prediction_starts(grid, horizon_s, stride_s)
     step = step_arguments(grid.dt / substeps, substeps)
     locked = grid.locked_mask
@@ -287,7 +287,7 @@ def rigid_replay(system, grid, start, simulation_dt: float = RIGID_VALIDATION_DT
     program for every recording length); only the first ``chunks`` of them when given (the
     rest of the rows then repeat nothing: they are cut).
     """
-    substeps = _rigid_substeps(grid, simulation_dt)
+    substeps = rigid_substeps(grid, simulation_dt)
     locked, joints = grid.locked_mask, start.shape[0] // 2
     state = rigid_start(system, start[:joints], at_rest_where_locked(start[joints:], locked))
     inputs = grid.inputs if chunks is None else grid.inputs[:chunks * REPLAY_CHUNK]
@@ -367,7 +367,7 @@ def compile_validation(rig: Rig, values: Mapping[str, object], grid, *,
 
     if rigid:  # the structure of rigid_systems': which hinges' friction is idle counts
         (system,) = rigid_systems(rig, values)
-        substeps = _rigid_substeps(grid, RIGID_VALIDATION_DT)
+        substeps = rigid_substeps(grid, RIGID_VALIDATION_DT)
         step = step_arguments(grid.dt / substeps, substeps)
         state = jax.eval_shape(joint_states, system, arrays(joints), arrays(joints))
         _COMPILED.executable(rigid_chunk, None, step, system, state,
