@@ -8,7 +8,6 @@ through :mod:`mb_estimation.io.parameter_files` (atomically).
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 import numpy as np
@@ -158,25 +157,22 @@ def write_states(path: Path, calibration: Calibration) -> None:
     """states.csv: per recording and grid point, the joint angles and rates and body states."""
     result = calibration.result
     joints = calibration.setup.config.rig_spec.joints
+    nb = result.recordings[0].position.shape[1]
+    header = (["recording", "time_s"] + [f"theta_{j}" for j in joints]
+              + [f"theta_dot_{j}" for j in joints])
+    for b in range(nb):
+        header += [f"body{b}_{f}" for f in ("x", "y", "z", "qw", "qx", "qy", "qz",
+                                            "vx", "vy", "vz", "wx", "wy", "wz")]
+    # One format per row (the csv module's line end), all values of a recording as one table.
+    row = "%d,%.6f," + ",".join(["%.9g"] * (len(header) - 2)) + "\r\n"
     with open(path, "w", newline="") as stream:
-        writer = csv.writer(stream)
-        nb = result.recordings[0].position.shape[1]
-        header = (["recording", "time_s"] + [f"theta_{j}" for j in joints]
-                  + [f"theta_dot_{j}" for j in joints])
-        for b in range(nb):
-            header += [f"body{b}_{f}" for f in ("x", "y", "z", "qw", "qx", "qy", "qz",
-                                                "vx", "vy", "vz", "wx", "wy", "wz")]
-        writer.writerow(header)
+        stream.write(",".join(header) + "\r\n")
         for index, rec in enumerate(result.recordings):
-            for k in range(len(rec.time_s)):
-                row = [index, f"{rec.time_s[k]:.6f}"]
-                row += [f"{v:.9g}" for v in rec.joint_angles[k]]
-                row += [f"{v:.9g}" for v in rec.joint_rates[k]]
-                for b in range(nb):
-                    for part in (rec.position, rec.orientation, rec.linear_velocity,
-                                 rec.angular_velocity):
-                        row += [f"{v:.9g}" for v in part[k, b]]
-                writer.writerow(row)
+            table = np.column_stack(
+                [np.full(len(rec.time_s), index), rec.time_s, rec.joint_angles, rec.joint_rates]
+                + [part[:, b] for b in range(nb) for part in (
+                    rec.position, rec.orientation, rec.linear_velocity, rec.angular_velocity)])
+            stream.writelines(row % tuple(values) for values in table.tolist())
 
 
 def write_results(calibration: Calibration, directory: str | Path,

@@ -59,10 +59,23 @@ def correlation_matrix(covariance: np.ndarray) -> np.ndarray:
 
 
 def new_figure(height_in: float, width_in: float = WIDTH_IN) -> Figure:
-    """An empty figure [in] with its own Agg canvas (constrained layout)."""
-    figure = Figure(figsize=(width_in, height_in), dpi=DPI, layout="constrained")
+    """An empty figure [in] with its own Agg canvas (tight layout).
+
+    Tight rather than constrained layout: one measuring pass instead of several, a report's
+    figures drawn in half the time (measured), the same arrangement where a figure-wide legend
+    has its strip reserved (:func:`legend_below`).
+    """
+    figure = Figure(figsize=(width_in, height_in), dpi=DPI, layout="tight")
     FigureCanvasAgg(figure)
     return figure
+
+
+def legend_below(figure: Figure, handles, labels, columns: int, **style) -> None:
+    """A figure-wide legend in a strip along the bottom, kept clear by the tight layout."""
+    rows = math.ceil(len(labels) / columns)
+    figure.legend(handles, labels, loc="lower center", ncols=columns, **style)
+    strip_in = 0.12 + 0.25 * rows
+    figure.get_layout_engine().set(rect=(0.0, strip_in / figure.get_figheight(), 1.0, 1.0))
 
 
 def png_bytes(figure: Figure) -> bytes:
@@ -118,7 +131,7 @@ def cost_figure(history: Sequence) -> Figure:
     axes.set_xlabel("LM iteration (0 = initial guess)")
     axes.set_ylabel("mean squared error per step")
     axes.grid(True, which="both", alpha=0.3)
-    figure.legend(loc="outside right upper")
+    axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
     axes.set_title("cost per iteration")
     return figure
 
@@ -187,8 +200,7 @@ def joint_time_figure(time_s: np.ndarray, series: Sequence[tuple[str, np.ndarray
             axes.set_title(axis_titles[joint], fontsize=9, loc="left")
     grid[-1].set_xlabel("time [s]")
     handles, labels = grid[0].get_legend_handles_labels()
-    figure.legend(handles, labels, loc="outside lower center", ncols=len(labels),
-                  markerscale=3.0)
+    legend_below(figure, handles, labels, len(labels), markerscale=3.0)
     figure.suptitle(title, x=0.02, ha="left")
     return figure
 

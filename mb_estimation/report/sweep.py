@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mb_estimation.report.figures import log_safe, new_figure, png_bytes
+from mb_estimation.report.figures import legend_below, log_safe, new_figure, png_bytes
 
 AXES = {"kappa": "state error weight κ", "dt": "step h [s]",
         "compliance": "hinge compliance [m/N, rad/(N m)]"}
@@ -94,7 +94,7 @@ def sweep_figure(points: Sequence, axis: str, units: Mapping[str, str]):
         axes.grid(True, which="both", alpha=0.3)
     if len(groups) > 1:
         handles, labels = grid.ravel()[0].get_legend_handles_labels()
-        figure.legend(handles, labels, loc="outside lower center", ncols=min(4, len(groups)))
+        legend_below(figure, handles, labels, min(4, len(groups)))
     figure.suptitle(f"fits against {AXES[axis]}")
     return figure
 
