@@ -63,6 +63,7 @@ from mb_estimation.multibody.joint_space import (
 )
 from mb_estimation.multibody.variational import (
     at_rest_where_locked,
+    input_impulse_gains,
     joint_impulses,
     step_with_jacobian,
     variational_residuals,
@@ -237,6 +238,27 @@ def test_variational_residuals_vanish_at_second_order_on_the_reference_motion(tr
         residual = all_residuals(states, inputs, stride * 1e-3)
         sizes.append(float(np.sqrt(np.mean(np.asarray(residual) ** 2))))
     assert sizes[1] < sizes[0] / 3.5, sizes  # second order: ratio 4
+
+
+def test_input_gains_are_the_residuals_change_with_the_input(truth):
+    """The momentum balance's change per input unit, by central differences, at two states."""
+    system = get_rig("furuta").build(parameter_arrays(truth.parameters))  # dry-friction rows too
+    h = 1e-3
+
+    def balance(u, angles, rates, next_angles):
+        state = joint_states(system, angles, rates)
+        following = joint_states(system, next_angles, rates)
+        residual = variational_residuals(system, state, following, u, h, np.eye(2))
+        return np.asarray(residual[:2] - residual[2:])
+
+    gains = np.asarray(input_impulse_gains(system, h))
+    assert gains.shape == (2, 1) and gains[1, 0] == 0.0
+    for angles, rates in (((0.1, 2.9), (0.4, -1.0)), ((-1.2, 0.3), (-2.0, 3.0))):
+        angles, rates = np.array(angles), np.array(rates)
+        for u in (-2.0, 0.7):
+            central = (balance(np.array([u + 0.5]), angles, rates, angles + h * rates)
+                       - balance(np.array([u - 0.5]), angles, rates, angles + h * rates))
+            np.testing.assert_allclose(central, gains[:, 0], rtol=1e-9, atol=1e-15)
 
 
 @pytest.mark.slow  # 45 s: two compilations of the forward step's second derivatives

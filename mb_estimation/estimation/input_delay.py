@@ -25,7 +25,7 @@ import numpy as np
 
 from mb_estimation.estimation.compiled import Compiler
 from mb_estimation.multibody.joint_space import joint_states
-from mb_estimation.multibody.variational import variational_residuals
+from mb_estimation.multibody.variational import input_impulse_gains, variational_residuals
 from mb_estimation.numerics import jax
 from mb_estimation.signals.preprocess import held_input_means
 
@@ -51,23 +51,22 @@ _COMPILED = Compiler()
 
 
 def _momentum_balance(system, angles, rates, inputs, h):
-    """``e_k`` ``[n-1, n_joints]`` and ``∂e_k/∂u`` ``[n-1, n_joints, n_inputs]`` on states."""
+    """``e_k`` ``[n-1, n_joints]`` on states, and ``∂e_k/∂u`` ``[n_joints, n_inputs]``.
+
+    ``e_k`` is affine in the held input, with the same gain at every step (the motor's,
+    :func:`~mb_estimation.multibody.variational.input_impulse_gains`).
+    """
     states = jax.vmap(lambda a, r: joint_states(system, a, r))(angles, rates)
     joints = angles.shape[-1]
     identity = jnp.eye(joints)
 
-    def balance(k_state, next_state, u):
-        residual = variational_residuals(system, k_state, next_state, u, h, identity)
+    def balance(k):
+        residual = variational_residuals(
+            system, jax.tree_util.tree_map(lambda a: a[k], states),
+            jax.tree_util.tree_map(lambda a: a[k + 1], states), inputs[k], h, identity)
         return residual[:joints] - residual[joints:]
 
-    def one(k):
-        this = jax.tree_util.tree_map(lambda a: a[k], states)
-        following = jax.tree_util.tree_map(lambda a: a[k + 1], states)
-        value = balance(this, following, inputs[k])
-        gain = jax.jacfwd(lambda u: balance(this, following, u))(inputs[k])
-        return value, gain
-
-    return jax.vmap(one)(jnp.arange(inputs.shape[0]))
+    return jax.vmap(balance)(jnp.arange(inputs.shape[0])), input_impulse_gains(system, h)
 
 
 def apparent_input_delay(system, time_s, angles, rates, input_time_s, inputs
@@ -95,7 +94,7 @@ def apparent_input_delay(system, time_s, angles, rates, input_time_s, inputs
     costs = np.empty(len(delays))
     for i, delay in enumerate(delays):
         shifted = held_input_means(np.asarray(input_time_s) + delay, inputs, time_s)
-        change = np.einsum("kjc,kc->kj", gain, shifted - held)
+        change = (shifted - held) @ gain.T
         costs[i] = float(np.sum((balance + change) ** 2))
     best = int(np.argmin(costs))
     variance = costs[best] / max(balance.size - 1, 1)

@@ -72,6 +72,19 @@ def joint_impulses(system: Multibody, reactions, mid_angles, mid_rates, inputs, 
     return jnp.stack(impulses)
 
 
+def input_impulse_gains(system: Multibody, h):
+    """``∂Q/∂u`` ``[n_joints, n_inputs]`` [N m s per input unit] of :func:`joint_impulses`.
+
+    The impulses are affine in the held input: the motor's ``K u h`` (F.3) on each motorised
+    hinge's row, in hinge order, nothing elsewhere.
+    """
+    motorised = [i for i, hinge in enumerate(system.hinges) if hinge.has_motor]
+    gains = jnp.zeros((len(system.hinges), len(motorised)))
+    for column, i in enumerate(motorised):
+        gains = gains.at[i, column].set(system.hinges[i].motor_gain * h)
+    return gains
+
+
 def variational_residuals(system: Multibody, state: JointStates, next_state: JointStates,
                           inputs, h, weights):
     """Momentum residuals of the step ``x_k → x_{k+1}`` in joint coordinates, ``[2 n_joints]``.
