@@ -455,7 +455,8 @@ def assess(setup: Setup, fit: Fit) -> Assessment:
     agreement += ratios_agreement(setup, result, identified, model_error_s is not None)
     return Assessment(
         result=result, refit_kept=kept.refit_kept, predictions=predictions,
-        replays=model.replays(result.parameters, grids, result.recordings), noise_rad=noise,
+        replays=model.replays(result.parameters, grids, result.recordings, free=result.free),
+        noise_rad=noise,
         mismatch=mismatch, identified=identified,
         model_error_correlation_s=model_error_s, agreement=agreement,
         following=kept.following if kept.refit_kept else None,

@@ -19,7 +19,7 @@ bounds the covariance of any unbiased estimate from these data. Two uses:
 
 The sensitivities are the rigid model's forward sensitivities from the fit's initial state,
 the whole recording simulated as one segment through the simulation-error stage's own
-linearisation (:func:`~mb_estimation.estimation.shooting_segments.linearize_segments`: no
+linearisation (:func:`~mb_estimation.validation.recording_sensitivities`: no
 program of its own where the stage ran; exact derivatives, where forward differences of the
 replays needed a simulation per parameter and state component). Scalar parameters only; a
 quaternion (``tilt``) is left out (its bound is not computed).
@@ -27,32 +27,15 @@ quaternion (``tilt``) is left out (its bound is not computed).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from mb_estimation.estimation.compiled import Compiler
-from mb_estimation.estimation.shooting_segments import (
-    LANE_STEPS,
-    amplification,
-    chained,
-    frictionless_while_fitting,
-    lane_batch,
-    lanes_of,
-    linearize_segments,
-    segments_of,
-)
+from mb_estimation.estimation.shooting_segments import amplification, frictionless_while_fitting
 from mb_estimation.pseudo_inverse import informed, mark_undetermined, scaled_pseudo_inverse
 from mb_estimation.rigs import Rig
-from mb_estimation.validation import rigid_substeps
-
-#: The sensitivities' longest simulation step [s]: derivatives need less accuracy than a replay.
-SENSITIVITY_DT = 2e-3
-
-#: The bound's programs (the stage's linearisation), shared by every call in the process.
-_COMPILED = Compiler()
+from mb_estimation.validation import SENSITIVITY_DT, recording_sensitivities
 
 
 @dataclass(frozen=True)
@@ -125,40 +108,6 @@ def _parameter_information(rig: Rig, values: Mapping[str, object], names: tuple[
     weighted = (sensitivity / scale[None, :, None]).reshape(-1, sensitivity.shape[-1])
     in_start = sensitivity[..., len(names):].reshape(1, -1, 2 * joints)
     return eliminated_information(weighted, len(names)), amplification(in_start, joints)
-
-
-def recording_sensitivities(rig: Rig, values: Mapping[str, object], names: tuple[str, ...],
-                            grid, start: np.ndarray, simulation_dt: float = SENSITIVITY_DT,
-                            frictionless: tuple[bool, ...] | None = None) -> np.ndarray:
-    """``∂θ_k/∂(values of names, start)`` of the rigid model's simulated angles on ``grid``.
-
-    ``[samples, n_joints, p + 2 n_joints]`` [rad per unit], zero at the samples the recording
-    does not observe; from the joint state ``start`` (angles, rates) at its first point, steps
-    of at most ``simulation_dt`` [s]. The recording as one segment in the simulation-error
-    stage's lanes, their forward sensitivities chained
-    (:func:`~mb_estimation.estimation.shooting_segments.chained`). ``frictionless``: the
-    hinges simulated without dry friction rows (None: those that have none while ``names``
-    move, :func:`~mb_estimation.estimation.shooting_segments.frictionless_while_fitting`).
-    """
-    if frictionless is None:
-        frictionless = frictionless_while_fitting(rig, dict(values), names)
-    joints = start.shape[0] // 2
-    segments = segments_of([grid], (grid.num_steps - 1) * grid.dt, 0.0)
-    substeps = rigid_substeps(grid, simulation_dt)
-    step = (np.asarray(grid.dt / substeps, dtype=np.float64), np.asarray(substeps))
-    fixed = {name: np.asarray(value, dtype=np.float64) for name, value in values.items()
-             if name not in names}
-    run = functools.partial(_COMPILED, linearize_segments, (rig, names, frictionless, True),
-                            step, fixed)
-    free = np.array([float(np.ravel(values[name])[0]) for name in names])
-    lanes = lanes_of(segments, LANE_STEPS, lane_batch(1))
-    _, in_start, in_values = chained(run, lanes, np.asarray(start, dtype=np.float64)[None],
-                                     free)
-    # the lanes' rows: (lane, sample, joint); a lane's first sample repeats the one before's
-    rows = np.concatenate([in_values[0], in_start[0]], axis=-1).reshape(
-        lanes.count, LANE_STEPS + 1, joints, -1)
-    samples = np.concatenate([rows[0], rows[1:, 1:].reshape(-1, joints, rows.shape[-1])])
-    return samples[:grid.num_steps]
 
 
 def eliminated_information(weighted: np.ndarray, count: int) -> np.ndarray:

@@ -44,13 +44,13 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.optimize
 
-from mb_estimation.cramer_rao import SENSITIVITY_DT, cramer_rao_bound
+from mb_estimation.cramer_rao import cramer_rao_bound
 from mb_estimation.errors import SimulationError
 from mb_estimation.estimation.shooting import ShootingSettings
 from mb_estimation.rigs import Rig
 from mb_estimation.scenarios import MULTISINE_FREQUENCIES_HZ
 from mb_estimation.signals import GridData
-from mb_estimation.validation import rigid_replay, rigid_systems
+from mb_estimation.validation import SENSITIVITY_DT, rigid_replay, rigid_systems
 
 #: The design's frequencies [Hz]: fifteen tones 0.2 Hz apart over the plain multisine's band
 #: (0.2–3 Hz), from below a Furuta pendulum's swing (0.5–1.5 Hz for pendulums of 1 to 0.1 m) to

@@ -105,11 +105,14 @@ class Rigid:
                      for grid, estimate in zip(grids, estimates, strict=True))
 
     def replays(self, values: Mapping[str, object], grids: Sequence[GridData],
-                estimates: Sequence[RecordingEstimate], first_s: float = REPLAY_FIRST_S
-                ) -> tuple[OpenLoopCheck, ...]:
-        """Each recording replayed open loop from its estimated start (refined on ``first_s``)."""
+                estimates: Sequence[RecordingEstimate], first_s: float = REPLAY_FIRST_S,
+                free: Sequence[str] = ()) -> tuple[OpenLoopCheck, ...]:
+        """Each recording replayed open loop from its estimated start (refined on ``first_s``).
+
+        ``free``: the fit's free parameters (the refinement then shares the stage's program).
+        """
         return tuple(rigid_open_loop_check(self.rig, values, grid, estimate.joint_angles[0],
-                                           estimate.joint_rates[0], first_s)
+                                           estimate.joint_rates[0], first_s, free=free)
                      for grid, estimate in zip(grids, estimates, strict=True))
 
     def compile_checks(self, values: Mapping[str, object], grid: GridData) -> None:
@@ -176,8 +179,8 @@ class Compliant:
                                       simulation_dt=self.simulation_dt)
                      for grid, estimate in zip(grids, estimates, strict=True))
 
-    def replays(self, values, grids, estimates, first_s: float = REPLAY_FIRST_S
-                ) -> tuple[OpenLoopCheck, ...]:
+    def replays(self, values, grids, estimates, first_s: float = REPLAY_FIRST_S,
+                free: Sequence[str] = ()) -> tuple[OpenLoopCheck, ...]:
         return tuple(open_loop_check(self.rig, values, grid, BodyStates(
             estimate.position[0], estimate.orientation[0], estimate.linear_velocity[0],
             estimate.angular_velocity[0]), first_s, simulation_dt=self.simulation_dt)

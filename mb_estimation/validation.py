@@ -7,13 +7,23 @@ Through the model the config declares: the compliant hinges' SPOOK step
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+import functools
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from mb_estimation.estimation.compiled import Compiler
-from mb_estimation.estimation.shooting_segments import LANE_STEPS
+from mb_estimation.estimation.shooting_segments import (
+    LANE_STEPS,
+    chained,
+    frictionless_while_fitting,
+    lane_batch,
+    lanes_of,
+    linearize_segments,
+    segments_of,
+)
 from mb_estimation.multibody import (
     BodyStates,
     frictionless_hinges,
@@ -240,6 +250,45 @@ def rigid_substeps(grid, simulation_dt: float) -> int:
     return max(1, int(np.ceil(grid.dt / simulation_dt * (1 - 1e-9))))
 
 
+#: The sensitivities' longest simulation step [s]: derivatives need less accuracy than a replay
+#: (a replay's start refined with them reaches the same start as with the replay's own step).
+SENSITIVITY_DT = 2e-3
+
+
+def recording_sensitivities(rig: Rig, values: Mapping[str, object], names: tuple[str, ...],
+                            grid, start: np.ndarray, simulation_dt: float = SENSITIVITY_DT,
+                            frictionless: tuple[bool, ...] | None = None) -> np.ndarray:
+    """``∂θ_k/∂(values of names, start)`` of the rigid model's simulated angles on ``grid``.
+
+    ``[samples, n_joints, p + 2 n_joints]`` [rad per unit], zero at the samples the recording
+    does not observe; from the joint state ``start`` (angles, rates) at its first point, steps
+    of at most ``simulation_dt`` [s]. The recording as one segment in the simulation-error
+    stage's lanes, their forward sensitivities chained
+    (:func:`~mb_estimation.estimation.shooting_segments.chained`). ``frictionless``: the
+    hinges simulated without dry friction rows (None: those that have none while ``names``
+    move, :func:`~mb_estimation.estimation.shooting_segments.frictionless_while_fitting`).
+    """
+    if frictionless is None:
+        frictionless = frictionless_while_fitting(rig, dict(values), names)
+    joints = start.shape[0] // 2
+    segments = segments_of([grid], (grid.num_steps - 1) * grid.dt, 0.0)
+    substeps = rigid_substeps(grid, simulation_dt)
+    step = (np.asarray(grid.dt / substeps, dtype=np.float64), np.asarray(substeps))
+    fixed = {name: np.asarray(value, dtype=np.float64) for name, value in values.items()
+             if name not in names}
+    run = functools.partial(_COMPILED, linearize_segments, (rig, names, frictionless, True),
+                            step, fixed)
+    free = np.array([float(np.ravel(values[name])[0]) for name in names])
+    lanes = lanes_of(segments, LANE_STEPS, lane_batch(1))
+    _, in_start, in_values = chained(run, lanes, np.asarray(start, dtype=np.float64)[None],
+                                     free)
+    # the lanes' rows: (lane, sample, joint); a lane's first sample repeats the one before's
+    rows = np.concatenate([in_values[0], in_start[0]], axis=-1).reshape(
+        lanes.count, LANE_STEPS + 1, joints, -1)
+    samples = np.concatenate([rows[0], rows[1:, 1:].reshape(-1, joints, rows.shape[-1])])
+    return samples[:grid.num_steps]
+
+
 def rigid_prediction_check(rig: Rig, values: Mapping[str, object], grid, estimate, *,
                            horizon_s: float = 0.5, stride_s: float | None = None,
                            simulation_dt: float = RIGID_VALIDATION_DT) -> PredictionCheck:
@@ -298,29 +347,46 @@ def rigid_replay(system, grid, start, simulation_dt: float = RIGID_VALIDATION_DT
 
 def rigid_open_loop_check(rig: Rig, values: Mapping[str, object], grid, angles, rates,
                           first_s: float = 1.0,
-                          simulation_dt: float = RIGID_VALIDATION_DT) -> OpenLoopCheck:
+                          simulation_dt: float = RIGID_VALIDATION_DT,
+                          free: Sequence[str] = ()) -> OpenLoopCheck:
     """:func:`open_loop_check` through the rig's rigid limit, from joint ``angles``, ``rates``.
 
     Converged steps (:func:`rigid_replay`). The start is the estimated state refined to the
     recording's first ``first_s`` (:func:`replay_start`): the fit's states at a recording's
     edge are its least certain, and the replay amplifies their error over the whole recording.
+    With scalar ``free`` parameters the refinement's sensitivities are the simulation-error
+    stage's (:func:`recording_sensitivities`, the program the stage and the bound compiled for
+    that free set, at the bound's step), else finite differences.
     """
     (system,) = rigid_systems(rig, values)
 
     def replay(start, chunks=None):
         return rigid_replay(system, grid, start, simulation_dt, chunks)
 
+    names = tuple(name for name in free if np.size(values[name]) == 1)
+
+    def in_start(candidate, count):
+        first = dataclasses.replace(
+            grid, time_s=grid.time_s[:count], measured_angles=grid.measured_angles[:count],
+            filtered_angles=grid.filtered_angles[:count], inputs=grid.inputs[:count - 1],
+            observed=grid.observed[:count], initial_rates=None)
+        return recording_sensitivities(rig, values, names, first, candidate)[..., len(names):]
+
     start = np.concatenate([np.asarray(angles, dtype=np.float64),
                             np.asarray(rates, dtype=np.float64)])
-    return _scored_replay(grid, replay(replay_start(grid, replay, start, first_s)), first_s)
+    refined = replay_start(grid, replay, start, first_s,
+                           sensitivities=in_start if names else None)
+    return _scored_replay(grid, replay(refined), first_s)
 
 
-def replay_start(grid, replay, start, first_s: float, iterations: int = 4):
+def replay_start(grid, replay, start, first_s: float, iterations: int = 4,
+                 sensitivities=None):
     """The joint state ``start`` that best replays the recording's first ``first_s`` [s].
 
-    Gauss–Newton on the observed angles of that stretch, with finite-difference sensitivities
-    of ``replay(start, chunks)`` (the replay's own compiled chunks); a step is kept only when
-    it lowers the squared error.
+    Gauss–Newton on the observed angles of that stretch; ``sensitivities(start, count)``: the
+    replayed angles' derivatives in the start ``[count, n_joints, 2 n_joints]`` over its
+    first ``count`` samples, or (None) finite differences of ``replay(start, chunks)`` (the
+    replay's own compiled chunks). A step is kept only when it lowers the squared error.
     """
     count = min(int(round(first_s / grid.dt)) + 1, grid.num_steps)
     chunks = -(-max(count - 1, 1) // REPLAY_CHUNK)
@@ -334,9 +400,12 @@ def replay_start(grid, replay, start, first_s: float, iterations: int = 4):
     joints = start.shape[0] // 2
     deltas = np.concatenate([np.full(joints, 1e-6), np.full(joints, 1e-5)])
     for _ in range(iterations):
-        jacobian = np.stack([(error(start + delta * unit) - current) / delta
-                             for delta, unit in zip(deltas, np.eye(len(start)), strict=True)],
-                            axis=1)
+        if sensitivities is not None:
+            jacobian = sensitivities(start, count)[observed].reshape(-1, 2 * joints)
+        else:
+            jacobian = np.stack([
+                (error(start + delta * unit) - current) / delta
+                for delta, unit in zip(deltas, np.eye(len(start)), strict=True)], axis=1)
         step, *_ = np.linalg.lstsq(jacobian, -current, rcond=None)
         trial = error(start + step)
         if not np.all(np.isfinite(trial)) or trial @ trial >= current @ current:

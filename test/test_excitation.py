@@ -13,7 +13,7 @@ import yaml
 
 from mb_estimation.cli import main
 from mb_estimation.config import load_config
-from mb_estimation.cramer_rao import cramer_rao_bound, recording_sensitivities
+from mb_estimation.cramer_rao import cramer_rao_bound
 from mb_estimation.errors import SimulationError
 from mb_estimation.excitation import (
     EXCITATION_FREQUENCIES_HZ,
@@ -32,7 +32,7 @@ from mb_estimation.online.exciter import excitation_run
 from mb_estimation.report.excitation import excitation_document, multisine_input
 from mb_estimation.scenarios import MULTISINE_FREQUENCIES_HZ
 from mb_estimation.setup import rig_of
-from mb_estimation.validation import rigid_replay, rigid_systems
+from mb_estimation.validation import recording_sensitivities, rigid_replay, rigid_systems
 
 FREE = ("J_Azz", "J_Byy", "b1", "b2")
 BOUND = 0.4  # the multisine scenario's peak over 8 s on this rig (K = 1) [V]

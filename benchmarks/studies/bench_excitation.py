@@ -124,9 +124,9 @@ def linear_errors(rig: str, time_s, inputs, draws: int) -> tuple[np.ndarray, np.
     From rest at the config's values, ``inputs`` at 1 kHz; the start state's four components
     fitted too (eliminated).
     """
-    from mb_estimation.cramer_rao import recording_sensitivities
     from mb_estimation.setup import rig_of
     from mb_estimation.signals import Recording, prepare_recording
+    from mb_estimation.validation import recording_sensitivities
 
     config = _config(rig)
     values = dict(config.parameters)
