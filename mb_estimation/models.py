@@ -181,6 +181,7 @@ class Compliant:
 
     def replays(self, values, grids, estimates, first_s: float = REPLAY_FIRST_S,
                 free: Sequence[str] = ()) -> tuple[OpenLoopCheck, ...]:
+        """Each recording replayed from its estimated start, refined by finite differences."""
         return tuple(open_loop_check(self.rig, values, grid, BodyStates(
             estimate.position[0], estimate.orientation[0], estimate.linear_velocity[0],
             estimate.angular_velocity[0]), first_s, simulation_dt=self.simulation_dt)

@@ -2,7 +2,10 @@
 
 Through the model the config declares: the compliant hinges' SPOOK step
 (:func:`prediction_check`, :func:`open_loop_check`) or the rigid tree in joint coordinates
-(:func:`rigid_prediction_check`, :func:`rigid_open_loop_check`). Pure numerics (no files).
+(:func:`rigid_prediction_check`, :func:`rigid_open_loop_check`), and the rigid tree's
+simulated angles' sensitivities to the parameters and the start (:func:`recording_sensitivities`:
+the Cramér–Rao bound's, the experiment design's and the rigid replay's start). Pure numerics
+(no files).
 """
 
 from __future__ import annotations
