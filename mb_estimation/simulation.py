@@ -87,8 +87,8 @@ def _scenario_start(rig: Rig, values: Mapping[str, object], scenario: str | Scen
             else make_scenario(scenario, rig.name, params, 1.0 / rate_hz))
     angles = np.asarray(plan.initial_angles, dtype=np.float64)
     rates = np.asarray(plan.initial_rates, dtype=np.float64)
-    initial = rigid_start(system, angles, rates) if rigid else _starting_state(system, angles,
-                                                                                rates)
+    initial = (rigid_start(system, np.concatenate([angles, rates]), np.zeros(len(angles)))
+               if rigid else _starting_state(system, angles, rates))
     return substeps, system, plan, initial
 
 

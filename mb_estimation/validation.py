@@ -35,7 +35,7 @@ from mb_estimation.multibody import (
     without_dry_friction,
 )
 from mb_estimation.multibody.joint_space import JointStates, joint_states, rigid_start
-from mb_estimation.multibody.variational import at_rest_where_locked, rigid_chunk
+from mb_estimation.multibody.variational import rigid_chunk
 from mb_estimation.numerics import jax
 from mb_estimation.rigs import Rig, built_system, parameter_arrays
 from mb_estimation.simulation import step_arguments
@@ -308,8 +308,8 @@ def rigid_prediction_check(rig: Rig, values: Mapping[str, object], grid, estimat
     step = step_arguments(grid.dt / substeps, substeps)
     locked = grid.locked_mask
     angles, rates = np.asarray(estimate.joint_angles), np.asarray(estimate.joint_rates)
-    predicted = [_rigid_run(system, rigid_start(system, angles[start], at_rest_where_locked(
-        rates[start], locked)), grid.inputs[start:start + steps], step, locked)
+    predicted = [_rigid_run(system, rigid_start(system, np.concatenate([
+        angles[start], rates[start]]), locked), grid.inputs[start:start + steps], step, locked)
                  for start in starts]
     return _scored_prediction(grid, starts, steps, predicted, grid.dt / substeps)
 
@@ -341,7 +341,7 @@ def rigid_replay(system, grid, start, simulation_dt: float = RIGID_VALIDATION_DT
     """
     substeps = rigid_substeps(grid, simulation_dt)
     locked, joints = grid.locked_mask, start.shape[0] // 2
-    state = rigid_start(system, start[:joints], at_rest_where_locked(start[joints:], locked))
+    state = rigid_start(system, np.asarray(start, dtype=np.float64), locked)
     inputs = grid.inputs if chunks is None else grid.inputs[:chunks * REPLAY_CHUNK]
     angles = _rigid_run(system, state, inputs, step_arguments(grid.dt / substeps, substeps),
                         locked)

@@ -57,12 +57,12 @@ from mb_estimation.multibody.joint_space import (
     lagrangian_angle_gradient,
     rate_basis,
     reaction_impulses,
+    rigid_state,
     subtrees,
     tree_motion,
     tree_pose,
 )
 from mb_estimation.multibody.variational import (
-    at_rest_where_locked,
     input_impulse_gains,
     joint_impulses,
     step_with_jacobian,
@@ -415,8 +415,8 @@ def test_a_locked_arm_is_the_limit_of_an_immovable_one_and_its_derivatives_hold(
 
     def forward(b2, start_rates):
         system = rig.build(parameter_arrays({**truth.parameters, "b2": b2}))
-        start = joint_states(system, jnp.asarray([0.3, 1.0]),
-                             at_rest_where_locked(start_rates, locked))
+        start = rigid_state(system, jnp.concatenate([jnp.asarray([0.3, 1.0]), start_rates]),
+                            locked)
 
         def sample(state, _):
             state = variational_step(system, state, jnp.zeros(1), 1e-3, locked)

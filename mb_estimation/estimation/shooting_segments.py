@@ -33,13 +33,9 @@ from mb_estimation.multibody import (
     states_from_joints,
     without_dry_friction,
 )
-from mb_estimation.multibody.joint_space import JointStates, joint_states, rigid_start
+from mb_estimation.multibody.joint_space import JointStates, rigid_start, rigid_state
 from mb_estimation.multibody.joint_space import joint_rates as tree_joint_rates
-from mb_estimation.multibody.variational import (
-    at_rest_where_locked,
-    rigid_chunk,
-    step_with_jacobian,
-)
+from mb_estimation.multibody.variational import rigid_chunk, step_with_jacobian
 from mb_estimation.numerics import jax
 from mb_estimation.rigs import Rig, built_system, parameter_arrays
 
@@ -109,7 +105,7 @@ def segment_residuals(rig: Rig, names: tuple[str, ...], frictionless: tuple[bool
     joints = joint_state.shape[0] // 2
     if rigid:
         last, angles = rigid_chunk((h, substeps), system,
-                                   _rigid_start(system, joint_state, locked), inputs, locked)
+                                   rigid_state(system, joint_state, locked), inputs, locked)
         angles = jnp.concatenate([joint_state[None, :joints], angles])
         end = jnp.concatenate([last.angles, tree_joint_rates(system, last, locked)])
     else:
@@ -176,7 +172,7 @@ def rigid_lane_linearized(rig: Rig, names: tuple[str, ...], frictionless: tuple[
         return _lane_system(rig, names, frictionless, fixed, values)
 
     def start_of(start, values):
-        state = _rigid_start(system_of(values), start, locked)
+        state = rigid_state(system_of(values), start, locked)
         return jnp.concatenate([state.angles, state.momenta])
 
     first = start_of(joint_state, free_values)
@@ -249,13 +245,6 @@ def _lane_system(rig: Rig, names, frictionless, fixed, free_values):
     return without_dry_friction(rig.build(parameter_arrays(values)), frictionless)
 
 
-def _rigid_start(system, joint_state, locked):
-    """The rigid tree's state at ``joint_state = (angles, rates)``, ``locked`` joints at rest."""
-    joints = joint_state.shape[0] // 2
-    return joint_states(system, joint_state[:joints],
-                        at_rest_where_locked(joint_state[joints:], locked))
-
-
 def replayed_residuals(compiler, static, step, fixed, lanes: Lanes, starts: np.ndarray,
                        values: np.ndarray) -> np.ndarray:
     """The residuals ``[S, R]`` of :func:`segments_residuals` through the plain rigid run.
@@ -274,8 +263,7 @@ def replayed_residuals(compiler, static, step, fixed, lanes: Lanes, starts: np.n
         {**fixed, **dict(zip(names, values, strict=True))})), frictionless)
     residuals = []
     for segment, start in enumerate(starts):
-        state = rigid_start(system, start[:joints],
-                            at_rest_where_locked(start[joints:], lanes.locked[segment]))
+        state = rigid_start(system, start, lanes.locked[segment])
         first, parts = start[:joints], []
         for lane in range(lanes.count):
             state, angles = compiler(rigid_chunk, None, step, system, state,

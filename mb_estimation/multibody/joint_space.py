@@ -316,9 +316,18 @@ def joint_states(system: Multibody, angles, rates) -> JointStates:
     return JointStates(angles, joint_momenta(system, angles, rates))
 
 
-#: :func:`joint_states` compiled (once per system structure), for use outside compiled code:
-#: the rigid tree's start state of a replay, a prediction or a simulated lane.
-rigid_start = jit(joint_states)
+def rigid_state(system: Multibody, joint_state, locked) -> JointStates:
+    """The state at ``joint_state = (angles, rates)`` ``[2 n_joints]`` [rad, rad/s].
+
+    The ``locked`` joints ``[n_joints]`` (1 where locked, else 0) at rest there.
+    """
+    joints = joint_state.shape[0] // 2
+    return joint_states(system, joint_state[:joints], joint_state[joints:] * (1.0 - locked))
+
+
+#: :func:`rigid_state` compiled (once per system structure), for use outside compiled code:
+#: the rigid tree's start state of a replay, a prediction, a simulation or a simulated lane.
+rigid_start = jit(rigid_state)
 
 
 def rate_basis(system: Multibody, angles):

@@ -152,7 +152,8 @@ def variational_step(system: Multibody, state: JointStates, inputs, h, locked=No
 
     ``locked [n_joints]`` (1 where a joint is locked, else 0; None: none is): a locked joint
     keeps its angle, whatever torque that takes (its rows ``r_a`` carry that unknown torque,
-    so they give way to ``θ_{k+1} = θ_k``). Start it at rest (:func:`at_rest_where_locked`).
+    so they give way to ``θ_{k+1} = θ_k``). Start it at rest
+    (:func:`~mb_estimation.multibody.joint_space.rigid_state`).
     """
     return _solved_step(system, state, inputs, h,
                         _no_joint_locked(state) if locked is None else locked)
@@ -188,11 +189,6 @@ def rigid_chunk(step, system: Multibody, state: JointStates, inputs, locked):
 
 def _no_joint_locked(state: JointStates):
     return jnp.zeros(state.angles.shape[-1])
-
-
-def at_rest_where_locked(rates, locked):
-    """Joint ``rates`` [rad/s] with those of the ``locked`` joints (1 there, else 0) zero."""
-    return rates * (1.0 - locked)
 
 
 def _step_residual(system: Multibody, state: JointStates, inputs, h, locked, unknowns):
