@@ -358,8 +358,10 @@ def _case_states(furuta_case, formulation: str):
                                else JointCoordinates())
     fixed = {k: v for k, v in values.items() if k not in structure.free.names}
     free_values = {k: values[k] for k in structure.free.names}
-    states = structure.formulation.initial_states(structure.system(fixed, free_values),
-                                                  jnp.asarray(grid.filtered_angles), None, STEP)
+    formulation = structure.formulation
+    states = formulation.initial_states(structure.system(fixed, free_values),
+                                        jnp.asarray(grid.filtered_angles),
+                                        formulation.start_rates(grid.filtered_angles, STEP), STEP)
     return structure, fixed, free_values, states, grid
 
 

@@ -128,8 +128,9 @@ def test_the_terms_jacobian_columns_match_finite_differences(rig_with_terms):
     for formulation in (JointCoordinates(), MaximalCoordinates()):
         structure = ModelStructure(rig, free, formulation)
         system = structure.system(fixed, free_values)
-        states = formulation.initial_states(system, jnp.asarray(grid.filtered_angles[:n]),
-                                            None, 1e-3)
+        angles = grid.filtered_angles[:n]
+        states = formulation.initial_states(system, jnp.asarray(angles),
+                                            formulation.start_rates(angles, 1e-3), 1e-3)
         lin = jax.jit(linearize, static_argnums=0)(structure, fixed, free_values, states, data)
 
         def residuals(x, parameter_values, structure=structure):

@@ -83,7 +83,7 @@ class Formulation(Protocol):
         """All states moved by ``step [n, s]``."""
 
     def initial_states(self, system, filtered_angles, rates, dt):
-        """Initial states from filtered angles and (or None) rates on the grid."""
+        """Initial states from filtered angles and rates (None: :meth:`start_rates` gave none)."""
 
     def start_rates(self, filtered_angles, dt):
         """The joint rates [rad/s] its initial states take where a recording gives none.
@@ -235,9 +235,7 @@ class JointCoordinates:
 
     @staticmethod
     def initial_states(system, filtered_angles, rates, dt) -> JointStates:
-        """The filtered angles moving with their central differences (or the given rates)."""
-        if rates is None:
-            rates = jnp.gradient(filtered_angles, dt, axis=0)
+        """The filtered angles moving with ``rates`` (the driver's, or :meth:`start_rates`)."""
         return jax.vmap(lambda a, r: joint_states(system, a, r))(jnp.asarray(filtered_angles),
                                                                   jnp.asarray(rates))
 

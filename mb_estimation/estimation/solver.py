@@ -223,8 +223,9 @@ def compile_model(problem: EstimationProblem,
     solver, free_values = _solver(problem, settings)
     grid = problem.recordings[0]
     # states of the right shapes (zeros: what they hold does not matter to the compiler)
-    shapes = jax.eval_shape(functools.partial(states_from_angles, solver.structure),
-                            solver.fixed, free_values, grid.filtered_angles, grid.dt)
+    shapes = jax.eval_shape(functools.partial(states_from_angles_and_rates, solver.structure),
+                            solver.fixed, free_values, grid.filtered_angles,
+                            np.zeros_like(grid.filtered_angles))
     states = jax.tree_util.tree_map(lambda s: np.zeros(s.shape, s.dtype), shapes)
     linearization(solver.compiler, solver.structure, solver.fixed, free_values, states,
                   solver.data[0], solver.bucket)
