@@ -367,13 +367,15 @@ def rigid_open_loop_check(rig: Rig, values: Mapping[str, object], grid, angles, 
         return rigid_replay(system, grid, start, simulation_dt, chunks)
 
     names = tuple(name for name in free if np.size(values[name]) == 1)
+    frictionless = frictionless_while_fitting(rig, dict(values), names) if names else None
 
     def in_start(candidate, count):
         first = dataclasses.replace(
             grid, time_s=grid.time_s[:count], measured_angles=grid.measured_angles[:count],
             filtered_angles=grid.filtered_angles[:count], inputs=grid.inputs[:count - 1],
             observed=grid.observed[:count], initial_rates=None)
-        return recording_sensitivities(rig, values, names, first, candidate)[..., len(names):]
+        return recording_sensitivities(rig, values, names, first, candidate,
+                                       frictionless=frictionless)[..., len(names):]
 
     start = np.concatenate([np.asarray(angles, dtype=np.float64),
                             np.asarray(rates, dtype=np.float64)])

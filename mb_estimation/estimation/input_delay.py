@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mb_estimation.estimation.compiled import Compiler
-from mb_estimation.estimation.recording_blocks import bucket_length
+from mb_estimation.estimation.recording_blocks import bucket_length, padded
 from mb_estimation.multibody.joint_space import joint_states
 from mb_estimation.multibody.variational import input_impulse_gains, variational_residuals
 from mb_estimation.numerics import jax
@@ -87,15 +87,13 @@ def apparent_input_delay(system, time_s, angles, rates, input_time_s, inputs
     held = held_input_means(input_time_s, inputs, time_s)
     if np.ptp(held, axis=0).max() == 0.0:
         return None
-    # padded to the length bucket (the last state held, no input): one program per bucket
-    steps, padded = len(held), bucket_length(len(held))
-
-    def pad(array):
-        array = np.asarray(array, dtype=np.float64)
-        return np.concatenate([array, np.repeat(array[-1:], padded + 1 - len(array), axis=0)])
-
-    balance, gain = _COMPILED(_momentum_balance, None, system, pad(angles), pad(rates),
-                              np.pad(held, ((0, padded - steps), (0, 0))), np.asarray(h))
+    # padded to the length bucket (the last values repeated): one program per bucket
+    steps, size = len(held), bucket_length(len(held))
+    balance, gain = _COMPILED(
+        _momentum_balance, None, system,
+        padded(np.asarray(angles, dtype=np.float64), size + 1, "edge"),
+        padded(np.asarray(rates, dtype=np.float64), size + 1, "edge"),
+        padded(held, size, "edge"), np.asarray(h))
     balance, gain = np.asarray(balance)[:steps], np.asarray(gain)
     delays = np.arange(DELAY_RANGE_S[0], DELAY_RANGE_S[1] + 0.5 * DELAY_RESOLUTION_S,
                        DELAY_RESOLUTION_S)
