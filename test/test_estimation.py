@@ -27,6 +27,7 @@ from mb_estimation.estimation.covariance import (
     parameter_std,
 )
 from mb_estimation.estimation.formulations import JointCoordinates, MaximalCoordinates
+from mb_estimation.estimation.input_delay import delay_costs
 from mb_estimation.estimation.linear_algebra import (
     eliminate_states,
     normal_equations,
@@ -267,6 +268,23 @@ def test_held_input_means_integrate_the_zero_order_hold_exactly():
     expected = [1.0, (0.003 * 1.0 + 0.007 * -2.0) / 0.01,
                 (0.001 * -2.0 + 0.009 * 4.0) / 0.01, 4.0]
     np.testing.assert_allclose(means[:, 0], expected)
+
+
+@pytest.mark.parametrize("step_s", [1e-3, 1.25e-3])
+def test_the_delay_scan_reads_one_fine_grid_as_shifting_the_stamps_would(step_s):
+    # 1 ms: every t_k - d on one grid of 0.1 ms (the fast path); 1.25 ms: the stamps shifted
+    rng = np.random.default_rng(3)
+    time_s = 2.5 + step_s * np.arange(900)
+    stamps = np.sort(2.49 + 1e-3 * np.arange(1200) + 2e-4 * rng.standard_normal(1200))
+    inputs = rng.standard_normal((1200, 1))
+    held = held_input_means(stamps, inputs, time_s)
+    balance, gain = 1e-3 * rng.standard_normal((899, 2)), 1e-3 * rng.standard_normal((2, 1))
+    delays = np.arange(-0.02, 0.06 + 5e-5, 1e-4)
+    costs = delay_costs(balance, gain, held, stamps, inputs, time_s, delays)
+    shifted = [np.sum((balance + (held_input_means(stamps + delay, inputs, time_s) - held)
+                       @ gain.T) ** 2) for delay in delays]
+    np.testing.assert_allclose(costs, shifted, rtol=1e-9)
+    assert np.ptp(costs) > 1e-3 * np.min(costs)  # the delays do change the cost
 
 
 def test_lowpass_is_zero_phase():

@@ -8,7 +8,7 @@ import pytest
 from mb_estimation.estimation import compiled, program_store
 from mb_estimation.estimation.parameters import FreeParameters
 from mb_estimation.estimation.residuals import ModelStructure, StepData
-from mb_estimation.numerics import jax
+from mb_estimation.numerics import COMPILER_OPTIONS, RUN_ONCE_OPTIONS, jax, run_once
 from mb_estimation.rigs import get_rig
 
 jnp = jax.numpy
@@ -88,6 +88,35 @@ def test_without_a_cache_folder_nothing_is_stored(store, monkeypatch):
     compiled._PROGRAMS.clear()
     compiled.Compiler()(scaled_sums, 2.0, _data(), 0.5)
     assert len(TRACES) == 2 and not store.exists()
+
+
+@run_once
+def scaled_sums_once(static, data: StepData, offset):
+    """:func:`scaled_sums` marked as run once: compiled with less optimisation."""
+    return scaled_sums(static, data, offset)
+
+
+@pytest.mark.parametrize("stored", [True, False])
+def test_a_program_marked_run_once_compiles_with_its_options_and_the_same_results(
+        store, monkeypatch, stored):
+    if not stored:
+        monkeypatch.setattr(program_store, "store_folder", lambda: None)
+    options = []
+    compile_lowered = jax.stages.Lowered.compile
+
+    def recorded(lowered, compiler_options=None):
+        options.append(compiler_options)
+        return compile_lowered(lowered, compiler_options)
+
+    monkeypatch.setattr(jax.stages.Lowered, "compile", recorded)
+    args = (_data(), 0.5)
+    once = compiled.Compiler()(scaled_sums_once, 2.0, *args)
+    usual = compiled.Compiler()(scaled_sums, 2.0, *args)
+    assert options == [RUN_ONCE_OPTIONS, COMPILER_OPTIONS]
+    assert RUN_ONCE_OPTIONS["xla_backend_optimization_level"] == 0
+    np.testing.assert_allclose(once["sum"], usual["sum"], rtol=1e-15)
+    np.testing.assert_allclose(once["data"].measured_angles, usual["data"].measured_angles,
+                               rtol=1e-15)
 
 
 def test_descriptions_tell_structures_apart_and_refuse_what_they_cannot_name():

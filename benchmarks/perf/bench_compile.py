@@ -36,6 +36,7 @@ from mb_estimation.estimation import compiled, estimate  # noqa: E402
 from mb_estimation.numerics import (  # noqa: E402
     CACHE_ENVIRONMENT_VARIABLE,
     COMPILER_OPTIONS,
+    compiler_options,
     configure_jax,
     jax,
 )
@@ -54,7 +55,7 @@ def compile_table(solve) -> None:
             traced = jax.jit(bound).trace(*args)
             lowered = traced.lower()
             lowered_at = time.perf_counter()
-            executable = lowered.compile(COMPILER_OPTIONS)
+            executable = lowered.compile(compiler_options(function))
             done = time.perf_counter()
             rows.append((getattr(function, "__name__", repr(function)), lowered_at - started,
                          done - lowered_at, executable.as_text().count("\n")))

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mb_estimation.numerics import COMPILER_OPTIONS, jax
+from mb_estimation.numerics import COMPILER_OPTIONS, compiler_options, jax
 
 FOLDER = "traced"
 
@@ -156,6 +156,7 @@ def compiled_program(function, static, args):
     is compiled as it is.
     """
     bound = function if static is None else functools.partial(function, static)
+    options = compiler_options(function)
     path = stored_path(function, static, args)
     exported = None if path is None else _load(path)
     if path is not None and exported is None:
@@ -167,7 +168,7 @@ def compiled_program(function, static, args):
             _store(path, exported)
     if exported is not None:
         try:
-            return jax.jit(exported.call).lower(*args).compile(COMPILER_OPTIONS)
+            return jax.jit(exported.call).lower(*args).compile(options)
         except Exception:
             path.unlink(missing_ok=True)
-    return jax.jit(bound).lower(*args).compile(COMPILER_OPTIONS)
+    return jax.jit(bound).lower(*args).compile(options)

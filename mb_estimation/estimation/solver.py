@@ -52,7 +52,7 @@ from mb_estimation.estimation.result import (
 )
 from mb_estimation.multibody import BodyStates
 from mb_estimation.multibody.joint_space import JointStates
-from mb_estimation.numerics import jax
+from mb_estimation.numerics import jax, run_once
 from mb_estimation.rigs import Rig, parameter_arrays
 from mb_estimation.signals import GridData
 
@@ -93,12 +93,14 @@ class EstimationProblem:
         return self.recordings[0].dt
 
 
+@run_once
 def states_from_angles(structure: ModelStructure, fixed, free_values, filtered_angles, dt):
     """States from filtered angles (§4.4): zero-violation configurations, velocities (4.3)."""
     return structure.formulation.initial_states(structure.system(fixed, free_values),
                                                 filtered_angles, None, dt)
 
 
+@run_once
 def states_from_angles_and_rates(structure: ModelStructure, fixed, free_values, angles,
                                  rates):
     """States from filtered angles and driver joint rates [rad/s] (initial states, §4.4)."""
@@ -106,15 +108,18 @@ def states_from_angles_and_rates(structure: ModelStructure, fixed, free_values, 
                                                 rates, None)
 
 
+@run_once
 def _shadow(structure, fixed, free_values, states):
     return structure.formulation.shadow(structure.system(fixed, free_values), states)
 
 
+@run_once
 def _gravity(structure, fixed, free_values):
     """The system's gravity vector [m/s²] (for the tilt's std): one small compiled program."""
     return structure.system(fixed, free_values).gravity
 
 
+@run_once
 def _covariance_blocks(num_impulse_rows, lin, normal, scale, impulse_covariance,
                        observation_covariance):
     # (J_xᵀJ_x)⁻¹ with a regularisation far below the data's information (§3.7)

@@ -167,13 +167,21 @@ def lowpass(time_s: np.ndarray, values: np.ndarray, cutoff_hz: float) -> np.ndar
     return smoothed
 
 
-def held_input_means(input_time_s: np.ndarray, inputs: np.ndarray, grid_s: np.ndarray):
-    """Means ``[n-1, c]`` of the zero-order-held input over ``[grid_k, grid_{k+1}]``."""
+def held_input_integral(input_time_s: np.ndarray, inputs: np.ndarray, at_s: np.ndarray):
+    """The zero-order-held input's integral ``[len(at_s), c]`` [input units · s] at ``at_s``.
+
+    From the first stamp (its value held before it too); continuous in ``at_s``.
+    """
     durations = np.diff(input_time_s)
     integral_at_changes = np.concatenate(
         [np.zeros((1, inputs.shape[1])), np.cumsum(inputs[:-1] * durations[:, None], axis=0)])
-    index = np.clip(np.searchsorted(input_time_s, grid_s, side="right") - 1, 0, None)
-    integral = integral_at_changes[index] + inputs[index] * (grid_s - input_time_s[index])[:, None]
+    index = np.clip(np.searchsorted(input_time_s, at_s, side="right") - 1, 0, None)
+    return integral_at_changes[index] + inputs[index] * (at_s - input_time_s[index])[:, None]
+
+
+def held_input_means(input_time_s: np.ndarray, inputs: np.ndarray, grid_s: np.ndarray):
+    """Means ``[n-1, c]`` of the zero-order-held input over ``[grid_k, grid_{k+1}]``."""
+    integral = held_input_integral(input_time_s, inputs, grid_s)
     return np.diff(integral, axis=0) / np.diff(grid_s)[:, None]
 
 
