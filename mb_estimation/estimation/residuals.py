@@ -177,10 +177,16 @@ def _jacobians_by_part(function, half_size, num_parameters, passes):
     """
     half = jnp.zeros(half_size)
     zeros = (half, half, half, half, jnp.zeros(num_parameters))
+
+    def with_value(*arguments):
+        value = function(*arguments)
+        return value, value  # the value as auxiliary output: traced with a pass, not apart
+
     parts = {}
     for group in passes:
-        parts.update(zip(group, jax.jacfwd(function, argnums=group)(*zeros), strict=True))
-    return (function(*zeros), *(parts[argument] for argument in range(5)))
+        jacobians, value = jax.jacfwd(with_value, argnums=group, has_aux=True)(*zeros)
+        parts.update(zip(group, jacobians, strict=True))
+    return (value, *(parts[argument] for argument in range(5)))
 
 
 def first_jacobians(structure: ModelStructure, fixed, free_values, state, measured_angles,
