@@ -311,7 +311,9 @@ class Assessment:
     prediction against it; ``following``: how closely the kept simulation-error stage's own
     simulations follow the recordings (None without one kept); ``step_dependence``: each
     value's change over the last two joint levels (none when the simulation-error fit is kept:
-    its values do not come from the step); ``bound``: the Cramér–Rao bound (rigid hinges);
+    its values do not come from the step); ``bound``: the Cramér–Rao bound (rigid hinges;
+    None where a recording's motion amplifies its start more than a calibration follows in
+    one piece, :attr:`~mb_estimation.cramer_rao.CramerRao.followed`);
     ``identified``: what the data determine; ``delay``: the input's apparent delay;
     ``model_error_correlation_s``: where the kept fit's model does not follow the data (its
     simulations, or the joint fit's predictions, miss by more than the noise allows), the
@@ -451,6 +453,8 @@ def assess(setup: Setup, fit: Fit) -> Assessment:
     agreement = recordings_agreement(setup, result, model_error_s is not None)
     result = with_disagreement(result, agreement)
     bound = model.cramer_rao(result.parameters, result.free, grids, result.recordings, noise)
+    if bound is not None and not bound.followed:
+        bound = None  # the whole motion's bound: no calibration reaches it, nor says what is open
     identified = identifiability_of(setup, result, bound)
     agreement += ratios_agreement(setup, result, identified, model_error_s is not None)
     return Assessment(

@@ -32,10 +32,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mb_estimation.estimation.shooting import ShootingSettings
 from mb_estimation.estimation.shooting_segments import amplification, frictionless_while_fitting
 from mb_estimation.pseudo_inverse import informed, mark_undetermined, scaled_pseudo_inverse
 from mb_estimation.rigs import Rig
 from mb_estimation.validation import SENSITIVITY_DT, recording_sensitivities
+
+#: The largest start-state amplification a calibration follows in one piece: beyond it the
+#: simulation-error stage keeps shorter segments, and the bound of the whole motion (which
+#: rewards near-chaotic motions without limit, and whose sensitivities outgrow float64 on a
+#: long one) is not what a calibration reaches.
+FOLLOWED_AMPLIFICATION = ShootingSettings().max_amplification
 
 
 @dataclass(frozen=True)
@@ -56,6 +63,16 @@ class CramerRao:
     std: dict[str, float]
     information: np.ndarray
     amplification: float
+
+    @property
+    def followed(self) -> bool:
+        """Whether a calibration follows every recording in one piece, as the bound counts on.
+
+        Not where a recording's motion amplifies a change of its start more than
+        :data:`FOLLOWED_AMPLIFICATION`: there the bound neither says what a calibration could
+        reach nor what the data leave open.
+        """
+        return bool(self.amplification <= FOLLOWED_AMPLIFICATION)
 
 
 def cramer_rao_bound(rig: Rig, values: Mapping[str, object], names: Sequence[str], grids,

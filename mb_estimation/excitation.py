@@ -44,9 +44,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.optimize
 
-from mb_estimation.cramer_rao import cramer_rao_bound
+from mb_estimation.cramer_rao import FOLLOWED_AMPLIFICATION, cramer_rao_bound
 from mb_estimation.errors import SimulationError
-from mb_estimation.estimation.shooting import ShootingSettings
 from mb_estimation.rigs import Rig
 from mb_estimation.scenarios import MULTISINE_FREQUENCIES_HZ
 from mb_estimation.signals import GridData
@@ -69,10 +68,6 @@ SEARCH_STEP_S = 1e-2
 #: std under the multisine (the criterion is the larger ratio to its goal: module docstring).
 WORST_STD_GOAL = 0.5
 STD_CAP = 1.2
-#: The largest start-state amplification a calibration follows in one piece: beyond it the
-#: simulation-error stage keeps shorter segments, and the bound of the whole motion (which
-#: rewards near-chaotic motions without limit) is not what a calibration reaches.
-FOLLOWED_AMPLIFICATION = ShootingSettings().max_amplification
 #: Penalty per unit of log overshoot of a limit, added to the log criterion.
 LIMIT_PENALTY = 20.0
 #: A design scaled down to meet the arm's limits stops at this fraction of the input bound.

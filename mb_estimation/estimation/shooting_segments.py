@@ -61,24 +61,41 @@ class Segments:
     dt: float
 
 
+#: A recording's remainder after its whole segments is fitted as one more, shorter segment
+#: (its end padded and unscored) when it holds at least this fraction of a segment: else
+#: that much of a long recording would go unscored (60 s in 16 s segments: 12 s).
+REMAINDER_FRACTION = 0.25
+
+
 def segments_of(grids: Sequence, segment_s: float, lead_s: float) -> Segments:
-    """Cut recordings on a common grid into segments of ``lead_s + segment_s`` [s]."""
+    """Cut recordings on a common grid into segments of ``lead_s + segment_s`` [s].
+
+    Each recording into whole segments from its start; a remainder of at least
+    :data:`REMAINDER_FRACTION` of a segment after them becomes one more segment, its samples
+    past the recording's end unscored (weight 0, input 0).
+    """
     dt = float(grids[0].dt)
     lead, length = int(round(lead_s / dt)), max(1, int(round(segment_s / dt)))
     parts = {"recording": [], "begin": [], "measured": [], "weights": [], "inputs": [],
              "locked": []}
     for index, grid in enumerate(grids):
-        count = (grid.num_steps - 1 - lead) // length
+        usable = grid.num_steps - 1 - lead
+        count = usable // length
+        if count and usable - count * length >= REMAINDER_FRACTION * length:
+            count += 1
         for segment in range(count):
             begin = segment * length
             window = slice(begin, begin + lead + length + 1)
             weights = np.asarray(grid.observed[window], dtype=float).copy()
             weights[:lead] = 0.0
+            missing = lead + length + 1 - len(weights)  # past the recording's end
             parts["recording"].append(index)
             parts["begin"].append(begin)
-            parts["measured"].append(np.asarray(grid.measured_angles[window]))
-            parts["weights"].append(weights)
-            parts["inputs"].append(np.asarray(grid.inputs[begin:begin + lead + length]))
+            parts["measured"].append(np.pad(np.asarray(grid.measured_angles[window]),
+                                            ((0, missing), (0, 0))))
+            parts["weights"].append(np.pad(weights, (0, missing)))
+            parts["inputs"].append(np.pad(np.asarray(grid.inputs[begin:begin + lead + length]),
+                                          ((0, missing), (0, 0))))
             parts["locked"].append(grid.locked_mask)
     if not parts["begin"]:
         raise RecordingError(f"the recordings are shorter than one shooting segment "
