@@ -229,3 +229,21 @@ def test_correlation_matrix_marks_undetermined_parameters_nan_without_warnings()
     np.testing.assert_allclose(correlation, correlation.T, equal_nan=True)
     cells = [t.get_text() for t in figure.axes[0].texts]
     assert cells.count(figures.MISSING) == 12 and cells.count("1.00") == 2
+
+
+def test_a_value_the_simulation_error_fit_moved_is_drawn_beside_the_joint_fits_history():
+    history = [IterationRecord(iteration=k, cost=1.0 / (k + 1), observation_mse=0.0,
+                               impulse_mse=0.0, parameters={"b2": np.asarray(1e-4 / (k + 1)),
+                                                            "b1": np.asarray(1e-3)},
+                               damping=1e-9, gradient_norm=1.0, step_norm=1.0, elapsed_s=0.0)
+               for k in range(4)]
+    figure = figures.parameter_history_figure(history, ("b1", "b2"), UNITS,
+                                              {"b1": np.asarray(1e-3), "b2": np.asarray(9e-5)})
+    first, second = figure.axes[:2]
+    assert first.get_title() == "b1, final 0.001" and len(first.get_lines()) == 1
+    assert second.get_title() == "b2: 2.5e-05, kept 9e-05"
+    assert [line.get_ydata()[0] for line in second.get_lines()[1:]] == [9e-5]  # the kept value
+    assert "simulation-error" in figure.get_suptitle()
+    alone = figures.parameter_history_figure(history, ("b1", "b2"), UNITS)
+    assert alone.axes[1].get_title() == "b2, final 2.5e-05"
+    assert "simulation-error" not in alone.get_suptitle()

@@ -144,16 +144,20 @@ def _quaternion_angle_deg(quaternions: np.ndarray, reference: np.ndarray) -> np.
 
 
 def parameter_history_figure(history: Sequence, free: Sequence[str],
-                             units: Mapping[str, str]) -> Figure:
+                             units: Mapping[str, str],
+                             kept: Mapping[str, object] | None = None) -> Figure:
     """One small panel per free parameter with its value per iteration.
 
-    A quaternion's panel shows its rotation angle from the final estimate.
+    A quaternion's panel shows its rotation angle from the final estimate. ``kept``: the
+    calibration's values, where a later fit (the simulation-error stage) moved them from the
+    history's last: a dashed line and the title name both.
     """
     columns = min(3, max(1, len(free)))
     rows = math.ceil(len(free) / columns)
     figure = new_figure(0.4 + 2.1 * rows)
     iteration = [record.iteration for record in history]
     grid = figure.subplots(rows, columns, squeeze=False, sharex=True)
+    refined = False
     for index, axes in enumerate(grid.ravel()):
         if index >= len(free):
             axes.set_visible(False)
@@ -170,13 +174,21 @@ def parameter_history_figure(history: Sequence, free: Sequence[str],
             axes.plot(iteration, values[:, 0], marker="o", markersize=3)
             unit = units.get(name, "")
             axes.set_ylabel(f"[{unit}]" if unit else "value")
-            axes.set_title(f"{name}, final {values[-1, 0]:.4g}", fontsize=10)
+            last = values[-1, 0]
+            value = last if kept is None else float(np.ravel(kept[name])[0])
+            if value != last:
+                refined = True
+                axes.axhline(value, color="tab:orange", linestyle="--", linewidth=1.2)
+                axes.set_title(f"{name}: {last:.4g}, kept {value:.4g}", fontsize=10)
+            else:
+                axes.set_title(f"{name}, final {last:.4g}", fontsize=10)
         axes.grid(True, alpha=0.3)
         axes.xaxis.set_major_locator(MaxNLocator(integer=True))
         if index + columns >= len(free):
             axes.set_xlabel("LM iteration")
             axes.xaxis.set_tick_params(labelbottom=True)
-    figure.suptitle("free parameters per iteration")
+    figure.suptitle("free parameters per iteration of the joint fit" + (
+        " (dashed: the simulation-error fit's, kept)" if refined else ""))
     return figure
 
 

@@ -223,7 +223,8 @@ def _convergence_section(result: EstimationResult, units: Mapping[str, str],
     parts = [_embed(figures.cost_figure(result.history), directory / "cost.png",
                     "cost per Levenberg–Marquardt iteration")]
     if result.free:
-        parts.append(_embed(figures.parameter_history_figure(result.history, result.free, units),
+        parts.append(_embed(figures.parameter_history_figure(result.history, result.free, units,
+                                                             result.parameters),
                             directory / "parameters.png", "free parameters per iteration"))
     return "<h2>Convergence</h2>" + "".join(parts)
 
