@@ -187,7 +187,8 @@ def test_segments_skip_the_lead_and_cover_the_recording():
     recording = Recording("r", time_s, np.zeros((time_s.size, 2)), time_s,
                           np.zeros((time_s.size, 1)))
     grid = prepare_recording(recording, 0.01, 10.0)
-    segments = segments_of([grid], 0.5, 0.1)
+    assert segments_of([grid], 0.5, 0.1).begin.tolist() == [0, 50, 100]  # a fit that leads on
+    segments = segments_of([grid], 0.5, 0.1, remainder=True)
     # 3 × (0.1 s lead + 0.5 s) fit in 2 s; the 0.4 s left are a fourth, shorter segment
     assert segments.begin.tolist() == [0, 50, 100, 150]
     assert segments.measured.shape == (4, 61, 2) and segments.inputs.shape == (4, 60, 1)
@@ -195,7 +196,7 @@ def test_segments_skip_the_lead_and_cover_the_recording():
     assert np.all(segments.weights[3, 10:51] == 1) and np.all(segments.weights[3, 51:] == 0)
     assert np.all(segments.inputs[3, 50:] == 0)  # past the recording's end
     # a remainder under a quarter of a segment is left out
-    assert segments_of([grid], 0.6, 0.1).begin.tolist() == [0, 60, 120]
+    assert segments_of([grid], 0.6, 0.1, remainder=True).begin.tolist() == [0, 60, 120]
     with pytest.raises(ValueError, match="shorter than one shooting segment"):
         segments_of([grid], 5.0, 0.1)
 
@@ -365,7 +366,7 @@ def test_chained_lanes_are_one_simulation_and_their_jacobians_match_finite_diffe
 
     config = load_config("furuta")
     run = simulate_recording(rig_of(config), config.parameters, "multisine",
-                             duration_s=0.33, dt=1e-3, rate_hz=1000.0, noise_rad=1e-3, seed=1,
+                             duration_s=0.4, dt=1e-3, rate_hz=1000.0, noise_rad=1e-3, seed=1,
                              rigid=True)
     grid = prepare_recording(
         Recording("m", run.time_s, run.measured_angles, run.time_s, run.inputs), 1e-3, 100.0)

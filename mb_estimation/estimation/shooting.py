@@ -195,7 +195,7 @@ def fit_by_shooting(rig: Rig, parameters: dict, names: Sequence[str], lower: dic
     if settings.rigid and lengths[-1] < whole <= settings.longest_segment_s:
         lengths.append(whole)  # the rigid model: last, the shortest recording in one piece
     result, fitted_starts, totals = None, None, _Effort()
-    batch = lane_batch(len(segments_of(grids, lengths[-1], settings.lead_s).begin))
+    batch = lane_batch(len(segments_of(grids, lengths[-1], settings.lead_s, True).begin))
     for length in lengths:
         # A stage with a longer one after it only leads there: converged loosely.
         stage = dataclasses.replace(settings, segment_s=length, chi_square_tolerance=(
@@ -387,7 +387,7 @@ def _shoot(rig: Rig, parameters: dict, names: tuple[str, ...], lower: dict, uppe
     fit's step is checked, such a triple for half its step at the fitted point (else None):
     where a refit at that step starts (one simulation instead of a linearisation).
     """
-    segments = segments_of(grids, settings.segment_s, settings.lead_s)
+    segments = segments_of(grids, settings.segment_s, settings.lead_s, remainder=statistics)
     substeps = max(1, int(round(segments.dt / simulation_dt)))
     if statistics:  # the fit that is kept
         substeps *= settings.kept_step_divisor

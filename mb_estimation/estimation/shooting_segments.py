@@ -61,18 +61,22 @@ class Segments:
     dt: float
 
 
-#: A recording's remainder after its whole segments is fitted as one more, shorter segment
-#: (its end padded and unscored) when it holds at least this fraction of a segment: else
-#: that much of a long recording would go unscored (60 s in 16 s segments: 12 s).
+#: The kept fit's remainder of a recording after its whole segments is fitted as one more,
+#: shorter segment (its end padded and unscored) when it holds at least this fraction of a
+#: segment: else that much of a long recording would go unscored (60 s in 16 s segments:
+#: 12 s).
 REMAINDER_FRACTION = 0.25
 
 
-def segments_of(grids: Sequence, segment_s: float, lead_s: float) -> Segments:
+def segments_of(grids: Sequence, segment_s: float, lead_s: float,
+                remainder: bool = False) -> Segments:
     """Cut recordings on a common grid into segments of ``lead_s + segment_s`` [s].
 
-    Each recording into whole segments from its start; a remainder of at least
-    :data:`REMAINDER_FRACTION` of a segment after them becomes one more segment, its samples
-    past the recording's end unscored (weight 0, input 0).
+    Each recording into whole segments from its start; with ``remainder`` (the fit that is
+    kept), a remainder of at least :data:`REMAINDER_FRACTION` of a segment after them becomes
+    one more segment, its samples past the recording's end unscored (weight 0, input 0). A
+    fit that only leads to a longer one goes without: it decides no std, and the remainder
+    would cost it a whole segment's simulation.
     """
     dt = float(grids[0].dt)
     lead, length = int(round(lead_s / dt)), max(1, int(round(segment_s / dt)))
@@ -81,7 +85,7 @@ def segments_of(grids: Sequence, segment_s: float, lead_s: float) -> Segments:
     for index, grid in enumerate(grids):
         usable = grid.num_steps - 1 - lead
         count = usable // length
-        if count and usable - count * length >= REMAINDER_FRACTION * length:
+        if remainder and count and usable - count * length >= REMAINDER_FRACTION * length:
             count += 1
         for segment in range(count):
             begin = segment * length
