@@ -55,6 +55,7 @@ def compiler_options(function) -> dict:
     """
     return getattr(function, "compiler_options", COMPILER_OPTIONS)
 
+
 #: ``jax.jit`` with :data:`COMPILER_OPTIONS`.
 jit = functools.partial(jax.jit, compiler_options=COMPILER_OPTIONS)
 

@@ -195,7 +195,8 @@ def fit_by_shooting(rig: Rig, parameters: dict, names: Sequence[str], lower: dic
     if settings.rigid and lengths[-1] < whole <= settings.longest_segment_s:
         lengths.append(whole)  # the rigid model: last, the shortest recording in one piece
     result, fitted_starts, totals = None, None, _Effort()
-    batch = lane_batch(len(segments_of(grids, lengths[-1], settings.lead_s, True).begin))
+    kept = segments_of(grids, lengths[-1], settings.lead_s, remainder=True)
+    batch = lane_batch(len(kept.begin))
     for length in lengths:
         # A stage with a longer one after it only leads there: converged loosely.
         stage = dataclasses.replace(settings, segment_s=length, chi_square_tolerance=(
