@@ -13,11 +13,10 @@ import yaml
 
 from mb_estimation.cli import main
 from mb_estimation.config import load_config
-from mb_estimation.cramer_rao import cramer_rao_bound
+from mb_estimation.cramer_rao import FOLLOWED_AMPLIFICATION, cramer_rao_bound
 from mb_estimation.errors import SimulationError
 from mb_estimation.excitation import (
     EXCITATION_FREQUENCIES_HZ,
-    FOLLOWED_AMPLIFICATION,
     Limits,
     Response,
     _against_goals,

@@ -117,23 +117,22 @@ def delay_costs(balance, gain, held, input_time_s, inputs, time_s, delays) -> np
     the stamps per delay, to round-off, about five times faster). Otherwise the
     stamps are shifted per delay.
     """
+    def cost(means):  # means: the held input's ``u_k(d)`` [n-1, c]
+        return float(np.sum((balance + (means - held) @ gain.T) ** 2))
+
     steps = np.diff(time_s)
     spacing = delays[1] - delays[0]
     ratio = steps[0] / spacing
     q = int(round(ratio))
     if not (q >= 1 and abs(ratio - q) <= 1e-9 * ratio
             and np.allclose(steps, steps[0], rtol=1e-9, atol=0.0)):
-        return np.array([float(np.sum((balance + (held_input_means(
-            input_time_s + delay, inputs, time_s) - held) @ gain.T) ** 2)) for delay in delays])
+        return np.array([cost(held_input_means(input_time_s + delay, inputs, time_s))
+                         for delay in delays])
     count = len(delays)  # t_k - d_j is point k q + (count - 1 - j) of the fine grid
     fine = time_s[0] - delays[-1] + spacing * np.arange((len(time_s) - 1) * q + count)
     integral = held_input_integral(input_time_s, inputs, fine)
-    costs = np.empty(count)
-    for j in range(count):
-        at_grid = integral[count - 1 - j::q][:len(time_s)]
-        change = (np.diff(at_grid, axis=0) / steps[:, None] - held) @ gain.T
-        costs[j] = float(np.sum((balance + change) ** 2))
-    return costs
+    return np.array([cost(np.diff(integral[count - 1 - j::q][:len(time_s)], axis=0)
+                          / steps[:, None]) for j in range(count)])
 
 
 def _curvature(delays, costs, best: int) -> float:
