@@ -201,57 +201,6 @@ def test_segments_skip_the_lead_and_cover_the_recording():
         segments_of([grid], 5.0, 0.1)
 
 
-def test_a_continuation_fit_takes_segments_spread_over_every_recording():
-    from mb_estimation.estimation.shooting_segments import spread_out
-
-    time_s = np.arange(0, 3.001, 0.01)
-    recording = Recording("r", time_s, np.zeros((time_s.size, 2)), time_s,
-                          np.zeros((time_s.size, 1)))
-    grids = [prepare_recording(recording, 0.01, 10.0)] * 2
-    segments = segments_of(grids, 0.5, 0.0)  # six from each recording
-    assert spread_out(segments, 12) is segments
-    chosen = spread_out(segments, 4)
-    assert chosen.recording.tolist() == [0, 0, 1, 1]
-    assert chosen.begin.tolist() == [0, 200, 50, 250]  # the first, middle and last of twelve
-    np.testing.assert_array_equal(chosen.measured, segments.measured[[0, 4, 7, 11]])
-    assert spread_out(segments, 0).begin.tolist() == [0]
-
-
-def test_continuation_on_part_of_a_long_recording_reaches_the_same_kept_fit(monkeypatch):
-    """The lengths before the kept one fitted on segments spread over the recording.
-
-    3 s of the independent rigid reference's multisine on an 8 ms grid, kept in 1 s segments
-    after 0.5 s ones: the 0.5 s fit on two of its six segments (1 s of data) ends the kept fit
-    within a tenth of a std of the fit whose every length saw all of it, the std equal.
-    """
-    from mb_estimation.estimation import shooting
-
-    config, run, recording = _reference_multisine()
-    grid = prepare_recording(recording, 8e-3, 50.0)
-    names = ("J_Azz", "J_Byy", "b1", "b2")
-    start = {**config.parameters, "J_Azz": 0.0031, "J_Byy": 0.0041, "b1": 1.02e-3}
-    lower, upper = dict.fromkeys(names, 0.0), dict.fromkeys(names, 1.0)
-    fitted_counts = []
-    spread = shooting.spread_out
-    monkeypatch.setattr(shooting, "spread_out", lambda segments, count: fitted_counts.append(
-        len(spread(segments, count).begin)) or spread(segments, count))
-
-    def refit(continuation_data_s):
-        settings = shooting.ShootingSettings(
-            segment_s=0.5, longest_segment_s=1.0, rigid=True,
-            continuation_data_s=continuation_data_s)
-        return shooting.fit_by_shooting(rig_of(config), start, names, lower, upper, [grid],
-                                        [(run["theta"][::8], run["dtheta"][::8])], 8e-3,
-                                        settings)
-
-    whole, part = refit(np.inf), refit(1.0)
-    assert fitted_counts == [2]  # of the 0.5 s length's six (the whole fit: no budget)
-    assert whole.tried == part.tried == (0.5, 1.0) and part.segments == 3
-    for name in names:
-        assert abs(part.values[name] - whole.values[name]) <= 0.1 * whole.std[name], name
-        assert part.std[name] == pytest.approx(whole.std[name], rel=1e-2), name
-
-
 def test_simulation_refinement_recovers_the_simulators_parameters():
     """2 s multisine of compliant, damped hinges (ε = 1e-6, τ = 0.02 s), 1 kHz, noise 1e-3 rad.
 

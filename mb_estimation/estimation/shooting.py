@@ -69,7 +69,6 @@ from mb_estimation.estimation.shooting_segments import (
     replayed_residuals,
     segments_of,
     segments_residuals,
-    spread_out,
 )
 from mb_estimation.numerics import jax
 from mb_estimation.rigs import Rig
@@ -99,11 +98,6 @@ class ShootingSettings:
     # ... and on a length that only leads to a longer one, by less than this (the parameters
     # within about one std of that length's optimum; the longer fit goes on from there).
     continuation_chi_square_tolerance: float = 1.0
-    # A length with a longer one after it is fitted on at most this much of the recordings
-    # [s], its segments spread evenly over them: it only brings the values near the longer
-    # length's optimum, which the kept fit reaches on every segment (a 60 s recording's four
-    # leading lengths: 6.0 s on all of it).
-    continuation_data_s: float = 16.0
     # Simulate the rigid tree (joint coordinates, second-order variational steps) instead of
     # the config's hinges (SPOOK): a simulation-error fit of the consistent path's own model.
     rigid: bool = False
@@ -395,8 +389,6 @@ def _shoot(rig: Rig, parameters: dict, names: tuple[str, ...], lower: dict, uppe
     where a refit at that step starts (one simulation instead of a linearisation).
     """
     segments = segments_of(grids, settings.segment_s, settings.lead_s, remainder=statistics)
-    if not statistics and np.isfinite(settings.continuation_data_s):
-        segments = spread_out(segments, int(settings.continuation_data_s // settings.segment_s))
     substeps = max(1, int(round(segments.dt / simulation_dt)))
     if statistics:  # the fit that is kept
         substeps *= settings.kept_step_divisor

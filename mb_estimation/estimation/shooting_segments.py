@@ -107,21 +107,6 @@ def segments_of(grids: Sequence, segment_s: float, lead_s: float,
     return Segments(**{key: np.stack(value) for key, value in parts.items()}, dt=dt)
 
 
-def spread_out(segments: Segments, count: int) -> Segments:
-    """At most ``count`` of ``segments``, spread evenly over them (recordings in order).
-
-    All of them where they are no more: a long recording's continuation fits then see
-    every part of the motion and every recording, at a fixed cost.
-    """
-    total = len(segments.begin)
-    if total <= count:
-        return segments
-    chosen = np.unique(np.round(np.linspace(0, total - 1, max(count, 1))).astype(int))
-    return Segments(segments.recording[chosen], segments.begin[chosen],
-                    segments.measured[chosen], segments.weights[chosen],
-                    segments.inputs[chosen], segments.locked[chosen], segments.dt)
-
-
 def segment_residuals(rig: Rig, names: tuple[str, ...], frictionless: tuple[bool, ...],
                       rigid: bool, h, substeps, fixed, joint_state, free_values, measured,
                       weights, inputs, locked):
