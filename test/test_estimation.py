@@ -287,6 +287,27 @@ def test_the_delay_scan_reads_one_fine_grid_as_shifting_the_stamps_would(step_s)
     assert np.ptp(costs) > 1e-3 * np.min(costs)  # the delays do change the cost
 
 
+def test_the_momentum_balance_in_chunks_is_the_whole_recordings():
+    """Two chunks and a padded remainder give the balance of all steps at once, to round-off."""
+    from mb_estimation.estimation import input_delay
+    from mb_estimation.rigs import built_system
+    from mb_estimation.setup import rig_of
+
+    config = apply_overrides(load_config("furuta_synthetic"), hinges="rigid")
+    system = built_system(rig_of(config), parameter_arrays(config.parameters))
+    steps = 2 * input_delay.BALANCE_CHUNK + 300
+    rng = np.random.default_rng(5)
+    angles = np.cumsum(1e-3 * rng.standard_normal((steps + 1, 2)), axis=0)
+    rates = rng.standard_normal((steps + 1, 2))
+    held = rng.standard_normal((steps, 1))
+    balance, gain = input_delay.momentum_balance(system, angles, rates, held, 1e-3)
+    whole, whole_gain = jax.jit(input_delay._momentum_balance)(system, angles, rates, held,
+                                                               1e-3)
+    assert balance.shape == (steps, 2)
+    np.testing.assert_allclose(balance, whole, rtol=1e-12, atol=1e-15)
+    np.testing.assert_array_equal(gain, whole_gain)
+
+
 def test_lowpass_is_zero_phase():
     time_s = np.arange(0, 4, 0.001)
     slow = np.sin(2 * np.pi * 1.0 * time_s)

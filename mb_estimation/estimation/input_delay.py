@@ -24,7 +24,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from mb_estimation.estimation.compiled import Compiler
-from mb_estimation.estimation.recording_blocks import bucket_length, padded
 from mb_estimation.multibody.joint_space import joint_states
 from mb_estimation.multibody.variational import input_impulse_gains, variational_residuals
 from mb_estimation.numerics import jax, run_once
@@ -46,8 +45,11 @@ class InputDelay:
     std_s: float
 
 
-#: The check's program, compiled once per length bucket (and kept on disk with the
-#: compiled-code cache: a later process loads it instead of tracing it again).
+#: The check's program, compiled once (and kept on disk with the compiled-code cache: a later
+#: process loads it instead of tracing it again) for chunks of this many steps: every recording
+#: length runs the same program, and its temporaries stay those of one chunk (the whole 60 s at
+#: 1 kHz at once held about 95 MB more at the peak).
+BALANCE_CHUNK = 4096
 _COMPILED = Compiler()
 
 
@@ -71,6 +73,30 @@ def _momentum_balance(system, angles, rates, inputs, h):
     return jax.vmap(balance)(jnp.arange(inputs.shape[0])), input_impulse_gains(system, h)
 
 
+def momentum_balance(system, angles, rates, held, h: float):
+    """:func:`_momentum_balance` ``(e_k [n-1, n_joints], ∂e_k/∂u)`` in chunks of steps.
+
+    ``angles``, ``rates`` ``[n, n_joints]`` on the grid of step ``h`` [s], ``held [n-1, c]``
+    the input held over each step. The steps in chunks of :data:`BALANCE_CHUNK` (the last
+    padded with the last values repeated), each through the one compiled program.
+    """
+    steps = len(held)
+    extra = -(-steps // BALANCE_CHUNK) * BALANCE_CHUNK - steps
+
+    def padded(values):  # on the host: slices of device arrays would compile per slice
+        values = np.asarray(values, dtype=np.float64)
+        return np.pad(values, ((0, extra),) + ((0, 0),) * (values.ndim - 1), mode="edge")
+
+    angles, rates, held = padded(angles), padded(rates), padded(held)
+    size = steps + extra
+    parts = [_COMPILED(_momentum_balance, None, system, angles[first:first + BALANCE_CHUNK + 1],
+                       rates[first:first + BALANCE_CHUNK + 1], held[first:first + BALANCE_CHUNK],
+                       np.asarray(h))
+             for first in range(0, size, BALANCE_CHUNK)]
+    return (np.concatenate([np.asarray(part[0]) for part in parts])[:steps],
+            np.asarray(parts[0][1]))
+
+
 def apparent_input_delay(system, time_s, angles, rates, input_time_s, inputs
                          ) -> InputDelay | None:
     """The delay that best explains the rigid-model residuals on estimated states (module doc).
@@ -88,14 +114,7 @@ def apparent_input_delay(system, time_s, angles, rates, input_time_s, inputs
     held = held_input_means(input_time_s, inputs, time_s)
     if np.ptp(held, axis=0).max() == 0.0:
         return None
-    # padded to the length bucket (the last values repeated): one program per bucket
-    steps, size = len(held), bucket_length(len(held))
-    balance, gain = _COMPILED(
-        _momentum_balance, None, system,
-        padded(np.asarray(angles, dtype=np.float64), size + 1, "edge"),
-        padded(np.asarray(rates, dtype=np.float64), size + 1, "edge"),
-        padded(held, size, "edge"), np.asarray(h))
-    balance, gain = np.asarray(balance)[:steps], np.asarray(gain)
+    balance, gain = momentum_balance(system, angles, rates, held, h)
     delays = np.arange(DELAY_RANGE_S[0], DELAY_RANGE_S[1] + 0.5 * DELAY_RESOLUTION_S,
                        DELAY_RESOLUTION_S)
     costs = delay_costs(balance, gain, held, np.asarray(input_time_s, dtype=np.float64),
