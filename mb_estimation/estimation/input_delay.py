@@ -88,11 +88,10 @@ def momentum_balance(system, angles, rates, held, h: float):
         return np.pad(values, ((0, extra),) + ((0, 0),) * (values.ndim - 1), mode="edge")
 
     angles, rates, held = padded(angles), padded(rates), padded(held)
-    size = steps + extra
     parts = [_COMPILED(_momentum_balance, None, system, angles[first:first + BALANCE_CHUNK + 1],
                        rates[first:first + BALANCE_CHUNK + 1], held[first:first + BALANCE_CHUNK],
                        np.asarray(h))
-             for first in range(0, size, BALANCE_CHUNK)]
+             for first in range(0, steps, BALANCE_CHUNK)]
     return (np.concatenate([np.asarray(part[0]) for part in parts])[:steps],
             np.asarray(parts[0][1]))
 
