@@ -131,18 +131,32 @@ class Choice:
     reason: str
 
 
+def unused_terms(candidate: Candidate) -> tuple[str, ...]:
+    """The candidate's terms whose parameters every fit left at zero (the term stayed off).
+
+    Such a term is not in the fitted model at all: the candidate is the set without it, and a
+    difference between their scores is where the two fits ended, not the term's doing.
+    """
+    return tuple(term for term in candidate.terms if candidate.fitted and all(
+        float(fitted.get(name, 0.0)) == 0.0 for fitted in candidate.fitted
+        for name in TERMS[term]))
+
+
 def choose(candidates: Sequence[Candidate], recordings: Sequence[str]) -> Choice:
     """The fewest terms that predict the held-out recordings as well as any set.
 
     A candidate is *matched* by another with fewer terms when that one scores within
-    :data:`SUPPORT_RELATIVE` of it on every held-out recording. Of the candidates no fewer-term
-    one matches, the one with the best mean score is chosen: a term is kept only where the
-    recordings it was not fitted on say it predicts better.
+    :data:`SUPPORT_RELATIVE` of it on every held-out recording, or when the terms it has beyond
+    the other's stayed at zero in all its fits (:func:`unused_terms`). Of the candidates no
+    fewer-term one matches, the one with the best mean score is chosen: a term is kept only
+    where the recordings it was not fitted on say it predicts better.
     """
     def matched(candidate: Candidate) -> Candidate | None:
+        unused = set(unused_terms(candidate))
         for other in candidates:
-            if len(other.terms) < len(candidate.terms) and np.all(
-                    other.scores <= (1.0 + SUPPORT_RELATIVE) * candidate.scores):
+            if len(other.terms) < len(candidate.terms) and (np.all(
+                    other.scores <= (1.0 + SUPPORT_RELATIVE) * candidate.scores)
+                    or set(candidate.terms) - set(other.terms) <= unused):
                 return other
         return None
 
@@ -153,9 +167,11 @@ def choose(candidates: Sequence[Candidate], recordings: Sequence[str]) -> Choice
               if set(chosen.terms) < set(candidate.terms)]
     reason = f"held-out score {chosen.mean_score:.3g} rad"
     if best is not chosen:
-        reason += (f"; {best.label} scores {best.mean_score:.3g} rad, but "
-                   f"{matched(best).label} predicts every held-out recording within "
-                   f"{SUPPORT_RELATIVE:.0%} of it with fewer terms")
+        unused = unused_terms(best)
+        reason += (f"; {best.label} scores {best.mean_score:.3g} rad, but " + (
+            f"its fits left {', '.join(unused)} at zero" if unused else
+            f"{matched(best).label} predicts every held-out recording within "
+            f"{SUPPORT_RELATIVE:.0%} of it with fewer terms"))
     elif larger:
         reason += (f", no set with more terms predicts a held-out recording more than "
                    f"{SUPPORT_RELATIVE:.0%} better")

@@ -30,6 +30,7 @@ from mb_estimation.models import Compliant, Model, Rigid
 from mb_estimation.rigs import Rig, get_rig
 from mb_estimation.rigs.parameters import (
     DRY_FRICTION_PARAMETERS,
+    INPUT_GAIN_PARAMETERS,
     RIPPLE_PARAMETERS,
     parameters_in_use,
 )
@@ -246,6 +247,20 @@ def check_trim(recordings: Sequence[Recording], start_s: float | None,
                             f"{length:.3g} s)")
 
 
+def check_input_gain(config: Config, grids: Sequence[GridData]) -> None:
+    """A :class:`RecordingError` where the input's gain is free and every recording unforced.
+
+    With input 0 throughout (free swings, or a misnamed input topic) the gain multiplies
+    nothing: the fit would return any value for it, after minutes.
+    """
+    gains = [name for name in INPUT_GAIN_PARAMETERS.get(config.rig, ()) if name in config.free]
+    if gains and not any(np.any(np.asarray(grid.inputs) != 0.0) for grid in grids):
+        raise RecordingError(
+            f"{', '.join(gains)} (the input's gain) is free but no recording has an input "
+            "(each is unforced, input 0): the data cannot determine it. Leave it out of the "
+            "free set (--free), or name the input topic (recording.voltage_topic)")
+
+
 @dataclass(frozen=True)
 class Setup:
     """What one calibration needs, derived once from the config and the recordings.
@@ -319,7 +334,8 @@ def set_up(config: Config, recordings: Sequence[Recording], *, start_s: float | 
     Each recording trimmed to ``start_s``..``end_s`` s from its start; ``held``: by recording
     name, the joints it holds still where detection is overruled (:func:`with_locked_joints`).
     Raises a :class:`~mb_estimation.errors.RecordingError` before any fit when the trim lies
-    outside a recording, a recording is too short for a step, or a held joint cannot be held.
+    outside a recording, a recording is too short for a step, a held joint cannot be held, or
+    the input's gain is free with no input recorded (:func:`check_input_gain`).
     """
     recordings = tuple(recordings)
     check_trim(recordings, start_s, end_s)
@@ -327,6 +343,7 @@ def set_up(config: Config, recordings: Sequence[Recording], *, start_s: float | 
     steps = fit_steps(config, recordings)
     level_grids, locked_notes = with_locked_joints(config, [
         on_grid(config, recordings, dt, start_s=start_s, end_s=end_s) for dt in steps], held)
+    check_input_gain(config, level_grids[-1])
     return Setup(
         config=config, recordings=recordings, rig=rig, model=model_of(config, rig), steps=steps,
         level_grids=level_grids, solver=solver_settings(config),

@@ -176,6 +176,21 @@ def test_no_voltage_and_no_motion(tmp_path, capsys):
     _assert_one_line(status, err, r"no joint moves \(the arm \(it spans 0 rad\), the pendulum")
 
 
+def test_a_free_input_gain_without_any_input(tmp_path, capsys):
+    """K free on a free swing alone: refused before the fit, not fitted to any value."""
+    bag = _bag(tmp_path / "bag", voltage=False)
+    status, err = _calibrate(capsys, bag, "--free", "K,b2", output=tmp_path / "o")
+    _assert_one_line(status, err, r"K \(the input's gain\) is free but no recording has an "
+                                  r"input.*Leave it out of the free set")
+
+
+def test_no_iterations_is_refused(tmp_path, capsys):
+    """--max-iterations 0 would write the start's values as a calibration: refused."""
+    status, err = _calibrate(capsys, _bag(tmp_path / "bag"), "--max-iterations", "0",
+                             output=tmp_path / "o")
+    _assert_one_line(status, err, r"max_iterations: must be an integer >= 1, got 0")
+
+
 def test_config_that_does_not_match_the_recording(tmp_path, capsys):
     """A Furuta config on a single-pendulum bag, a voltage index past the data, a free name."""
     bag = _bag(tmp_path / "pendulum", positions=np.zeros((300, 1)), names=("pendulum",))

@@ -146,6 +146,33 @@ def test_calibrate_exit_status_says_how_the_fit_stopped(tmp_path, monkeypatch, c
     capsys.readouterr()
 
 
+def test_calibrate_says_what_reading_did_before_it_fits(tmp_path, monkeypatch, capsys):
+    """The recordings' notes (here: no input topic, a free swing) come before the fit starts."""
+    import numpy as np
+
+    from mb_estimation import api
+    from mb_estimation.io.bags import write_rig_bag
+
+    time_ns = np.arange(500, dtype=np.int64) * 2_000_000
+    swing = np.stack([np.zeros(500), 0.3 * np.cos(np.arange(500) * 0.02)], axis=1)
+    bag = write_rig_bag(tmp_path / "swing", joint_time_ns=time_ns, joint_names=["arm", "pendulum"],
+                        joint_positions=swing)
+
+    class Stopped(Exception):
+        pass
+
+    def stopped(*args, **kwargs):
+        print("the fit starts")
+        raise Stopped
+
+    monkeypatch.setattr(api, "fit", stopped)
+    with pytest.raises(Stopped):
+        main(["calibrate", str(bag), "--config", "furuta_synthetic", "--hinges", "rigid",
+              "--free", "J_Byy,b2", "--output", str(tmp_path / "out")])
+    printed = capsys.readouterr().out
+    assert "unforced, input 0" in printed.split("the fit starts")[0], printed
+
+
 def test_simulate_overwrite_replaces_its_own_output(tmp_path):
     bag = tmp_path / "bag"
     arguments = ["simulate", "release", "--config", "furuta_synthetic", "--output", str(bag),

@@ -546,7 +546,7 @@ def test_method_wrong_type(tmp_path):
     data = furuta()
     data["method"]["max_iterations"] = 2.5
     assert load_error(tmp_path, data) == (
-        "method.max_iterations: expected an integer >= 0, got 2.5")
+        "method.max_iterations: expected an integer >= 1, got 2.5")
 
 
 def test_unknown_method_key(tmp_path):
@@ -822,7 +822,7 @@ def test_override_method(furuta_config):
 @pytest.mark.parametrize(("kwargs", "pattern"), [
     ({"step_s": 0.0}, r"^override: method\.step_s: must be positive, got 0.0"),
     ({"kappa": -1.0}, r"^override: method\.kappa: must be positive, got -1.0"),
-    ({"max_iterations": -1}, r"^override: method\.max_iterations: must be an integer >= 0"),
+    ({"max_iterations": -1}, r"^override: method\.max_iterations: must be an integer >= 1"),
     ({"estimator": "pape"}, r"^override: advanced\.estimator: unknown estimator 'pape'; "
                             r"did you mean 'paper'\?"),
 ])
@@ -854,7 +854,7 @@ def test_overrides_without_arguments_return_equal_config(furuta_config):
     ({"step_s": 0.0}, "--step: method.step_s: must be positive, got 0.0"),
     ({"kappa": -1.0}, "--kappa: method.kappa: must be positive, got -1.0"),
     ({"max_iterations": -1},
-     "--max-iterations: method.max_iterations: must be an integer >= 0, got -1"),
+     "--max-iterations: method.max_iterations: must be an integer >= 1, got -1"),
     ({"estimator": "pape"}, "--estimator: advanced.estimator: unknown estimator 'pape'"),
     ({"simulation_refinement": "always"},
      "--simulation-refinement: method.simulation_refinement: unknown refinement mode 'always'"),

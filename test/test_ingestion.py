@@ -220,6 +220,24 @@ def test_a_recording_without_its_input_is_unforced_and_says_so(tmp_path):
             recording.notes)
 
 
+def test_a_misspelt_input_topic_is_refused_not_read_as_unforced(tmp_path):
+    """A voltage topic one letter off one the recording has: an error naming it, no free swing."""
+    stamps, receive, positions = _joint_samples()
+    csv = _write_csv(tmp_path / "r.csv", stamps, receive, positions, [T0], [1.0])
+    time_ns = (stamps * 1e9).astype(np.int64)
+    bag = write_rig_bag(tmp_path / "bag", joint_time_ns=time_ns,
+                        joint_names=["joint0", "joint1"], joint_positions=positions,
+                        voltage_time_ns=time_ns[:1], voltage=np.ones(1),
+                        voltage_topic="/control_voltage")
+    for path, typo, found in ((csv, "/effort_controll", "/effort_control"),
+                              (bag, "control_voltag", "/control_voltage")):
+        config = _config(voltage_topic=typo, voltage_type="std_msgs/msg/Float64MultiArray"
+                         if path == csv else "std_msgs/msg/Float64")
+        with pytest.raises(BagError, match=f"no voltage topic '{typo}', but it has "
+                                           f"'{found}': a typo in recording.voltage_topic"):
+            read_recording(path, config)
+
+
 @pytest.mark.skipif(not PEER.is_dir(), reason="shared/data not present")
 def test_real_plotjuggler_export():
     """The peer rig's 2 V step: 500 Hz, voltage first published 2.741 s in, held at 2 V."""

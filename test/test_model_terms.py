@@ -79,6 +79,22 @@ def test_a_term_is_chosen_only_where_it_predicts_a_held_out_recording_better():
     assert "without dry, b is predicted 2.00× worse" in choice.reason
 
 
+def test_a_term_its_fits_left_at_zero_is_not_chosen_whatever_the_scores():
+    """Dry friction at zero in every fold is the model without it.
+
+    A better score there is where that fit ended (another local minimum), not the term's
+    support.
+    """
+    off = {"coulomb1": 0.0, "coulomb2": 0.0}
+    none = _candidate((), [1.22, 1.0])
+    dry = Candidate(("dry",), np.array([1.0, 1.0]), np.ones((2, 2)), (off, off))
+    choice = choose([none, dry], ("2V", "3V"))
+    assert choice.candidate.terms == ()
+    assert "dry scores 1 rad, but its fits left dry at zero" in choice.reason
+    used = Candidate(("dry",), dry.scores, dry.prediction_rms_rad, (off, {**off, "coulomb2": 1e-4}))
+    assert choose([none, used], ("2V", "3V")).candidate.terms == ("dry",)
+
+
 def test_without_support_for_any_term_the_model_as_given_is_chosen():
     candidates = [_candidate((), [1.0, 1.0]), _candidate(("ripple",), [0.99, 1.01])]
     choice = choose(candidates, ("a", "b"))

@@ -72,7 +72,7 @@ def calibrate_command(args) -> int:
     calibration = calibrate(config, args.bags, output, start_s=args.start, end_s=args.end,
                             held=held, progress=fit_progress(args.quiet, config),
                             on_set_up=None if args.quiet else print_set_up)
-    print_calibration(calibration)
+    print_calibration(calibration, notes=args.quiet)
     result = calibration.result
     print_written(output, calibration)
     return 0 if result.converged or result.status in (FitStatus.MAX_ITERATIONS,

@@ -119,7 +119,8 @@ def add_method_options(parser: argparse.ArgumentParser, *, single_values: bool =
     if single_values:
         add_step_and_weight_options(parser)
     parser.add_argument("--max-iterations", type=int, metavar="N",
-                        help="Levenberg–Marquardt iteration limit")
+                        help="Levenberg–Marquardt iteration limit of each joint fit (at "
+                        "least 1)")
     parser.add_argument("--start", type=float, metavar="S",
                         help="skip the first S seconds of each recording")
     parser.add_argument("--end", type=float, metavar="S",

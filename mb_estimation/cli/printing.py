@@ -30,7 +30,11 @@ def fit_progress(quiet: bool, config, states_only: bool = False):
 
 
 def print_set_up(setup) -> None:
-    """What the set-up found that the fit will not mend (before the fit starts)."""
+    """What reading did to the recordings and what the set-up found that the fit will not mend.
+
+    Printed before the fit starts: a misread recording is seen before minutes of fitting.
+    """
+    print_notes(setup.notes)
     if setup.drives_conflict is not None:
         print(f"warning: {setup.drives_conflict}; the verdict will name it", flush=True)
 
@@ -57,7 +61,7 @@ def _stage_line(event, free: str) -> str:
 def print_notes(notes) -> None:
     """What reading did to the recordings, a note per line."""
     for note in notes:
-        print(f"note: {note}")
+        print(f"note: {note}", flush=True)
 
 
 def print_parameters(result, truth=None) -> None:
@@ -157,15 +161,17 @@ def print_verdict(calibration) -> None:
         print(line)
 
 
-def print_calibration(calibration, truth=None) -> None:
+def print_calibration(calibration, truth=None, *, notes: bool = True) -> None:
     """What a :class:`~mb_estimation.calibration.Calibration` found.
 
-    What reading did to the recordings, the fit (beside ``truth``, the demo's values), how far
-    its values moved with the step, its predictions and open-loop replays, the precision
-    against the Cramér–Rao bound, what the data determine, and the verdict.
+    What reading did to the recordings (unless ``notes`` is False: :func:`print_set_up` said
+    it before the fit), the fit (beside ``truth``, the demo's values), how far its values
+    moved with the step, its predictions and open-loop replays, the precision against the
+    Cramér–Rao bound, what the data determine, and the verdict.
     """
     assessment = calibration.assessment
-    print_notes(calibration.notes)
+    if notes:
+        print_notes(calibration.notes)
     print(calibration.result.message)
     print_parameters(calibration.result, truth)
     print_step_dependence(calibration)

@@ -178,6 +178,6 @@ def demo_command(args) -> int:
         calibration = calibrate(config, [bag], output,
                                 progress=fit_progress(args.quiet, config),
                                 on_set_up=None if args.quiet else print_set_up)
-    print_calibration(calibration, truth.parameters)
+    print_calibration(calibration, truth.parameters, notes=args.quiet)
     print_written(output, calibration)
     return 0

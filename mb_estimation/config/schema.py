@@ -50,7 +50,7 @@ internals). Parameter names, units and admissible ranges come from
       step_s: null             # estimation step h [s]; null: the recordings' sample period
       kappa: 100.0             # state error weight (Omega^-1 = kappa I)
       simulation_refinement: on  # the last, simulation-error fit: on | off | auto
-      max_iterations: 60       # Levenberg-Marquardt iteration limit per fit
+      max_iterations: 60       # Levenberg-Marquardt iteration limit of each joint fit
       time_limit_s: null       # no new iteration after this much solving [s] (node: 1.5 strides)
     simulation:                # forward simulation defaults (SimulationSettings), all optional
       dt: 2.5e-4               # simulation time step [s]
@@ -164,7 +164,9 @@ class MethodSettings:
         "joint fit's angle noise, or predict them no worse), `off`, or `auto` (kept only where "
         "the joint fit does not predict the recordings 0.5 s ahead within 5× its angle noise "
         "and it predicts them better)")
-    max_iterations: int = setting(60, "Levenberg–Marquardt iteration limit per fit")
+    max_iterations: int = setting(60, "Levenberg–Marquardt iteration limit of each joint fit, "
+                                  "at least 1 (the simulation-error fit keeps its own: 60 "
+                                  "per segment length)")
     time_limit_s: float | None = setting(None, "no new iteration after this much solving per "
                                          "fit [s], compiling not counted; null: none (the "
                                          "node: 1.5 strides)")

@@ -51,7 +51,7 @@ METHOD_FIELDS: dict[str, Check] = {
     "step_s": positive,
     "kappa": positive,
     "simulation_refinement": refinement_mode,
-    "max_iterations": at_least(0),
+    "max_iterations": at_least(1),
     "time_limit_s": positive,
 }
 

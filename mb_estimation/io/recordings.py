@@ -20,6 +20,7 @@ to the data is listed in ``Recording.notes``.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -54,6 +55,8 @@ class Unforced:
 _S_PER_NS = 1 / NS_PER_S
 # Header stamps and receive times further apart than this [s] are on different clocks.
 CLOCK_MISMATCH_S = 1.0
+#: A missing voltage topic this alike to one the recording has (difflib's ratio) is a typo.
+NEAR_MISS_RATIO = 0.8
 
 
 def read_recording(path: str | Path, config: Config) -> Recording:
@@ -75,11 +78,29 @@ def read_recording(path: str | Path, config: Config) -> Recording:
     voltage = None
     if needs_voltage and settings.voltage_type != JOINT_STATE:
         topic = settings.voltage_topic
-        voltage = (read_voltage(topic, settings.voltage_index)
-                   if matching_topic(topics, topic) is not None
-                   else Unforced(f"no {topic} in the recording (its topics: "
-                                 f"{', '.join(topics) or 'none'})"))
+        if matching_topic(topics, topic) is not None:
+            voltage = read_voltage(topic, settings.voltage_index)
+        else:
+            _refuse_near_miss(path, topic, [t for t in topics if matching_topic(
+                [t], settings.joint_states_topic) is None])
+            voltage = Unforced(f"no {topic} in the recording (its topics: "
+                               f"{', '.join(topics) or 'none'})")
     return assemble_recording(str(path), joints, voltage, settings, RIGS[config.rig])
+
+
+def _refuse_near_miss(path: Path, topic: str, others) -> None:
+    """A :class:`BagError` where the voltage topic is missing but one alike is there (a typo).
+
+    A recording without the topic is otherwise read as unforced (a free swing): a misspelt
+    topic must not quietly turn a driven recording into one.
+    """
+    near = difflib.get_close_matches(topic.lstrip("/"), [t.lstrip("/") for t in others], 1,
+                                     NEAR_MISS_RATIO)
+    if near:
+        found = next(t for t in others if t.lstrip("/") == near[0])
+        raise BagError(f"{path}: no voltage topic {topic!r}, but it has {found!r}: a typo in "
+                       "recording.voltage_topic? (a recording with no input topic at all is "
+                       "read as unforced)")
 
 
 def choose_stamps(header_ns, receive_ns, source: str, *, shared_with_receive_clock: bool):

@@ -236,6 +236,10 @@ DRY_FRICTION_PARAMETERS = {
     "pendulum": (("r_mu", "r_mu_k", "r_mu_delta"),),
 }
 
+# The parameters that act through the recorded input alone (its gain): with every recording
+# unforced (input 0) the data say nothing of them.
+INPUT_GAIN_PARAMETERS = {"furuta": ("K",), "pendulum": ()}
+
 # The parameters of the arm's torque ripple: the ripple is on where one of them is free or
 # non-zero, with its period from the config's ``ripple_per_revolution``.
 RIPPLE_PARAMETERS = {"furuta": tuple(spec.name for spec in _ripple_specs(RIPPLE_HARMONICS)),
