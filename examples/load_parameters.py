@@ -28,11 +28,14 @@ def load_parameters(directory: str | Path) -> dict[str, float | list[float]]:
 
 
 def load_ros_parameters(directory: str | Path) -> dict[str, float | list[float]]:
-    """``{name: value}`` of ``directory/ros_parameters.yaml`` (the ``estimate.`` prefix off)."""
+    """``{name: value}`` of ``directory/ros_parameters.yaml`` (the ``estimate.`` prefix off).
+
+    Its ``estimate_std.<name>`` entries (−1: not determined) are left out.
+    """
     document = yaml.safe_load((Path(directory) / "ros_parameters.yaml").read_text())
     (node,) = document.values()
     return {key.removeprefix("estimate."): value
-            for key, value in node["ros__parameters"].items()}
+            for key, value in node["ros__parameters"].items() if key.startswith("estimate.")}
 
 
 def main(argv: list[str]) -> int:

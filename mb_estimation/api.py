@@ -49,7 +49,7 @@ from mb_estimation.model_terms import (
 from mb_estimation.numerics import compiling_meanwhile
 from mb_estimation.results import write_results
 from mb_estimation.scenarios import Scenario
-from mb_estimation.setup import Setup, model_of, rig_of, set_up
+from mb_estimation.setup import Setup, check_input_gain, model_of, rig_of, set_up
 from mb_estimation.signals import Recording, recorded_joint_states
 from mb_estimation.verdict import verdict
 
@@ -102,6 +102,7 @@ def calibrate(config: Config, sources: Sequence[str | Path], output: str | Path,
                                                                        strict=True)}
     setup = set_up(config, recordings, start_s=start_s, end_s=end_s, held={
         names.get(str(source), str(source)): joints for source, joints in (held or {}).items()})
+    check_input_gain(config, setup.grids)
     if on_set_up is not None:
         on_set_up(setup)
     # the checks' simulators compile on the other core while the fit runs
@@ -181,7 +182,8 @@ def compare_models(config: Config, sources: Sequence[str | Path], terms: Sequenc
         _check_free(configs[-1])
     folds = [[recording for other, recording in enumerate(recordings) if other != held]
              for held in range(len(recordings))]
-    set_up(configs[-1], recordings, start_s=start_s, end_s=end_s)  # the data checked once
+    checked = set_up(configs[-1], recordings, start_s=start_s, end_s=end_s)  # the data, once
+    check_input_gain(configs[-1], checked.grids)
     candidates, total, count = [], len(sets) * len(recordings), 0
     for terms_on, candidate_config in zip(sets, configs, strict=True):
         rms, fitted = [], []
@@ -307,6 +309,7 @@ def sweep_and_write(config: Config, sources: Sequence[str | Path], output: str |
     _check_free(config)
     recordings = read_recordings(config, sources)
     setup = set_up(config, recordings, start_s=start_s, end_s=end_s)
+    check_input_gain(config, setup.grids)
     run = SweepRun(setup.free, tuple(dts or setup.steps[-1:]),
                    tuple(kappas or (config.method.kappa,)), tuple(compliances or (None,)),
                    notes=setup.notes)

@@ -78,11 +78,18 @@ class Rigid:
         return (f"the rigid model in joint coordinates, second-order steps of at most "
                 f"{RIGID_VALIDATION_DT:g} s")
 
-    def mispredicts_action(self, refitted: bool) -> str:
-        """What to do when the fitted model does not predict the recordings."""
-        return ("the model lacks something this rig does: check the input model (the driver's "
-                "gain K free, recording.input_delay_s), friction on the arm (mu1), the fixed "
-                "geometry; compliant-hinge refinement does not apply to declared rigid hinges")
+    def mispredicts_action(self, refitted: bool, *, forced: bool = True,
+                           dry_friction: Sequence[str] = ()) -> str:
+        """What to do when the fitted model does not predict the recordings.
+
+        ``forced``: a recording has an input (else its model is not in question);
+        ``dry_friction``: the dry friction parameters of the joints the recordings move.
+        """
+        checks = (["the input model (its gain free, recording.input_delay_s)"] if forced else []) \
+            + ([f"dry friction ({', '.join(dry_friction)})"] if dry_friction else []) \
+            + ["the fixed geometry"]
+        return (f"the model lacks something this rig does: check {', '.join(checks)}; "
+                "compliant-hinge refinement does not apply to declared rigid hinges")
 
     def shooting(self, segment_s: float) -> tuple[float, ShootingSettings]:
         """The simulation-error stage's step [s] and shooting settings."""
@@ -158,7 +165,7 @@ class Compliant:
     def description(self) -> str:
         return f"the config's compliant hinges (SPOOK, steps of {self.simulation_dt:g} s)"
 
-    def mispredicts_action(self, refitted: bool) -> str:
+    def mispredicts_action(self, refitted: bool, **_context) -> str:
         if refitted:
             return ("neither the rigid limit nor the declared compliant hinges follow these "
                     "recordings: check the input model and friction")

@@ -251,7 +251,8 @@ def check_input_gain(config: Config, grids: Sequence[GridData]) -> None:
     """A :class:`RecordingError` where the input's gain is free and every recording unforced.
 
     With input 0 throughout (free swings, or a misnamed input topic) the gain multiplies
-    nothing: the fit would return any value for it, after minutes.
+    nothing: the fit would return any value for it, after minutes. For the recordings a user
+    gives (:mod:`mb_estimation.api`); a node's window or a synthetic warm-up is not checked.
     """
     gains = [name for name in INPUT_GAIN_PARAMETERS.get(config.rig, ()) if name in config.free]
     if gains and not any(np.any(np.asarray(grid.inputs) != 0.0) for grid in grids):
@@ -334,8 +335,7 @@ def set_up(config: Config, recordings: Sequence[Recording], *, start_s: float | 
     Each recording trimmed to ``start_s``..``end_s`` s from its start; ``held``: by recording
     name, the joints it holds still where detection is overruled (:func:`with_locked_joints`).
     Raises a :class:`~mb_estimation.errors.RecordingError` before any fit when the trim lies
-    outside a recording, a recording is too short for a step, a held joint cannot be held, or
-    the input's gain is free with no input recorded (:func:`check_input_gain`).
+    outside a recording, a recording is too short for a step, or a held joint cannot be held.
     """
     recordings = tuple(recordings)
     check_trim(recordings, start_s, end_s)
@@ -343,7 +343,6 @@ def set_up(config: Config, recordings: Sequence[Recording], *, start_s: float | 
     steps = fit_steps(config, recordings)
     level_grids, locked_notes = with_locked_joints(config, [
         on_grid(config, recordings, dt, start_s=start_s, end_s=end_s) for dt in steps], held)
-    check_input_gain(config, level_grids[-1])
     return Setup(
         config=config, recordings=recordings, rig=rig, model=model_of(config, rig), steps=steps,
         level_grids=level_grids, solver=solver_settings(config),

@@ -21,6 +21,7 @@ from mb_estimation.estimation.identifiability import (
     AT_UPPER_BOUND,
     NOT_DETERMINED,
 )
+from mb_estimation.rigs.parameters import DRY_FRICTION_PARAMETERS
 from mb_estimation.setup import Setup
 
 #: Inertias about axes a Furuta arm never turns about: no recording shows them.
@@ -37,6 +38,9 @@ _MOTION_THAT_SHOWS = (
 _INERTIAS_OF_THE_ARM = ("J_Azz", "J_shaft")
 #: A fit's std this many times the Cramér–Rao bound or more is worth a word.
 PRECISION_RATIO = 2.0
+#: A fit's std below this fraction of the bound is worth a word too: no fit of the model
+#: reaches below the bound, and the kept fits' std lie within a few per cent above it.
+BELOW_BOUND_RATIO = 0.8
 
 
 @dataclass(frozen=True)
@@ -140,6 +144,28 @@ def _bound_finding(setup: Setup, name: str, value: float, side: str,
     return Finding(problem, action)
 
 
+def _std_to_bound(identified, result: EstimationResult, bound) -> list[tuple[str, float]]:
+    """Each determined parameter's std over its Cramér–Rao bound, where the bound holds it."""
+    return [(standing.name, float(np.ravel(result.std[standing.name])[0])
+             / bound.std[standing.name]) for standing in identified.parameters
+            if standing.determined and standing.name in bound.std
+            and 0 < bound.std[standing.name] < np.inf]
+
+
+def _rig_in_motion(setup: Setup) -> dict:
+    """What the recordings drive and move, for a model's advice when it mispredicts.
+
+    ``forced``: an input recorded; ``dry_friction``: the dry friction parameters of the joints
+    they move (not held still).
+    """
+    grids = setup.grids
+    forced = any(np.any(np.asarray(grid.inputs) != 0.0) for grid in grids)
+    hinges = DRY_FRICTION_PARAMETERS.get(setup.config.rig, ())
+    moving = [j for j in range(len(hinges))
+              if not all(grid.locked and grid.locked[j] for grid in grids)]
+    return {"forced": forced, "dry_friction": tuple(name for j in moving for name in hinges[j])}
+
+
 def verdict(setup: Setup, assessment: Assessment) -> Verdict:
     """The closing verdict on a calibration's assessed fit (module docstring).
 
@@ -222,9 +248,20 @@ def verdict(setup: Setup, assessment: Assessment) -> Verdict:
         findings.append(Finding(
             f"run {prediction.horizon_s:g} s ahead from its estimated states, the fitted model "
             f"({model.description}) misses {prediction.name} by {prediction.ratio:.0f}× the "
-            "fit's noise", model.mispredicts_action(refined)))
-    advice = []
+            "fit's noise", model.mispredicts_action(refined, **_rig_in_motion(setup))))
     correlated_s = assessment.model_error_correlation_s
+    advice = []
+    below = [] if bound is None or correlated_s is not None else [
+        (name, ratio) for name, ratio in _std_to_bound(identified, result, bound)
+        if ratio < BELOW_BOUND_RATIO]
+    if below:
+        advice.append(
+            f"the std of {', '.join(name for name, _ in below)} "
+            f"{'lies' if len(below) == 1 else 'lie'} below the Cramér–Rao bound "
+            f"({', '.join(f'{ratio:.2g}×' for _, ratio in below)}), which no fit of this model "
+            "reaches: the fit and the bound do not count the data's information alike here "
+            "(a recording of a few tens of samples, a joint held still); read the larger as "
+            "the uncertainty")
     if correlated_s is not None:
         advice.append(
             f"the std include the model's error: the fit's residuals stay correlated over "
@@ -232,13 +269,8 @@ def verdict(setup: Setup, assessment: Assessment) -> Verdict:
             "covariance with their correlation in time, Newey–West); a value the model's "
             "error biases the same way all through a recording is not covered")
     elif bound is not None and not refined:
-        loose = []
-        for standing in identified.parameters:
-            name = standing.name
-            if standing.determined and name in bound.std and bound.std[name] > 0:
-                ratio = float(np.ravel(result.std[name])[0]) / bound.std[name]
-                if ratio > PRECISION_RATIO:
-                    loose.append(f"{name} {ratio:.0f}×")
+        loose = [f"{name} {ratio:.0f}×" for name, ratio in
+                 _std_to_bound(identified, result, bound) if ratio > PRECISION_RATIO]
         if loose:
             advice.append(
                 f"the data allow tighter values than this fit gives ({', '.join(loose)} the "

@@ -317,3 +317,19 @@ def test_an_output_that_cannot_be_a_folder_is_one_line_before_the_fit(tmp_path, 
     finally:
         locked.chmod(0o700)
     assert not (tmp_path / "a_file").is_dir()
+
+
+def test_an_unknown_flag_is_named_with_the_commands_usage(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        main(["calibrate", "bag", "--config", CONFIG, "--output", str(tmp_path / "o"),
+              "--frees", "J_Azz"])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and err.startswith("usage: mb-estimation calibrate")
+    assert err.splitlines()[-1] == ("mb-estimation calibrate: error: unrecognized arguments: "
+                                    "--frees J_Azz")
+
+
+def test_an_empty_free_list_is_refused_not_read_as_the_configs(tmp_path, capsys):
+    status, err = _calibrate(capsys, _bag(tmp_path / "bag"), "--free", "",
+                             output=tmp_path / "o")
+    _assert_one_line(status, err, "no free parameters to calibrate")

@@ -256,6 +256,31 @@ def test_unconverged_and_costly_windows_are_rejected():
     assert "above node.max_cost" in core.diagnostics()["last_error"] and out.parameters == []
 
 
+def test_a_parameter_left_at_its_bound_and_not_held_rejects_the_window():
+    """J_Azz at its lower bound with a std larger than its configured value: not fused."""
+    import dataclasses
+
+    config = _config()
+    lower = config.free["J_Azz"].lower
+
+    def at_bound(std):
+        def estimator(c, r):
+            result = _fake_estimator(c, r, value=lower)
+            return dataclasses.replace(result, std={**result.std, "J_Azz": np.array([std])})
+        return estimator
+
+    out = Collect()
+    core = EstimatorCore(config, out.outputs, estimator=at_bound(0.02))
+    _run(core, 5.5)
+    assert core.diagnostics()["last_error"] == (
+        f"window 1: J_Azz at its lower bound {lower:.3g} with std 0.02, above its configured "
+        f"{config.parameters['J_Azz']:.3g}: not determined by this window")
+    assert out.parameters == [] and core.fused is None
+    core = EstimatorCore(config, out.outputs, estimator=at_bound(1e-4))  # held there
+    _run(core, 5.5)
+    assert core.diagnostics()["windows_accepted"] == 1
+
+
 def test_a_slow_worker_drops_windows_and_never_blocks_the_callbacks():
     """15 windows of 0.2 s arrive while the worker is stuck on the first one."""
     out = Collect()
@@ -446,6 +471,48 @@ def test_reset_and_calibrate_now():
         assert core.fused is None and core.diagnostics()["buffered_samples"] == 0
     finally:
         core.stop()
+
+
+def test_calibrate_now_counts_each_sample_once():
+    """A window asked for 2 s after the last one adds 2 s of data; asked again, nothing."""
+    from mb_estimation.online.windows import new_data_s, with_window
+
+    out = Collect()
+    config = _config()
+    core = EstimatorCore(config, out.outputs, estimator=_fake_estimator)
+    core.start()
+    try:
+        _feed(core, 7.0)  # a window over 0-5 s, then 2 s more
+        _wait_idle(core)
+        for _ in range(2):
+            assert core.calibrate_now()[0]
+            _wait_idle(core)
+    finally:
+        core.stop()
+    d = core.diagnostics()
+    assert d["windows_accepted"] == 2 and d["windows_stale"] == 1, d
+    assert d["last_window"] == "3: dropped: every sample of it is already in the fused estimate"
+    (first, _), (asked, _) = out.parameters
+    first_end, asked_end = (T0 + 5 * NS) / NS, (T0 + 6_999_000_000) / NS  # the last sample's
+    fused_first = with_window(config, None, first, first_end, new_data_s(config, None))
+    expected = with_window(config, fused_first, asked, asked_end, 1.999).estimate
+    assert core.fused.windows == 2 and len(out.fused) == 2
+    np.testing.assert_allclose(core.fused.covariance, expected.covariance, rtol=1e-6,
+                               atol=1e-20)
+    with_stride = with_window(config, fused_first, asked, asked_end).estimate
+    assert core.fused.covariance[0, 0] > 1.1 * with_stride.covariance[0, 0]
+
+
+def test_nothing_is_published_after_stop():
+    """A window being estimated when the node stops is dropped.
+
+    A node configured anew after a cleanup must not publish the old one's window.
+    """
+    d, core, out = _window_interrupted(
+        lambda core: (threading.Thread(target=core.stop).start(), time.sleep(0.2)))
+    assert d["windows_stale"] == 1 and d.get("windows_accepted", 0) == 0
+    assert out.parameters == out.fused == out.shadow == out.windows == []
+    assert core.fused is None
 
 
 def test_callbacks_from_several_threads():

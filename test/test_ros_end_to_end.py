@@ -234,21 +234,38 @@ def test_outputs_have_the_documented_layout(running):
 
 def test_publishers_have_the_documented_qos(running):
     probe = running["probe"]
-    expected = {  # topic: reliability, and durability volatile for all
-        f"{NODE}/parameters": ReliabilityPolicy.RELIABLE,
-        f"{NODE}/fused_parameters": ReliabilityPolicy.RELIABLE,
-        f"{NODE}/parameter_rates": ReliabilityPolicy.RELIABLE,
-        f"{NODE}/shadow_joint_states": ReliabilityPolicy.RELIABLE,
-        f"{NODE}/filtered_joint_states": ReliabilityPolicy.BEST_EFFORT,
-        "/diagnostics": ReliabilityPolicy.RELIABLE,
+    latest, volatile = DurabilityPolicy.TRANSIENT_LOCAL, DurabilityPolicy.VOLATILE
+    expected = {  # topic: reliability, durability (the parameters' latest for late joiners)
+        f"{NODE}/parameters": (ReliabilityPolicy.RELIABLE, latest),
+        f"{NODE}/fused_parameters": (ReliabilityPolicy.RELIABLE, latest),
+        f"{NODE}/parameter_rates": (ReliabilityPolicy.RELIABLE, latest),
+        f"{NODE}/shadow_joint_states": (ReliabilityPolicy.RELIABLE, volatile),
+        f"{NODE}/filtered_joint_states": (ReliabilityPolicy.BEST_EFFORT, volatile),
+        "/diagnostics": (ReliabilityPolicy.RELIABLE, volatile),
     }
-    for topic, reliability in expected.items():
+    for topic, (reliability, durability) in expected.items():
         ours = [info for info in probe.get_publishers_info_by_topic(topic)
                 if info.node_name == NODE.strip("/")]
         assert len(ours) == 1, (topic, ours)
         qos = ours[0].qos_profile
         assert qos.reliability == reliability, (topic, qos)
-        assert qos.durability == DurabilityPolicy.VOLATILE, (topic, qos)
+        assert qos.durability == durability, (topic, qos)
+
+
+def test_a_late_subscriber_gets_the_latest_fused_estimate_at_once(running):
+    """Transient local: a controller that starts late has the estimate within a second.
+
+    Not a stride (5 s) later, at the next window.
+    """
+    controller, got = running["controller"], []
+    latest = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                        durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    subscription = controller.create_subscription(Float64MultiArray, f"{NODE}/fused_parameters",
+                                                  got.append, latest)
+    try:
+        assert wait_until(lambda: bool(got), 1.0), "no fused estimate for a late subscriber"
+    finally:
+        controller.destroy_subscription(subscription)
 
 
 def test_outputs_arrive_at_the_documented_rates(running):

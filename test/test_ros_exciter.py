@@ -281,6 +281,20 @@ def test_deactivated_it_stops_and_activated_again_it_plays_from_the_start(excite
     assert played.tolist().index(first) <= 2  # a fresh run, from the file's start
 
 
+def test_shut_down_it_zeroes_the_input_and_publishes_nothing_more(exciter, rig):
+    """Finalized, it leaves the command topic to the next driver: no timer, no publisher."""
+    node, _ = exciter
+    down = time.monotonic()
+    node.trigger_shutdown()
+    assert node.finalized and not list(node.timers)
+    assert INPUT not in {publisher.topic_name for publisher in node.publishers}
+    time.sleep(0.3)
+    values = [value for _, value in rig.received(down)]
+    assert values and values[-1] == 0.0, values
+    time.sleep(0.3)
+    assert len(rig.received(down)) == len(values)
+
+
 def test_a_configuration_it_cannot_play_fails_to_configure(context, files, tmp_path):
     effort = write_config(tmp_path / "effort.yaml", recording={
         "voltage_type": "sensor_msgs/msg/JointState", "voltage_joint": "arm_joint",

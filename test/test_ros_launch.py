@@ -422,8 +422,12 @@ def test_write_fused_reads_back_like_calibrate_output(furuta, tmp_path):
     assert len(document["parameters"]["tilt"]["std"]) == 3
     ros = yaml.safe_load((folder / "ros_parameters.yaml").read_text())
     parameters = ros["rig_estimator"]["ros__parameters"]
-    assert set(parameters) == {f"estimate.{name}" for name in furuta.parameters}
+    assert set(parameters) == {f"estimate.{name}" for name in furuta.parameters} | {
+        f"estimate_std.{name}" for name in document["parameters"]}
     assert parameters["estimate.K"] == pytest.approx(0.11)
+    assert parameters["estimate_std.J_Axx"] == -1.0  # not determined, as the node says it
+    assert parameters["estimate_std.K"] == document["parameters"]["K"]["std"]
+    assert len(parameters["estimate_std.tilt"]) == 3
     assert not [p for p in folder.iterdir() if p.name.startswith(".")]  # no temporary left
     # the fused values as URDF too (the config has none: generated), read back the same
     back = tmp_path / "back.yaml"
@@ -531,7 +535,7 @@ def test_node_settings_are_parameters_defaulting_to_the_config(ros_context):
     config = _config()
     node = ros_node.EstimatorNode(
         config, estimator=_fake_estimator, context=ros_context,
-        parameter_overrides=[Parameter("window_s", value=3.0)],
+        parameter_overrides=[Parameter("window_s", value=3)],  # an integer, as -p writes it
         cli_args=["--ros-args", "-r", "joint_states:=/rig/joint_states",
                   "-r", "control_voltage:=/rig/voltage"])
     try:
@@ -635,6 +639,13 @@ def test_the_node_goes_through_its_lifecycle(ros_context):
             assert node.core is None and not node.has_parameter("estimate.J_Azz")
             assert published() == made_by_rclpy
         assert node.has_parameter("window_s")  # read-only: declared once
+        # shut down from active: nothing of configure's left, and main stops spinning
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
+        assert not node.finalized
+        node.trigger_shutdown()
+        assert node.finalized and node.core is None and not list(node.timers)
+        assert published() == made_by_rclpy and topic not in subscribed()
     finally:
         node.destroy_node()
 
@@ -689,6 +700,8 @@ def test_main_fails_clearly_without_config():
     assert ros_node.main(["estimator_node", "--ros-args", *autostart, "-p",
                           "config:=/no/such/config.yaml"]) == 2
     assert ros_node.main(["estimator_node", "a.yaml", "b.yaml"]) == 2
+    assert ros_node.main(["estimator_node", "--ros-args", "--params-file",
+                          "/no/such/params.yaml"]) == 2
 
 
 def _load_launch_module(path: Path):

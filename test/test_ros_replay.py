@@ -111,3 +111,30 @@ def test_replay_of_a_humble_bag_reaches_the_rclpy_node(diagnostics, tmp_path):
         node.stop()
     persisted = yaml.safe_load(state_file.read_text())
     assert persisted["windows"] >= 1 and persisted["values"]["J_Azz"][0] > 0, persisted
+
+
+def test_ctrl_c_ends_a_replay_cleanly(ros_network, tmp_path):
+    """SIGINT while it waits for a subscriber: exit 0 at once with its summary.
+
+    Not rclpy's "publisher's context is invalid" traceback (its own signal handler shut the
+    context down under the player).
+    """
+    import signal
+
+    import numpy as np
+
+    from mb_estimation.io.bags import write_rig_bag
+
+    stamps = 1_700_000_000 * 10**9 + np.arange(200, dtype=np.int64) * 10_000_000
+    bag = write_rig_bag(tmp_path / "bag", joint_time_ns=stamps, joint_names=["arm", "pendulum"],
+                        joint_positions=np.zeros((200, 2)))
+    replay = Process(mb_estimation("replay", str(bag), "--loop"),
+                     _environment(str(tmp_path / "cache")))
+    try:
+        wait_until(lambda: replay.process.poll() is not None, 3.0)  # imported, waiting
+        replay.process.send_signal(signal.SIGINT)
+        assert replay.process.wait(5) == 0, replay.tail()
+    finally:
+        replay.stop()
+    replay.wait_for("published", 1.0)
+    assert not any("Traceback" in line for line in replay.lines), replay.tail()

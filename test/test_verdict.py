@@ -39,9 +39,12 @@ VALUES = {"J_Azz": 0.003, "J_Byy": 0.004, "b1": 1e-3, "b2": 1e-4}
 
 
 def _setup(hinges="rigid", free=FREE, **overrides):
+    """Slow sines of both joints under a constant input."""
     config = apply_overrides(load_config("furuta_synthetic"), hinges=hinges, free=list(free),
                              **overrides)
-    return set_up(config, [warm_up_recording(config, 0.5, 100.0)])
+    recording = warm_up_recording(config, 0.5, 100.0)
+    return set_up(config, [dataclasses.replace(recording, input_time_s=np.zeros(1),
+                                               inputs=np.full((1, 1), 0.1))])
 
 
 def _result(status=FitStatus.GRADIENT, free=FREE, **values) -> EstimationResult:
@@ -172,7 +175,17 @@ def test_a_model_that_mispredicts_is_a_finding_unless_its_simulations_follow():
     assert finding.problem.startswith("run 0.5 s ahead from its estimated states, the fitted "
                                       "model (the rigid model in joint coordinates")
     assert "misses rec by 15× the fit's noise" in finding.problem
-    assert "check the input model" in finding.action
+    assert ("check the input model (its gain free, recording.input_delay_s), dry friction "
+            "(mu1, coulomb1, mu2, coulomb2), the fixed geometry") in finding.action
+    # unforced (a free swing): not the input's model; the arm held: not its friction
+    config = _setup().config
+    swing = warm_up_recording(config, 0.5, 100.0)
+    held = dataclasses.replace(swing, joint_angles=swing.joint_angles * np.array([0.0, 1.0]))
+    (finding,) = verdict(set_up(config, [swing]), _assessment(mismatch=miss)).findings
+    assert "check dry friction (mu1, coulomb1, mu2, coulomb2), the fixed geometry" in \
+        finding.action and "input" not in finding.action
+    (finding,) = verdict(set_up(config, [held]), _assessment(mismatch=miss)).findings
+    assert "check dry friction (mu2, coulomb2), the fixed geometry" in finding.action
     compliant = verdict(_setup("compliant"), _assessment(mismatch=miss))
     assert "fit through them (--simulation-refinement on" in compliant.findings[0].action
     refitted = verdict(_setup("compliant"), _assessment(mismatch=miss, refit_kept=True,
@@ -221,6 +234,18 @@ def test_a_std_far_above_the_bound_is_advice_not_a_finding():
     refitted = verdict(_setup(), _assessment(result, bound=bound, refit_kept=True,
                                              step_dependence=()))
     assert not refitted.advice
+
+
+def test_a_std_below_the_bound_is_advice():
+    """A std half the Cramér–Rao bound: the fit and the bound disagree, which is said."""
+    names = ("J_Azz", "J_Byy")
+    bound = CramerRao(names, np.eye(2), {"J_Azz": 0.02 * VALUES["J_Azz"],
+                                         "J_Byy": 0.0101 * VALUES["J_Byy"]}, np.eye(2), 1.0)
+    judged = verdict(_setup(), _assessment(bound=bound))
+    assert judged.trustworthy  # which of the two is right is not known here
+    (advice,) = judged.advice  # J_Byy's 0.99× is the bound's own
+    assert advice.startswith("the std of J_Azz lies below the Cramér–Rao bound (0.5×), which "
+                             "no fit of this model reaches")
 
 
 def test_the_verdict_reads_the_setups_box_not_the_raw_config():

@@ -57,7 +57,12 @@ def main(argv: list[str] | None = None) -> int:
     0: done; 1: calibrate's fit stopped without progress; 2: an error in the input (a usage
     error, or a :class:`~mb_estimation.errors.UserError`: one line on stderr).
     """
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # the command's usage and name, not the top level's
+        commands = next(action for action in parser._actions
+                        if isinstance(action, argparse._SubParsersAction))
+        commands.choices[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
     if getattr(args, "uses_jax", True):  # replay only publishes a bag's messages
         from mb_estimation.numerics import configure_jax
 

@@ -163,7 +163,7 @@ def load_config(args: argparse.Namespace, *, ignore: tuple[str, ...] = ()):
         set_values.update(fitted_values(args.parameters, config))
     if args.set_values:
         set_values.update(parse_assignments(args.set_values))
-    free = parse_free_list(args.free) if option("free") else None
+    free = parse_free_list(args.free) if option("free") is not None else None
     return apply_overrides(config, set_values=set_values or None,
                            compliance=option("compliance"), step_s=option("step_s"),
                            kappa=option("kappa"), free=free,

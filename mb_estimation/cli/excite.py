@@ -67,7 +67,7 @@ def excite_command(args) -> int:
     def progress(evaluation: int, best: float) -> None:
         if not args.quiet and (evaluation % PROGRESS_EVERY == 0 or evaluation == 1):
             print(f"  evaluation {evaluation:4d}/{evaluations}: worst relative std "
-                  f"{100 * best:.3g} %", flush=True)
+                  f"{100 * best:.3g} % (on the search's coarser grid)", flush=True)
 
     if not args.quiet:
         print(f"designing {args.duration:g} s of input for {', '.join(config.free_names)} "

@@ -113,7 +113,7 @@ def print_predictions(checks, advice=None) -> None:
         if not check.starts:
             continue
         errors = ", ".join(f"{v:.3g}" for v in check.rms[-1])
-        print(f"prediction {check.horizons_s[-1]:g} s ahead from {check.starts} estimated "
+        print(f"prediction {check.horizons_s[-1]:.3g} s ahead from {check.starts} estimated "
               f"states, RMS angle error [rad] (arm, pendulum): {errors} ({check.name})")
     if advice:
         print(f"note: {advice}")

@@ -135,7 +135,12 @@ def track_command(args) -> int:
         print(f"  {label}: {fused[0, k]:.6g} ± {std_text(fused[1, k])}, rate "
               f"{rates[0, k]:+.4g} ± {std_text(rates[1, k])} per hour")
     alarmed = alarms(final, config.node.drift_alarm_s)
-    print(f"drift alarm: {', '.join(alarmed) if alarmed else 'none'}")
+    waiting = [f"{label} for {final.time_s - since:.0f} s" for label, since in zip(
+        final.estimate.labels, final.exceeding_since_s, strict=True)
+        if label not in alarmed and since == since]  # NaN: not beyond its threshold
+    print(f"drift alarm: {', '.join(alarmed) if alarmed else 'none'}" + (
+        f" (beyond {config.node.drift_alarm_std:g} std, not yet for node.drift_alarm_s "
+        f"{config.node.drift_alarm_s:g} s: {', '.join(waiting)})" if waiting else ""))
     print(f"wrote {args.output}/windows.csv, tracking.yaml, report.html")
     return 0
 

@@ -10,6 +10,7 @@ import (numpy and PyYAML).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -68,7 +69,10 @@ def write_parameter_files(directory: str | Path, document: dict, values: Mapping
     :func:`mb_estimation.results.parameters_document`, or the node's fused estimate);
     ``ros_parameters.yaml`` is ``{node_name: {ros__parameters: {estimate.<name>: value}}}``
     for every parameter of ``values`` in its order (a float, or ``[w, x, y, z]`` for a
-    quaternion). Each file is replaced atomically, with permissions ``mode`` less the umask
+    quaternion), then ``estimate_std.<name>`` for each estimated one (``document``'s
+    ``parameters``), −1 where not determined: the keys and convention of the node's
+    parameters (a controller loading the file can tell a value from a guess). Each file is
+    replaced atomically, with permissions ``mode`` less the umask
     (:func:`~mb_estimation.io.files.write_text_atomically`). The folder is created if needed.
     """
     directory = Path(directory)
@@ -76,10 +80,18 @@ def write_parameter_files(directory: str | Path, document: dict, values: Mapping
     write_text_atomically(directory / "parameters.yaml",
                           yaml.safe_dump(document, sort_keys=False), mode=mode)
     ros = {f"estimate.{name}": plain_value(value) for name, value in values.items()}
+    ros.update({f"estimate_std.{name}": _std_or_not_determined(entry["std"])
+                for name, entry in (document.get("parameters") or {}).items()})
     write_text_atomically(directory / "ros_parameters.yaml",
                           yaml.safe_dump({node_name: {"ros__parameters": ros}}, sort_keys=False),
                           mode=mode)
     return directory
+
+
+def _std_or_not_determined(std) -> float | list[float]:
+    """A std as ROS parameters hold it: −1 where not finite (no infinity in a parameter)."""
+    values = [float(s) if math.isfinite(float(s)) else -1.0 for s in np.ravel(std)]
+    return values[0] if np.ndim(std) == 0 else values
 
 
 def read_parameters(path: str | Path) -> tuple[str | None, dict]:

@@ -191,7 +191,8 @@ def assemble_recording(name: str, joints: JointStates, voltage, settings: Record
         if settings.voltage_script is not None:
             script = np.asarray(settings.voltage_script, float)
             input_time_s, inputs = script[:, 0], script[:, 1:]
-            notes.append(f"input from the config's voltage_script ({len(script)} values)")
+            notes.append(f"input from the config's voltage_script ({len(script)} "
+                         f"value{'s' if len(script) != 1 else ''})")
         elif isinstance(voltage, Unforced):
             input_time_s, inputs = np.zeros(1), np.zeros((1, 1))
             notes.append(f"{voltage.why}: unforced, input 0 (a free swing; if the rig was "

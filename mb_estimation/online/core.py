@@ -59,6 +59,7 @@ from mb_estimation.online.windows import (
     estimate_window,
     judged,
     nearest_points,
+    new_data_s,
     result_estimate,
     window_step,
     with_window,
@@ -131,6 +132,8 @@ class EstimatorCore:
         check_drift_names(config)
         self._drifting: DriftingEstimate | None = None
         self._last_accepted: ParameterEstimate | None = None
+        self._fused_end: tuple[int, int] | None = None  # (time base, stamp [ns]) fused up to
+        self._stopped = False  # stop() called: the window being estimated is not published
         self._state_file = Path(settings.state_file) if settings.state_file else None
         if self._state_file is not None:
             self._drifting = self._load_state(self._state_file)
@@ -188,13 +191,19 @@ class EstimatorCore:
         if self.settings.warm_up and not self.worker.running:  # (a running one: start raises)
             with self._lock:
                 self._diagnostics.latest["warming_up"] = True
+        self._stopped = False
         self.worker.start()
         if self._drifting is not None:
             self._emit("fused_parameters", self._drifting.estimate, 0)
             self._emit("parameter_rates", self._drifting, 0)
 
     def stop(self, timeout: float | None = 30.0) -> None:
-        """Stop the worker after the window (or warm-up) it is on; pending windows are dropped."""
+        """Stop the worker after the window (or warm-up) it is on; pending windows are dropped.
+
+        The window it is on is neither fused nor published (``windows_stale``): a stopped
+        node publishes nothing, and one configured anew must not receive the old one's window.
+        """
+        self._stopped = True
         self.worker.stop(timeout)
 
     @property
@@ -235,6 +244,7 @@ class EstimatorCore:
             self.worker.pending.clear()
             self._drifting = None
             self._last_accepted = None
+            self._fused_end = None
             self._diagnostics.count("resets")
             self._diagnostics.latest["last_reset"] = reason
 
@@ -268,12 +278,16 @@ class EstimatorCore:
         started = self._clock()
         result, reason = judged(self.config, window.recording, self._estimator,
                                 self._warm_config())
+        if reason is None:
+            stale = self._accept(window, result)
+            reason = None if stale is None else f"dropped: {stale}"
         outcome = WindowOutcome(window.index, window.start_ns, reason is None,
                                 reason or "accepted", self._clock() - started, result)
-        with self._lock:
+        with self._lock:  # counted once published: windows_done says the window is through
             diagnostics = self._diagnostics
             diagnostics.count("windows_done")
-            diagnostics.count("windows_accepted" if outcome.accepted else "windows_rejected")
+            diagnostics.count("windows_accepted" if outcome.accepted else "windows_stale"
+                              if outcome.reason.startswith("dropped") else "windows_rejected")
             diagnostics.latest["last_window_s"] = outcome.elapsed_s
             if result is not None:
                 diagnostics.latest.update(last_iterations=result.iterations,
@@ -281,27 +295,47 @@ class EstimatorCore:
                                           last_status=str(result.status))
             if not outcome.accepted:
                 diagnostics.latest["last_error"] = f"window {window.index}: {outcome.reason}"
-        if outcome.accepted:
-            self._accept(window, result)
         return outcome
 
-    def _accept(self, window: Window, result: EstimationResult) -> None:
-        """Fuse, persist and publish an accepted window.
+    def _stale(self, window: Window, end_ns: int) -> str | None:
+        """Why an accepted window is dropped (``windows_stale``), or None; the lock held.
 
-        A ``~/reset`` while it was estimated makes it stale (the estimate it would join was
-        forgotten: counted, dropped). A time jump does not: its samples were one stretch of the
-        rig, so its parameters are fused and published; only its shadow states, stamped on the
-        time base the stamps have left, are neither published nor used to re-anchor the filter.
+        A ``~/reset`` while it was estimated (the estimate it would join was forgotten), a stop
+        (nothing is published after it), or every sample of it already fused
+        (``~/calibrate_now`` again on the same data).
+        """
+        if window.resets != self._diagnostics.counters["resets"]:
+            return "the node was reset while it was estimated"
+        if self._stopped:
+            return "the node stopped while it was estimated"
+        fused_end = self._fused_end
+        if fused_end is not None and fused_end[0] == window.generation and end_ns <= fused_end[1]:
+            return "every sample of it is already in the fused estimate"
+        return None
+
+    def _accept(self, window: Window, result: EstimationResult) -> str | None:
+        """Fuse, persist and publish an accepted window; or say why it is :meth:`_stale`.
+
+        Its samples after the last window fused count whole, the others not again
+        (:func:`~.windows.counted_once`). A time jump while it was estimated does not make it
+        stale: its samples were one stretch of the rig, so its parameters are fused and
+        published; only its shadow states, stamped on the time base the stamps have left, are
+        neither published nor used to re-anchor the filter.
         """
         estimate = result_estimate(result)
         stamp_ns = window.start_ns + int(round(self.settings.window_s * NS_PER_S))
         with self._lock:
-            if window.resets != self._diagnostics.counters["resets"]:  # reset while estimating
-                self._diagnostics.count("windows_stale")
-                return
+            stale = self._stale(window, stamp_ns)
+            if stale is not None:
+                return stale
             same_time_base = window.generation == self.intake.generation
+            fused_end = self._fused_end
+            since_fused_s = (None if fused_end is None or fused_end[0] != window.generation
+                             else (stamp_ns - fused_end[1]) / NS_PER_S)
+            self._fused_end = (window.generation, stamp_ns)
             self._last_accepted = estimate
-            drifting = with_window(self.config, self._drifting, estimate, stamp_ns / NS_PER_S)
+            drifting = with_window(self.config, self._drifting, estimate, stamp_ns / NS_PER_S,
+                                   new_data_s(self.config, since_fused_s))
             self._drifting = drifting
         if self._state_file is not None:
             try:
@@ -314,7 +348,7 @@ class EstimatorCore:
         self._emit("fused_parameters", drifting.estimate, stamp_ns)
         self._emit("parameter_rates", drifting, stamp_ns)
         if not same_time_base:
-            return
+            return None
         states = result.recordings[0]
         at = nearest_points(states.time_s, window.recording.time_s)
         stamps = window.start_ns + np.round(states.time_s[at] * NS_PER_S).astype(np.int64)
@@ -324,9 +358,15 @@ class EstimatorCore:
             with self._lock:
                 self.intake.reanchor(window.generation, stamps[-1], states.joint_angles[-1],
                                      states.joint_rates[-1])
+        return None
 
     def _emit(self, output: str, *args) -> None:
-        """Call one of the outputs; a transport error is counted, never stops the node."""
+        """Call one of the outputs; a transport error is counted, never stops the node.
+
+        Nothing after :meth:`stop` (the transport's publishers may belong to a newer node).
+        """
+        if self._stopped:
+            return
         try:
             getattr(self.outputs, output)(*args)
         except Exception as error:

@@ -123,8 +123,13 @@ def result_estimate(result: EstimationResult, windows: int = 1) -> ParameterEsti
         covariance=np.asarray(result.covariance, dtype=np.float64), windows=windows)
 
 
-def why_rejected(result: EstimationResult, max_cost: float) -> str | None:
-    """Why a window's result is not accepted, or None when it is."""
+def why_rejected(result: EstimationResult, max_cost: float,
+                 config: Config | None = None) -> str | None:
+    """Why a window's result is not accepted, or None when it is.
+
+    With ``config``, also a free parameter that cannot be zero left at the positive lower
+    bound of its box with a std above its configured value (:func:`undetermined_at_bound`).
+    """
     if result.status not in ACCEPTED_STATUSES:
         return f"not converged ({result.status} after {result.iterations} iterations)"
     values = [np.asarray(result.parameters[name], dtype=np.float64) for name in result.free]
@@ -134,6 +139,27 @@ def why_rejected(result: EstimationResult, max_cost: float) -> str | None:
         return f"cost {result.cost:.3g} above node.max_cost {max_cost:.3g}"
     if not any(result.excited.values()):
         return "no free parameter excited by this window"
+    return None if config is None else undetermined_at_bound(config, result)
+
+
+def undetermined_at_bound(config: Config, result: EstimationResult) -> str | None:
+    """The first free parameter that cannot be zero which the window pins at its bound.
+
+    A parameter whose box starts above zero (an inertia, a mass) left at that lower bound with
+    a std above its configured value: the window says nothing of it, and the bound is not a
+    measurement (fused, it would pull the estimate there), e.g. an arm inertia at 1e-12 on data
+    that are not the rig's. A friction at its bound 0 is a value the rig can have.
+    """
+    for name in result.free:
+        value = np.asarray(result.parameters[name], dtype=np.float64)
+        bounds = config.free.get(name)
+        if value.size != 1 or bounds is None or not bounds.lower > 0.0:
+            continue
+        value, std = float(value.ravel()[0]), float(np.ravel(result.std[name])[0])
+        scale = abs(float(np.ravel(config.parameters[name])[0]))
+        if value <= bounds.lower and not std < scale:
+            return (f"{name} at its lower bound {value:.3g} with std {std:.2g}, above its "
+                    f"configured {scale:.3g}: not determined by this window")
     return None
 
 
@@ -152,7 +178,7 @@ def judged(config: Config, recording: Recording, estimator=None, start: Config |
         result = (estimator or estimate_window)(start or config, recording)
     except Exception as error:  # a failed window must not stop the node or a run
         return None, f"estimator failed: {type(error).__name__}: {first_line(error)}"
-    return result, why_rejected(result, config.node.max_cost)
+    return result, why_rejected(result, config.node.max_cost, config)
 
 
 def unusable(config: Config, recording: Recording) -> str | None:
@@ -196,19 +222,34 @@ def check_drift_names(config: Config) -> None:
 
 
 def with_window(config: Config, drifting: DriftingEstimate | None,
-                estimate: ParameterEstimate, time_s: float) -> DriftingEstimate:
+                estimate: ParameterEstimate, time_s: float,
+                new_data_s: float | None = None) -> DriftingEstimate:
     """The fused values and rates after an accepted window ending at ``time_s`` [s].
 
     :func:`~.drift.track` with the node's settings (:func:`drift_settings`) of the window
-    counted once (:func:`counted_once`), the fused values clipped to the config's box
-    (:func:`within_bounds`): what the node and ``track`` keep.
+    counted once (:func:`counted_once`, ``new_data_s`` its seconds the fused estimate does not
+    hold yet), the fused values clipped to the config's box (:func:`within_bounds`): what the
+    node and ``track`` keep.
     """
-    estimate = counted_once(config, estimate)
+    estimate = counted_once(config, estimate, new_data_s)
     tracked = track(drifting, estimate, time_s, drift_settings(config, estimate, drifting))
     return dataclasses.replace(tracked, estimate=within_bounds(config, tracked.estimate))
 
 
-def counted_once(config: Config, estimate: ParameterEstimate) -> ParameterEstimate:
+def new_data_s(config: Config, since_fused_s: float | None) -> float:
+    """How much of a window comes after the last one fused [s].
+
+    ``since_fused_s``: from that one's end to this one's [s], at most the window's length;
+    None where nothing was fused before it: ``node.stride_s``, a window's share among
+    overlapping ones.
+    """
+    if since_fused_s is None:
+        return config.node.stride_s
+    return min(config.node.window_s, since_fused_s)
+
+
+def counted_once(config: Config, estimate: ParameterEstimate,
+                 new_data_s: float | None = None) -> ParameterEstimate:
     """A window's ``estimate`` as fused: each recorded sample's information counted once.
 
     Windows that overlap (``node.stride_s`` below ``node.window_s``) hold each sample
@@ -216,8 +257,12 @@ def counted_once(config: Config, estimate: ParameterEstimate) -> ParameterEstima
     the data's information, and their fused std and drift rates would be too small by its
     square root. Each then counts for ``stride_s / window_s`` of its information (its
     covariance scaled up by ``window_s / stride_s``); windows that do not overlap count whole.
+    ``new_data_s`` [s > 0] (:func:`new_data_s`), where given, replaces ``stride_s``: how much
+    of the window comes after the last one fused (a window asked for at once, or one after a
+    rejected window).
     """
-    overlap = config.node.window_s / config.node.stride_s
+    new_data_s = config.node.stride_s if new_data_s is None else new_data_s
+    overlap = config.node.window_s / new_data_s
     if overlap <= 1.0:
         return estimate
     return dataclasses.replace(estimate, covariance=overlap * estimate.covariance)

@@ -62,6 +62,8 @@ READY_MARKER = "mb_estimation exciter ready"
 #: the last joint states are in its buffer.
 SETTLE_S = 0.5
 SPIN_PERIOD_S = 0.05
+#: How long the last zero is given to leave before its publisher is destroyed [s].
+ZERO_SETTLE_S = 0.05
 #: The watchdog runs out this long after the joint-state timeout [s] (a timer may fire a
 #: little early; the stream counts as lost only after the whole timeout).
 WATCHDOG_MARGIN_S = 0.002
@@ -96,6 +98,7 @@ class ExciterNode(LifecycleNode):
         self._publisher = self._input_message = None
         self._made: list = []  # (destroy, entity) made by configure
         self._active: list = []  # ... and by activate
+        self.finalized = False  # the lifecycle shutdown ran: main stops spinning
         self._run: ExcitationRun | None = None
         self._arm: tuple[str, int] | None = None  # recorded name and sign of the arm joint
         self._calibration = None  # the pending ~/calibrate_now call
@@ -182,7 +185,17 @@ class ExciterNode(LifecycleNode):
 
     @logged_transition
     def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Zero the input, then remove the timers, subscription and publisher.
+
+        The process ends: a finalized exciter must not share the command topic with the
+        controller that drives the rig next.
+        """
         self._halt("shut down")
+        time.sleep(ZERO_SETTLE_S)  # let the zero leave before the publisher goes
+        self._active = _destroyed(self._active)
+        self._made = _destroyed(self._made)
+        self._publisher = self._calibrate_client = None
+        self.finalized = True
         return TransitionCallbackReturn.SUCCESS
 
     # --- the input -----------------------------------------------------------------------
@@ -280,7 +293,11 @@ def main(argv: list[str] | None = None) -> int:
     """Run the exciter until SIGINT/SIGTERM; 2 when an autostart configure fails."""
     stop = StopSignals()
     argv = list(sys.argv if argv is None else argv)
-    rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
+    try:
+        rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
+    except Exception as error:  # a ROS argument rclpy cannot parse, a missing params file
+        rclpy.logging.get_logger(NODE_NAME).fatal(" ".join(first_line(error).split()))
+        return 2
     node = None
     status = 0
     try:
@@ -293,14 +310,14 @@ def main(argv: list[str] | None = None) -> int:
         if status == 0:
             executor = SingleThreadedExecutor()
             executor.add_node(node)
-            while not stop and rclpy.ok():
+            while not stop and rclpy.ok() and not node.finalized:
                 executor.spin_once(timeout_sec=SPIN_PERIOD_S)
     except ExternalShutdownException:
         pass
     finally:
         if node is not None:
             node._halt("the node ends")
-            time.sleep(0.05)  # let the zero leave before the publisher goes
+            time.sleep(ZERO_SETTLE_S)  # let the zero leave before the publisher goes
             node.destroy_node()
         try_shutdown()
     return status

@@ -54,7 +54,7 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.parameter import Parameter
-from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from rclpy.signals import SignalHandlerOptions
 from rclpy.utilities import remove_ros_args
 from sensor_msgs.msg import JointState
@@ -133,12 +133,15 @@ class EstimatorNode(LifecycleNode):
         self._accepted_here = False
         self._made: list[tuple[Callable, object]] = []  # (destroy, entity) made by configure
         self.core: EstimatorCore | None = None
+        self._retired: EstimatorCore | None = None  # the core the last cleanup removed
         self.config: Config | None = None
         self._inputs: RosInputs | None = None
         self._estimates: EstimateParameters | None = None
         self._push: ParameterPush | None = None
         #: why the last configure failed (None: it did not)
         self.configure_error: str | None = None
+        #: the lifecycle shutdown ran (finalized: :func:`main` stops spinning and returns)
+        self.finalized = False
         declare_config_parameters(self, config.source if config else "")
         self._inputs_group = MutuallyExclusiveCallbackGroup()
         self._control_group = MutuallyExclusiveCallbackGroup()
@@ -203,9 +206,16 @@ class EstimatorNode(LifecycleNode):
 
     @logged_transition
     def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
-        """Stop as :meth:`close` does (the cut windows, then the files)."""
+        """Stop as :meth:`close` does (the cut windows, then the files), and remove the rest.
+
+        What configure made goes (nothing is published once finalized), and :func:`main`
+        stops spinning: the process ends, as after Ctrl-C.
+        """
         self._unsubscribe()
         self.close(abandon_drain=self._stop_requested)
+        if self.core is not None:
+            self._remove_outputs()
+        self.finalized = True
         return super().on_shutdown(state)
 
     def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -234,9 +244,13 @@ class EstimatorNode(LifecycleNode):
             return made(self.create_lifecycle_publisher(message, topic, qos),
                         self.destroy_lifecycle_publisher)
 
-        publish_parameters = publisher(Float64MultiArray, "~/parameters", 10).publish
-        self._publish_fused = publisher(Float64MultiArray, "~/fused_parameters", 10).publish
-        publish_rates = publisher(Float64MultiArray, "~/parameter_rates", 10).publish
+        # the latest value for a subscriber that joins later (transient local, as
+        # robot_state_publisher serves robot_description); a volatile subscriber gets the next
+        latest = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                            durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        publish_parameters = publisher(Float64MultiArray, "~/parameters", latest).publish
+        self._publish_fused = publisher(Float64MultiArray, "~/fused_parameters", latest).publish
+        publish_rates = publisher(Float64MultiArray, "~/parameter_rates", latest).publish
         publish_shadow = publisher(JointState, "~/shadow_joint_states", QoSProfile(
             depth=SHADOW_DEPTH, reliability=ReliabilityPolicy.RELIABLE)).publish
         publish_filtered = publisher(JointState, "~/filtered_joint_states",
@@ -277,6 +291,7 @@ class EstimatorNode(LifecycleNode):
             self._estimates.remove()
         if self._push is not None:
             self._push.close()
+        self._retired = self.core  # its worker may still be finishing a window (worker_busy)
         self.core = self._estimates = self._push = None
 
     # --- outputs (worker thread) -------------------------------------------------------
@@ -398,7 +413,7 @@ class EstimatorNode(LifecycleNode):
     @property
     def worker_busy(self) -> bool:
         """Whether the worker is still compiling or estimating (it did not stop in time)."""
-        return self.core is not None and self.core.busy
+        return any(core is not None and core.busy for core in (self.core, self._retired))
 
     def destroy_node(self):
         self.close(drain=False)
@@ -419,13 +434,17 @@ def main(argv: list[str] | None = None) -> int:
     stop = StopSignals()
     configure_jax()  # as mb-estimation: a second start skips the warm-up compile
     argv = list(sys.argv if argv is None else argv)
-    positional = remove_ros_args(args=argv)[1:]
     logger = rclpy.logging.get_logger("estimator_node")
-    if len(positional) > 1:
-        logger.fatal(f"unexpected arguments {' '.join(positional[1:])!r}: give the "
-                     "configuration as the config parameter (--ros-args -p config:=PATH)")
+    try:
+        positional = remove_ros_args(args=argv)[1:]
+        if len(positional) > 1:
+            raise ValueError(f"unexpected arguments {' '.join(positional[1:])!r}: give the "
+                             "configuration as the config parameter (--ros-args -p "
+                             "config:=PATH)")
+        rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
+    except Exception as error:  # a ROS argument rclpy cannot parse, a missing params file
+        logger.fatal(" ".join(first_line(error).split()))
         return 2
-    rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
     node = None
     status = 0
     try:
@@ -461,14 +480,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _spin(node: EstimatorNode, stop: StopSignals) -> None:
-    """Spin ``node`` until a stop signal or an rclpy shutdown."""
+    """Spin ``node`` until a stop signal, an rclpy shutdown or its lifecycle shutdown."""
     # One thread: at 1 kHz rclpy's MultiThreadedExecutor starved the inputs (a few hundred
     # joint states per second at most) while this takes all of them at ~70 % of a core; no
     # callback here waits on another.
     executor = SingleThreadedExecutor()
     executor.add_node(node)
     try:
-        while not stop and rclpy.ok():
+        while not stop and rclpy.ok() and not node.finalized:
             executor.spin_once(timeout_sec=SPIN_PERIOD_S)
     finally:
         executor.shutdown(timeout_sec=1.0)

@@ -174,9 +174,11 @@ def declare_node_parameters(node: Node, config: Config) -> NodeParameters:
     mapping_text = declare("push.mapping", config.node.push_mapping or "",
                            "estimate_name:controller_param,... (default: the config's "
                            "node.push_mapping)")
+    # dynamic typing for the numbers in seconds, hertz...: -p window_s:=10 (an integer) works;
+    # the config's checks then take or refuse the value
     settings = {
         name: declare(name, value, f"{NODE_SETTINGS[name].description} (default: the "
-                      f"config's node.{name})")
+                      f"config's node.{name})", dynamic_typing=NODE_SETTINGS[name].type is float)
         for name, value in node_setting_defaults(config).items()}
     config = with_node_settings(config, settings)
     config = apply_node_overrides(config, free=free, set_text=set_text, compliance=compliance)

@@ -19,6 +19,7 @@ from typing import Any
 
 import rclpy
 from rclpy.qos import qos_profile_sensor_data
+from rclpy.signals import SignalHandlerOptions
 from std_srvs.srv import Trigger
 
 from mb_estimation.ros import players
@@ -60,12 +61,15 @@ class RosSink:
             self._publishers[key] = publisher
         return publisher
 
-    def wait_for_subscribers(self, count: int = 1, timeout: float = 5.0) -> bool:
-        """Wait until every publisher so far has ``count`` subscriptions; False on timeout."""
+    def wait_for_subscribers(self, count: int = 1, timeout: float = 5.0, stop=None) -> bool:
+        """Wait until every publisher so far has ``count`` subscriptions; False on timeout.
+
+        ``stop`` (an event, e.g. Ctrl-C's) ends the wait early, also with False.
+        """
         deadline = time.monotonic() + timeout
         for publisher in self._publishers.values():
             while publisher.get_subscription_count() < count:
-                if time.monotonic() >= deadline:
+                if time.monotonic() >= deadline or (stop is not None and stop.is_set()):
                     return False
                 time.sleep(0.02)
         return True
@@ -90,21 +94,22 @@ def run_ros_player(messages: Iterable[TimedMessage], rate: float = 1.0, *,
     rig_sim_topics`) creates those publishers first and waits up to ``wait_s`` for a subscriber
     on each (then :data:`SETTLE_S`), so that the first messages are not lost to discovery, and
     waits :data:`SETTLE_S` after the last message. rclpy is initialised (with
-    ``args``) unless it already is, and shut down again if it was initialised here; the node is
-    destroyed in any case (also on Ctrl-C, which propagates as KeyboardInterrupt).
+    ``args``) unless it already is, without signal handlers of its own (they would shut the
+    context down under the player: Ctrl-C is the caller's, e.g. a ``stop`` event set by it),
+    and shut down again if it was initialised here; the node is destroyed in any case.
     """
     owns_context = not rclpy.ok()
     if owns_context:
-        rclpy.init(args=args)
+        rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     node = rclpy.create_node(PLAYER_NODE_NAME)
     try:
         sink = ros_sink(node)
         for topic, kind in (topics or {}).items():
             sink.publisher(topic, kind)
         if topics and wait_s > 0:
-            if sink.wait_for_subscribers(1, wait_s):
+            if sink.wait_for_subscribers(1, wait_s, stop):
                 time.sleep(SETTLE_S)
-            else:
+            elif stop is None or not stop.is_set():
                 node.get_logger().warning(
                     f"no subscriber on {', '.join(topics)} after {wait_s:g} s; playing anyway")
         stats = play(messages, sink, rate=rate, stop=stop)
@@ -151,7 +156,7 @@ def run_driven_rig(config, *, rate_hz: float | None = None, duration_s: float | 
 
     owns_context = not rclpy.ok()
     if owns_context:
-        rclpy.init(args=args)
+        rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     node = rclpy.create_node(PLAYER_NODE_NAME)
     executor = SingleThreadedExecutor()
     try:

@@ -26,7 +26,13 @@ from mb_estimation.config import Config
 from mb_estimation.online.drift import DriftingEstimate
 from mb_estimation.online.fusion import ParameterEstimate, fuse
 from mb_estimation.online.intake import WINDOW_MARGIN_FRACTION
-from mb_estimation.online.windows import counted_once, judged, result_estimate, with_window
+from mb_estimation.online.windows import (
+    counted_once,
+    judged,
+    new_data_s,
+    result_estimate,
+    with_window,
+)
 from mb_estimation.signals import Recording
 from mb_estimation.stamps import NS_PER_S
 
@@ -164,14 +170,17 @@ def track_windows(config: Config, windows: Iterable[WindowToFit], *,
         if progress is not None:
             progress(verdict)
     verdicts.sort(key=lambda w: (w.end_s, w.source, w.index))
-    drift, by_source = [], {}
+    drift, by_source, fused_end_s = [], {}, {}
     for verdict in verdicts:
         if not verdict.accepted:
             continue
+        previous = fused_end_s.get(verdict.source)
+        new_s = new_data_s(config, None if previous is None else verdict.end_s - previous)
+        fused_end_s[verdict.source] = verdict.end_s
         drift.append(with_window(config, drift[-1] if drift else None, verdict.estimate,
-                                 verdict.end_s))
+                                 verdict.end_s, new_s))
         by_source[verdict.source] = fuse(by_source.get(verdict.source),
-                                         counted_once(config, verdict.estimate))
+                                         counted_once(config, verdict.estimate, new_s))
     return Tracking(tuple(verdicts), tuple(drift), by_source)
 
 
