@@ -52,6 +52,7 @@ from mb_estimation.online.drift import (
 from mb_estimation.online.fusion import ParameterEstimate
 from mb_estimation.online.intake import SampleIntake
 from mb_estimation.online.jerk_model import JerkFilterSettings
+from mb_estimation.online.messages import DROPPED
 from mb_estimation.online.windows import (
     Window,
     WindowOutcome,
@@ -280,14 +281,14 @@ class EstimatorCore:
                                 self._warm_config())
         if reason is None:
             stale = self._accept(window, result)
-            reason = None if stale is None else f"dropped: {stale}"
+            reason = None if stale is None else f"{DROPPED}{stale}"
         outcome = WindowOutcome(window.index, window.start_ns, reason is None,
                                 reason or "accepted", self._clock() - started, result)
         with self._lock:  # counted once published: windows_done says the window is through
             diagnostics = self._diagnostics
             diagnostics.count("windows_done")
             diagnostics.count("windows_accepted" if outcome.accepted else "windows_stale"
-                              if outcome.reason.startswith("dropped") else "windows_rejected")
+                              if outcome.reason.startswith(DROPPED) else "windows_rejected")
             diagnostics.latest["last_window_s"] = outcome.elapsed_s
             if result is not None:
                 diagnostics.latest.update(last_iterations=result.iterations,

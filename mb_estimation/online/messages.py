@@ -75,15 +75,20 @@ def diagnostic_level(snapshot: dict) -> tuple[int, str]:
     return DIAGNOSTIC_OK, text
 
 
+#: How a window's reason starts when it was accepted and then not fused (``windows_stale``).
+DROPPED = "dropped: "
+
+
 def window_message(outcome) -> str:
     """One line on a finished window (a :class:`~.windows.WindowOutcome`): verdict and values."""
-    head = (f"window {outcome.index} {'accepted' if outcome.accepted else 'rejected'} after "
-            f"{outcome.elapsed_s:.2f} s")
+    dropped = outcome.reason.startswith(DROPPED)
+    verdict = "accepted" if outcome.accepted else "dropped" if dropped else "rejected"
+    head = f"window {outcome.index} {verdict} after {outcome.elapsed_s:.2f} s"
     result = outcome.result
     if result is not None:
         head += f" ({result.iterations} iterations, {result.status})"
     if not outcome.accepted:
-        return f"{head}: {outcome.reason}"
+        return f"{head}: {outcome.reason.removeprefix(DROPPED)}"
     values = []
     for name in result.free:
         value = np.asarray(result.parameters[name], dtype=np.float64).ravel()
