@@ -114,12 +114,16 @@ class StageFollowing:
         return self.ratio <= FOLLOWS_NOISE_RATIO
 
 
-def stage_following(noise_rad: np.ndarray, simulation: SimulationFit) -> StageFollowing:
+def stage_following(noise_rad: np.ndarray, simulation: SimulationFit,
+                    grids: Sequence[GridData]) -> StageFollowing:
     """The simulation-error stage's :class:`StageFollowing`, against the joint fit's noise.
 
-    ``noise_rad [recordings, joints]``: the joint fit's :func:`fit_noise_rad`.
+    ``noise_rad [recordings, joints]``: the joint fit's :func:`fit_noise_rad`, over the joints
+    the ``grids`` do not hold still (a held joint has no noise: both fits hold it at its median,
+    and the stage's RMS is over the other joints' samples).
     """
-    noise = float(np.sqrt(np.mean(np.square(noise_rad))))
+    observed = np.array([np.asarray(grid.locked_mask) == 0 for grid in grids])
+    noise = float(np.sqrt(np.mean(np.square(np.asarray(noise_rad)[observed]))))
     rms = float(np.sqrt(simulation.refit.cost))
     return StageFollowing(rms, rms / max(noise, NOISE_FLOOR_RAD),
                           float(simulation.refit.segment_s))
@@ -267,9 +271,9 @@ def kept_fit(setup: Setup, fit: Fit, noise_rad: np.ndarray | None = None) -> Kep
 
     keep = simulation.stage.keep
     if keep is Keep.ALWAYS:
-        return Kept(refined, True, following=stage_following(noise, simulation))
+        return Kept(refined, True, following=stage_following(noise, simulation, grids))
     if keep is Keep.IF_IT_FOLLOWS:
-        following = stage_following(noise, simulation)
+        following = stage_following(noise, simulation, grids)
         if following.follows:
             return Kept(refined, True, following=following)
         before_checks = predicted(joint)
@@ -290,7 +294,7 @@ def kept_fit(setup: Setup, fit: Fit, noise_rad: np.ndarray | None = None) -> Kep
     after_checks = predicted(refined)
     after = prediction_mismatch(noise, after_checks)
     if after is not None and after.ratio < mismatch.ratio:
-        return Kept(refined, True, after_checks, stage_following(noise, simulation), (
+        return Kept(refined, True, after_checks, stage_following(noise, simulation, grids), (
             f"{mismatch}: refitted through the config's simulator "
             f"(method.simulation_refinement: auto), which misses by {after.ratio:.1f}×"))
     shown = "no prediction" if after is None else f"{after.ratio:.1f}×"

@@ -404,8 +404,11 @@ def _shoot(rig: Rig, parameters: dict, names: tuple[str, ...], lower: dict, uppe
     low = np.array([lower[name] for name in names], dtype=float)
     high = np.array([upper[name] for name in names], dtype=float)
     static = (rig, names, frictionless_while_fitting(rig, parameters, names), settings.rigid)
-    scored = float(np.sum(segments.weights) * segments.measured.shape[-1])
-    dof = max(scored - starts.size - values.size, 1.0)
+    # a joint a recording holds still is held in the simulation at its median: its samples
+    # are no observations (their residuals are zero) and its start is not estimated
+    observed_joints = segments.measured.shape[-1] - np.sum(segments.locked, axis=1)
+    scored = float(np.sum(np.sum(segments.weights, axis=1) * observed_joints))
+    dof = max(scored - 2.0 * float(np.sum(observed_joints)) - values.size, 1.0)
 
     started, compiler = time.perf_counter(), Compiler()
 
