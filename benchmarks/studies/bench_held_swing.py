@@ -22,6 +22,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "test"))
 
 import test_calibrations  # noqa: E402  (the test's recording and start)
+
 from mb_estimation.api import calibrate  # noqa: E402
 from mb_estimation.config import apply_overrides, load_config  # noqa: E402
 
@@ -29,6 +30,7 @@ FREE = ("J_Byy", "b2")
 
 
 def main() -> None:
+    """Calibrate each seed's swing, print its row, then the spread against the std."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=12)
     parser.add_argument("--first-seed", type=int, default=0)
