@@ -333,3 +333,14 @@ def test_an_empty_free_list_is_refused_not_read_as_the_configs(tmp_path, capsys)
     status, err = _calibrate(capsys, _bag(tmp_path / "bag"), "--free", "",
                              output=tmp_path / "o")
     _assert_one_line(status, err, "no free parameters to calibrate")
+
+
+def test_a_failed_command_leaves_no_empty_output_folder_of_its_own(tmp_path, capsys):
+    """The folder it made is removed (it was empty); one that was there before is kept."""
+    bag = _bag(tmp_path / "pendulum", positions=np.zeros((300, 1)), names=("pendulum",))
+    status, err = _calibrate(capsys, bag, output=tmp_path / "new")
+    _assert_one_line(status, err, r"'arm'.*it has pendulum")
+    assert not (tmp_path / "new").exists()
+    (tmp_path / "kept").mkdir()
+    status, _ = _calibrate(capsys, bag, output=tmp_path / "kept")
+    assert status == 2 and (tmp_path / "kept").is_dir()

@@ -11,7 +11,9 @@ other exception is a bug and shows its traceback. ``--help`` imports neither JAX
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+from pathlib import Path
 
 from mb_estimation.cli.calibrate import add_calibrate
 from mb_estimation.cli.common import (
@@ -67,8 +69,13 @@ def main(argv: list[str] | None = None) -> int:
         from mb_estimation.numerics import configure_jax
 
         configure_jax()
+    output = getattr(args, "output", None)
+    made_here = output is not None and not Path(output).exists()
     try:
         return args.handler(args)
     except UserError as error:
         print(f"mb-estimation: error: {error}", file=sys.stderr)
+        if made_here:  # a failed command leaves no empty folder of its own behind
+            with contextlib.suppress(OSError):
+                Path(output).rmdir()  # only if empty
         return 2
