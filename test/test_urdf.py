@@ -420,11 +420,40 @@ def test_calibrated_urdf_holds_the_fitted_values_and_reads_back(tmp_path, writer
         np.testing.assert_allclose(runs[1].joint_angles, runs[0].joint_angles, atol=1e-11)
     for joint in ("arm", "pendulum"):  # the same joints, signs and offsets as the input's
         assert back.recording.joints[joint].sign == config.recording.joints[joint].sign
+        assert back.recording.joints[joint].name == config.recording.joints[joint].name
     if writer is ros_frames_urdf:  # everything else as it was: the bob, the frames, the limits
         for kept in ('<joint name="bob_mount" type="fixed">', 'rpy="0.3 -0.2 0.5"',
                      '<limit lower="-10" upper="10" effort="1" velocity="50"/>',
                      f'<mass value="{BOB_MASS!r}"/>', 'rpy="0.0 0.0 0.4"'):
             assert kept in text, kept
+
+
+def test_a_generated_calibrated_urdf_reads_the_same_recordings_and_keeps_its_lines(tmp_path):
+    """Generated (no URDF in the config): it reads the recordings the config reads.
+
+    The recordings' joint names and signs, a value at its bound read back as that bound, a
+    rigid arm, and a file laid out line by line with its notes.
+    """
+    import dataclasses
+
+    from mb_estimation.config.schema import JointMapping
+    from mb_estimation.io.urdf_files import calibrated_urdf
+
+    config = load_config("furuta_synthetic")
+    config = dataclasses.replace(config, recording=dataclasses.replace(
+        config.recording, joints={"arm": JointMapping("joint0"),
+                                  "pendulum": JointMapping("joint1", sign=-1)}))
+    # J_Azz at its lower bound, below J_Ayy - J_Axx (iyy = izz as the peer's xacro has it)
+    values = {**config.parameters, **FITTED, "J_Azz": 1e-12, "J_Axx": 1e-6, "J_Ayy": 5e-4}
+    text = calibrated_urdf(config, values)
+    back = _read_back(tmp_path, text)
+    assert back.parameters["J_Azz"] == 1e-12  # 9.99999996e-13 out of the URDF's frames
+    assert back.parameters["J_Ayy"] == pytest.approx(1e-6 + 1e-12, rel=1e-9)  # lowered
+    assert "J_Ayy lowered from 0.0005 to 1e-06 kg m^2" in text
+    assert [(back.recording.joints[j].name, back.recording.joints[j].sign)
+            for j in ("arm", "pendulum")] == [("joint0", 1), ("joint1", -1)]
+    assert len(text.splitlines()) > 30 and "<!-- mb-estimation: J_Ayy lowered" in \
+        text.splitlines()[2], text[:400]
 
 
 def test_calibrated_urdf_loads_in_another_reader_with_the_fitted_dynamics(tmp_path):

@@ -84,6 +84,9 @@ def excite_command(args) -> int:
           f"multisine {100 * design.multisine.worst_relative_std:.3g} % (input peak "
           f"{design.scale:.3g}; arm within {design.design.arm_peak_rad:.3g} rad, "
           f"{design.design.arm_rate_peak:.3g} rad/s)")
+    if design.scale < args.max_input * (1.0 - 1e-9):
+        print(f"the input's peak is {design.scale:.3g}, below the bound {args.max_input:g}: "
+              "scaled down so that the simulated arm stays within its limits")
     if not design.improved:
         print("the search found no input that predicts better than the multisine at the "
               "experiment's rate: the design written is the multisine")

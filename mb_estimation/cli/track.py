@@ -81,18 +81,19 @@ def track_command(args) -> int:
     workers = args.workers if args.workers is not None else (os.cpu_count() or 1)
     if workers < 1:
         raise UserError(f"--workers must be at least 1, got {workers}")
-    skipped = []
+    unreadable, short = [], []  # recordings skipped: not read, shorter than a window
 
     def windows():  # one recording in memory at a time (and the windows in flight)
         for path in args.bags:
             try:
                 recording = read_recording(path, config)
             except UserError as error:  # one unreadable log does not end a month's run
-                skipped.append(path)
-                print(f"warning: skipped {error}", file=sys.stderr, flush=True)
+                unreadable.append(path)
+                print(f"warning: {error} (skipped)", file=sys.stderr, flush=True)
                 continue
             cut = cut_windows(recording, config.node.window_s, config.node.stride_s)
             if not cut:
+                short.append(path)
                 length = float(recording.time_s[-1] - recording.time_s[0])
                 print(f"warning: {path} holds {length:.3g} s, less than one window of "
                       f"{config.node.window_s:g} s: nothing fitted from it (--window)",
@@ -120,12 +121,13 @@ def track_command(args) -> int:
         tracking = track_windows(config, windows(), progress=said, map=bounded_map(
             lambda: _worker_pool(workers), 2 * workers, functools.partial(lost_window, config)))
     if not tracking.windows:
-        raise UserError("no recording could be read" if len(skipped) == len(args.bags) else
+        raise UserError("no recording could be read" if len(unreadable) == len(args.bags) else
                         f"no window of {config.node.window_s:g} s fits in the recordings")
     write_tracking(args.output, config, tracking)
     final = tracking.final
     print(f"{len(tracking.accepted)} of {len(tracking.windows)} windows accepted"
-          + (f"; {len(skipped)} recording(s) skipped" if skipped else ""))
+          + (f"; {len(unreadable) + len(short)} recording(s) skipped" if unreadable or short
+             else ""))
     if final is None:
         print("no window accepted: nothing tracked", file=sys.stderr)
         return 1

@@ -36,10 +36,15 @@ from mb_estimation.rigs.furuta_urdf import (
     furuta_from_urdf,
     transform,
 )
+from mb_estimation.rigs.parameters import FURUTA
 
 KEYS = ("file", "args", "args_file", "arm_joint", "pendulum_joint")
 #: ``urdf.file`` that names the URDF robot_state_publisher serves (the node's parameter or topic)
 ROBOT_DESCRIPTION = "robot_description"
+#: A value read this little (relative) below its parameter's positive lower bound is that bound:
+#: a fitted value at its bound comes back from the URDF's frames with round-off (1e-12 as
+#: 9.99999996e-13).
+ROUND_OFF = 1e-6
 
 
 @dataclass(frozen=True)
@@ -195,4 +200,7 @@ def read_urdf_section(raw: Any, source: str, robot_description: str | None = Non
     for name, value in rig.parameters.items():
         if not math.isfinite(value):
             fail(source, "urdf", f"{path.name}: {name} is {value}")
+        lower = FURUTA.parameter(name).lower
+        if 0.0 < lower and lower * (1.0 - ROUND_OFF) <= value < lower:
+            rig.parameters[name] = lower  # a value at its bound, turned into the URDF's frames
     return UrdfRig(path, text, links, joints, rig)

@@ -102,11 +102,19 @@ def _robot_element(links: Sequence[UrdfLink], joints: Sequence[UrdfJoint],
 
 
 def _noted(root, notes: list[str]):
-    """``root`` with ``notes`` as its first comments."""
+    """``root`` with ``notes`` as its first comments, each on a line at the root's indentation.
+
+    The rest of the file keeps its lines (a comment without that whitespace around it would
+    leave the file to the serialiser, which then writes it on one line).
+    """
+    if not notes:
+        return root
+    indent = root.text if root.text is not None and not root.text.strip() else "\n  "
     for note in reversed(notes):
         comment = etree.Comment(f" mb-estimation: {note} ")
-        comment.tail = "\n  "
+        comment.tail = indent
         root.insert(0, comment)
+    root.text = indent
     return root
 
 
@@ -133,8 +141,12 @@ def calibrated_urdf(config: Config, values: Mapping[str, object]) -> str | None:
     if config.rig != "furuta":
         return None
     values, notes = with_physical_arm(_scalars(values))
-    if config.urdf is None:
-        return _text(_noted(_robot_element(*furuta_urdf_tree(values)), notes))
+    if config.urdf is None:  # laid out first, so that the notes go in between its lines
+        recorded = tuple((config.recording.joints[joint].name, config.recording.joints[joint].sign)
+                         for joint in ("arm", "pendulum"))
+        laid_out = etree.fromstring(_text(_robot_element(*furuta_urdf_tree(
+            values, recorded))).encode("utf-8"))
+        return _text(_noted(laid_out, notes))
     urdf = config.urdf
     root = _noted(etree.fromstring(urdf.text.encode("utf-8")), notes)
     links = {element.get("name"): element for element in root.findall("link")}

@@ -382,20 +382,22 @@ def with_physical_arm(values: Mapping[str, float]) -> tuple[dict[str, float], li
     """``values`` with the arm's moments a rigid body can have, and notes of what is not.
 
     A calibrated ``J_Azz`` holds all the inertia the arm turns with (a motor's rotor too), and
-    may exceed ``J_Axx + J_Ayy``, which no rigid body does (simulators refuse such a tensor).
-    The arm only turns about its z axis, so its other two moments show in no motion: ``J_Ayy``
-    is raised to ``J_Azz - J_Axx`` there, which leaves the rig's dynamics as they are. The
-    pendulum's three moments all show in its motion: where they break the triangle
-    inequality they are kept, and a note says which to free or set.
+    may exceed ``J_Axx + J_Ayy``, or fall below ``J_Ayy - J_Axx`` (a URDF that states
+    ``iyy = izz`` and a fit that lowers ``J_Azz``), which no rigid body does (simulators refuse
+    such a tensor). The arm only turns about its z axis, so its other two moments show in no
+    motion: ``J_Ayy`` is moved into ``|J_Azz - J_Axx| .. J_Azz + J_Axx`` there, which leaves
+    the rig's dynamics as they are. The pendulum's three moments all show in its motion: where
+    they break the triangle inequality they are kept, and a note says which to free or set.
     """
     values, notes = dict(values), []
-    lacking = float(values["J_Azz"]) - float(values["J_Axx"]) - float(values["J_Ayy"])
-    if lacking > 0.0:
-        old = float(values["J_Ayy"])
-        values["J_Ayy"] = float(values["J_Azz"]) - float(values["J_Axx"])
-        notes.append(f"J_Ayy raised from {old:.6g} to {values['J_Ayy']:.6g} kg m^2 so that the "
-                     f"arm's inertia is a rigid body's (J_Axx + J_Ayy >= J_Azz): the arm never "
-                     f"turns about that axis, so the rig's motion is the calibrated one")
+    axx, ayy, azz = (float(values[f"J_A{axes}"]) for axes in ("xx", "yy", "zz"))
+    rigid = min(max(ayy, abs(azz - axx)), azz + axx)
+    if rigid != ayy:
+        values["J_Ayy"] = rigid
+        notes.append(f"J_Ayy {'raised' if rigid > ayy else 'lowered'} from {ayy:.6g} to "
+                     f"{rigid:.6g} kg m^2 so that the arm's inertia is a rigid body's (each "
+                     f"moment at most the sum of the other two): the arm never turns about "
+                     f"that axis, so the rig's motion is the calibrated one")
     moments = {axes: float(values[f"J_B{axes}"]) for axes in ("xx", "yy", "zz")}
     for axes, moment in moments.items():
         others = sum(value for name, value in moments.items() if name != axes)
@@ -406,13 +408,18 @@ def with_physical_arm(values: Mapping[str, float]) -> tuple[dict[str, float], li
     return values, notes
 
 
-def furuta_urdf_tree(values: Mapping[str, float]) -> tuple[list[UrdfLink], list[UrdfJoint]]:
+def furuta_urdf_tree(values: Mapping[str, float],
+                     joints: Sequence[tuple[str, int]] = (("arm_joint", 1), ("pendulum_joint", 1))
+                     ) -> tuple[list[UrdfLink], list[UrdfJoint]]:
     """A URDF tree of the rig with ``values`` in the model's frames (z up, as ROS has it).
 
-    ``base_link`` (no inertial), ``arm`` turned by ``arm_joint`` (axis z) and ``pendulum`` by
-    ``pendulum_joint`` (axis x, ``lA`` along the arm), hanging at zero; the joints' dynamics
-    the viscous ``b`` and Coulomb torques. :func:`furuta_from_urdf` reads ``values`` back.
+    ``base_link`` (no inertial), ``arm`` turned by its joint (axis z) and ``pendulum`` by its
+    (axis x, ``lA`` along the arm), hanging at zero; the joints' dynamics the viscous ``b`` and
+    Coulomb torques. ``joints``: the arm's and the pendulum's joint ``(name, sign)`` as the
+    recordings have them (the sign turns the axis: the recorded angle is ``sign`` times the
+    model's). :func:`furuta_from_urdf` reads ``values``, names and signs back.
     """
+    (arm_name, arm_sign), (pendulum_name, pendulum_sign) = joints
     arm = UrdfInertial(float(values["m_A"]), transform((float(values["l1"]), 0.0, 0.0)),
                        np.diag([float(values[f"J_A{a}"]) for a in ("xx", "yy", "zz")]))
     # the pendulum's frame is the arm's at zero: rod along -z, swing axis x, z_B = -y
@@ -421,11 +428,12 @@ def furuta_urdf_tree(values: Mapping[str, float]) -> tuple[list[UrdfLink], list[
                                      float(values["J_Bxx"])]))
     links = [UrdfLink("base_link", None), UrdfLink("arm", arm), UrdfLink("pendulum", pendulum)]
     joints = [
-        UrdfJoint("arm_joint", "continuous", "base_link", "arm", transform(),
-                  np.array([0.0, 0.0, 1.0]), float(values["b1"]),
+        UrdfJoint(arm_name, "continuous", "base_link", "arm", transform(),
+                  np.array([0.0, 0.0, float(arm_sign)]), float(values["b1"]),
                   float(values.get("coulomb1", 0.0))),
-        UrdfJoint("pendulum_joint", "continuous", "arm", "pendulum",
-                  transform((float(values["lA"]), 0.0, 0.0)), np.array([1.0, 0.0, 0.0]),
-                  float(values["b2"]), float(values.get("coulomb2", 0.0))),
+        UrdfJoint(pendulum_name, "continuous", "arm", "pendulum",
+                  transform((float(values["lA"]), 0.0, 0.0)),
+                  np.array([float(pendulum_sign), 0.0, 0.0]), float(values["b2"]),
+                  float(values.get("coulomb2", 0.0))),
     ]
     return links, joints
