@@ -344,3 +344,12 @@ def test_a_failed_command_leaves_no_empty_output_folder_of_its_own(tmp_path, cap
     (tmp_path / "kept").mkdir()
     status, _ = _calibrate(capsys, bag, output=tmp_path / "kept")
     assert status == 2 and (tmp_path / "kept").is_dir()
+
+
+def test_track_takes_workers_or_a_cluster_not_both(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        main(["track", "bag", "--config", CONFIG, "--output", str(tmp_path / "o"),
+              "--workers", "2", "--cluster", "tcp://127.0.0.1:8786"])
+    assert stopped.value.code == 2
+    assert "argument --cluster: not allowed with argument --workers" in \
+        capsys.readouterr().err

@@ -216,8 +216,12 @@ def test_simulate_plays_an_input_file_and_refuses_one_that_is_not(tmp_path, caps
         f"{t!r},{u!r}\n" for t, u in zip(time_s.tolist(), inputs.tolist(), strict=True)))
     bag = tmp_path / "bag"
     assert main(["simulate", "--input", str(played), "--config", "furuta_synthetic",
-                 "--hinges", "rigid", "--dt", "1e-3", "--output", str(bag)]) == 0
-    assert "simulated input: 0.5 s" in capsys.readouterr().out
+                 "--hinges", "rigid", "--dt", "1e-3", "--output", str(bag),
+                 "--duration", "2"]) == 0
+    printed = capsys.readouterr()
+    assert "simulated input: 0.5 s" in printed.out
+    assert f"warning: --duration 2 s is longer than {played} (0.5 s): 0.5 s played" in \
+        printed.err
     recording = read_recording(bag, load_config(bag / "ground_truth.yaml"))
     assert len(recording.time_s) == 101
     np.testing.assert_allclose(recording.inputs[:100, 0], inputs[:100], rtol=0, atol=1e-12)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 from pathlib import Path
 
 from mb_estimation.errors import UserError
@@ -201,7 +202,8 @@ def played_input(path, config, *, rate_hz=None, duration_s=None):
     """An input file (``--input FILE``) as a scenario, its rate [Hz] and the duration to play [s].
 
     The file's rate, which ``rate_hz`` (``--rate``) may repeat but not change; its length, or
-    ``duration_s`` (``--duration``) where shorter.
+    ``duration_s`` (``--duration``) where shorter (a longer one is said on stderr: the file
+    ends sooner).
     """
     import numpy as np
 
@@ -214,6 +216,9 @@ def played_input(path, config, *, rate_hz=None, duration_s=None):
         raise UserError(f"{path} is sampled at {rate:g} Hz, --rate is {rate_hz:g}")
     length_s = float(time_s[-1] - time_s[0])
     duration = length_s if duration_s is None else min(duration_s, length_s)
+    if duration_s is not None and duration_s > length_s * (1.0 + 1e-9):
+        print(f"warning: --duration {duration_s:g} s is longer than {path} ({length_s:g} s): "
+              f"{length_s:g} s played", file=sys.stderr, flush=True)
     return played_scenario(inputs, config.rig), rate, duration
 
 

@@ -37,9 +37,10 @@ def add_track(commands) -> None:
                        help="window length [s] (default: the config's node.window_s)")
     track.add_argument("--stride", type=float, metavar="S",
                        help="from one window's start to the next [s] (default: node.stride_s)")
-    track.add_argument("--workers", type=int, metavar="N",
+    where = track.add_mutually_exclusive_group()
+    where.add_argument("--workers", type=int, metavar="N",
                        help="worker processes (default: one per core)")
-    track.add_argument("--cluster", metavar="ADDRESS",
+    where.add_argument("--cluster", metavar="ADDRESS",
                        help="run the windows on this Dask distributed scheduler (e.g. "
                        "tcp://10.0.0.5:8786) instead of local processes; its workers need "
                        "mb_estimation installed (the cluster extra)")
