@@ -102,7 +102,7 @@ def calibrate(config: Config, sources: Sequence[str | Path], output: str | Path,
                                                                        strict=True)}
     setup = set_up(config, recordings, start_s=start_s, end_s=end_s, held={
         names.get(str(source), str(source)): joints for source, joints in (held or {}).items()})
-    check_input_gain(config, setup.grids)
+    check_input_gain(setup)
     if on_set_up is not None:
         on_set_up(setup)
     # the checks' simulators compile on the other core while the fit runs
@@ -183,7 +183,7 @@ def compare_models(config: Config, sources: Sequence[str | Path], terms: Sequenc
     folds = [[recording for other, recording in enumerate(recordings) if other != held]
              for held in range(len(recordings))]
     checked = set_up(configs[-1], recordings, start_s=start_s, end_s=end_s)  # the data, once
-    check_input_gain(configs[-1], checked.grids)
+    check_input_gain(checked)
     candidates, total, count = [], len(sets) * len(recordings), 0
     for terms_on, candidate_config in zip(sets, configs, strict=True):
         rms, fitted = [], []
@@ -309,7 +309,7 @@ def sweep_and_write(config: Config, sources: Sequence[str | Path], output: str |
     _check_free(config)
     recordings = read_recordings(config, sources)
     setup = set_up(config, recordings, start_s=start_s, end_s=end_s)
-    check_input_gain(config, setup.grids)
+    check_input_gain(setup)
     run = SweepRun(setup.free, tuple(dts or setup.steps[-1:]),
                    tuple(kappas or (config.method.kappa,)), tuple(compliances or (None,)),
                    notes=setup.notes)

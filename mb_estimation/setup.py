@@ -247,15 +247,16 @@ def check_trim(recordings: Sequence[Recording], start_s: float | None,
                             f"{length:.3g} s)")
 
 
-def check_input_gain(config: Config, grids: Sequence[GridData]) -> None:
+def check_input_gain(setup: Setup) -> None:
     """A :class:`RecordingError` where the input's gain is free and every recording unforced.
 
     With input 0 throughout (free swings, or a misnamed input topic) the gain multiplies
     nothing: the fit would return any value for it, after minutes. For the recordings a user
     gives (:mod:`mb_estimation.api`); a node's window or a synthetic warm-up is not checked.
     """
+    config = setup.config
     gains = [name for name in INPUT_GAIN_PARAMETERS.get(config.rig, ()) if name in config.free]
-    if gains and not any(np.any(np.asarray(grid.inputs) != 0.0) for grid in grids):
+    if gains and not setup.forced:
         raise RecordingError(
             f"{', '.join(gains)} (the input's gain) is free but no recording has an input "
             "(each is unforced, input 0): the data cannot determine it. Leave it out of the "
@@ -300,6 +301,11 @@ class Setup:
     def grids(self) -> tuple[GridData, ...]:
         """The recordings on the finest grid (the last fit's)."""
         return self.level_grids[-1]
+
+    @property
+    def forced(self) -> bool:
+        """Whether a recording has an input other than 0 (on the last fit's grids)."""
+        return any(np.any(np.asarray(grid.inputs) != 0.0) for grid in self.grids)
 
     @property
     def rest_inertia(self) -> float:

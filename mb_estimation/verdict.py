@@ -158,12 +158,11 @@ def _rig_in_motion(setup: Setup) -> dict:
     ``forced``: an input recorded; ``dry_friction``: the dry friction parameters of the joints
     they move (not held still).
     """
-    grids = setup.grids
-    forced = any(np.any(np.asarray(grid.inputs) != 0.0) for grid in grids)
     hinges = DRY_FRICTION_PARAMETERS.get(setup.config.rig, ())
     moving = [j for j in range(len(hinges))
-              if not all(grid.locked and grid.locked[j] for grid in grids)]
-    return {"forced": forced, "dry_friction": tuple(name for j in moving for name in hinges[j])}
+              if not all(grid.locked and grid.locked[j] for grid in setup.grids)]
+    return {"forced": setup.forced,
+            "dry_friction": tuple(name for j in moving for name in hinges[j])}
 
 
 def verdict(setup: Setup, assessment: Assessment) -> Verdict:

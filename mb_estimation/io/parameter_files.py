@@ -10,7 +10,6 @@ import (numpy and PyYAML).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import yaml
 
 from mb_estimation.errors import UserError
 from mb_estimation.io.files import OWNER_ONLY, PLAIN_FILE, write_text_atomically
+from mb_estimation.message_types import published_std
 
 __all__ = [
     "ParametersFileError",
@@ -80,18 +80,12 @@ def write_parameter_files(directory: str | Path, document: dict, values: Mapping
     write_text_atomically(directory / "parameters.yaml",
                           yaml.safe_dump(document, sort_keys=False), mode=mode)
     ros = {f"estimate.{name}": plain_value(value) for name, value in values.items()}
-    ros.update({f"estimate_std.{name}": _std_or_not_determined(entry["std"])
+    ros.update({f"estimate_std.{name}": published_std(entry["std"])
                 for name, entry in (document.get("parameters") or {}).items()})
     write_text_atomically(directory / "ros_parameters.yaml",
                           yaml.safe_dump({node_name: {"ros__parameters": ros}}, sort_keys=False),
                           mode=mode)
     return directory
-
-
-def _std_or_not_determined(std) -> float | list[float]:
-    """A std as ROS parameters hold it: −1 where not finite (no infinity in a parameter)."""
-    values = [float(s) if math.isfinite(float(s)) else -1.0 for s in np.ravel(std)]
-    return values[0] if np.ndim(std) == 0 else values
 
 
 def read_parameters(path: str | Path) -> tuple[str | None, dict]:

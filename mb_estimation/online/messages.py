@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from mb_estimation.lie import quat_boxminus
+from mb_estimation.message_types import NOT_DETERMINED
 from mb_estimation.online.drift import DriftingEstimate
 from mb_estimation.online.fusion import ParameterEstimate
 
@@ -37,7 +38,7 @@ def parameter_matrix(estimate: ParameterEstimate) -> tuple[tuple[str, ...], np.n
             values += list(quat_boxminus(value, IDENTITY))
         else:
             values.append(float(value[0]))
-        stds += [float(s) if np.isfinite(s) else -1.0 for s in spread]
+        stds += [float(s) if np.isfinite(s) else NOT_DETERMINED for s in spread]
     return estimate.labels, np.array([values, stds], dtype=np.float64)
 
 
@@ -48,7 +49,7 @@ def rate_matrix(drifting: DriftingEstimate) -> tuple[tuple[str, ...], np.ndarray
     """
     std = drifting.rate_std
     return drifting.estimate.labels, np.array(
-        [drifting.rates, np.where(np.isfinite(std), std, -1.0)], dtype=np.float64)
+        [drifting.rates, np.where(np.isfinite(std), std, NOT_DETERMINED)], dtype=np.float64)
 
 
 def multiarray_layout(labels: tuple[str, ...], rows: str = "value,std"

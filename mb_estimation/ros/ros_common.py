@@ -20,7 +20,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from mb_estimation.config.builtin import resolve_config
 from mb_estimation.config.schema import ConfigError, NodeSettings, RecordingSettings
 from mb_estimation.errors import first_line
-from mb_estimation.message_types import JOINT_STATE, normalise_message_type
+from mb_estimation.message_types import (
+    JOINT_STATE,
+    NOT_DETERMINED,
+    normalise_message_type,
+    published_std,
+)
 
 if TYPE_CHECKING:
     from mb_estimation.config import Config
@@ -34,8 +39,6 @@ DEFAULT_NODE_NAME = NodeSettings.name
 PLAYER_NODE_NAME = "mb_estimation_player"
 #: Longest wait for the windows already cut when the node stops with ``output_dir`` set [s].
 DRAIN_TIMEOUT_S = 120.0
-#: Standard deviation published for a direction the data does not determine (as on the topics).
-NOT_DETERMINED = -1.0
 #: The node's input topics, relative names (``--ros-args -r joint_states:=/rig/joint_states``).
 JOINT_STATES_INPUT = "joint_states"
 VOLTAGE_INPUT = "control_voltage"
@@ -156,14 +159,6 @@ def parse_push_mapping(text: str, free: Iterable[str]) -> dict[str, str]:
     return mapping
 
 
-def _std_value(std) -> float | list[float]:
-    import numpy as np
-
-    array = np.asarray(std, dtype=np.float64).ravel()
-    values = [float(s) if math.isfinite(s) else NOT_DETERMINED for s in array]
-    return values[0] if len(values) == 1 else values
-
-
 def estimate_parameter_values(config: Config, estimate: ParameterEstimate | None
                               ) -> dict[str, float | list[float]]:
     """The node's ``estimate.<name>`` and ``estimate_std.<name>`` parameter values.
@@ -185,7 +180,7 @@ def estimate_parameter_values(config: Config, estimate: ParameterEstimate | None
         for name in estimate.names:
             if name in config.parameters:
                 values[f"estimate.{name}"] = plain_value(estimate.values[name])
-                values[f"estimate_std.{name}"] = _std_value(std[name])
+                values[f"estimate_std.{name}"] = published_std(std[name])
     return values
 
 
