@@ -259,8 +259,8 @@ def verdict(setup: Setup, assessment: Assessment) -> Verdict:
             f"{'lies' if len(below) == 1 else 'lie'} below the Cramér–Rao bound "
             f"({', '.join(f'{ratio:.2g}×' for _, ratio in below)}), which no fit of this model "
             "reaches: the fit and the bound do not count the data's information alike here "
-            "(a recording of a few tens of samples, a joint held still); read the larger as "
-            "the uncertainty")
+            "(seen on a recording of a few tens of samples); read the larger as the "
+            "uncertainty")
     if correlated_s is not None:
         advice.append(
             f"the std include the model's error: the fit's residuals stay correlated over "

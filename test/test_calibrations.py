@@ -159,8 +159,7 @@ def test_a_free_swing_with_the_arm_held_still_gives_the_pendulum(rigid_rig, tmp_
     assert abs(float(calibration.result.parameters["J_Byy"]) / float(truth.parameters["J_Byy"])
                - 1) < 0.01
     # the held arm's samples are no observations: the std at the Cramér–Rao bound, not below
-    # it (0.72× when the held arm's zero residuals counted in the noise's degrees of freedom;
-    # over seeds 0-11 the errors spread 1.2× and 1.0× the std now)
+    # it (counted as observations, their zero residuals halved the residual variance)
     bound = calibration.assessment.bound
     for name in ("J_Byy", "b2"):
         ratio = float(calibration.result.std[name][0]) / bound.std[name]
