@@ -3,7 +3,7 @@
 Starts ``estimator_node`` (parameters, topics and services in
 ``mb_estimation/ros/ros_node.py``), a lifecycle node, and drives it: configure (load the
 config, compile the solver), then activate (subscribe, publish). A failed configure ends the
-launch. Launch arguments (``name:=value``):
+launch (exit status 1). Launch arguments (``name:=value``):
 
 * ``config``: the mb_estimation YAML configuration (default: the installed
   ``share/mb_estimation/config/furuta.yaml``; a built-in name such as ``furuta`` works too);

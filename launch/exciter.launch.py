@@ -6,7 +6,7 @@ on it publishes the input file on the rig's input topic at the file's rate, fade
 and stops with a zero input when the arm leaves its limits, a joint state is not finite, the
 joint states stop arriving or ``/<node_name>/stop`` is called; at the end it calls the
 estimator node's ``~/calibrate_now`` (start the estimator first: ``estimator.launch.py``).
-A failed configure ends the launch. Launch arguments (``name:=value``):
+A failed configure ends the launch (exit status 1). Launch arguments (``name:=value``):
 
 * ``excitation`` (required): the input file, ``excite``'s ``excitation.csv``; its limits are read
   from the ``excitation.yaml`` beside it unless given here;

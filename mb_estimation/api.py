@@ -51,6 +51,7 @@ from mb_estimation.results import write_results
 from mb_estimation.scenarios import Scenario
 from mb_estimation.setup import Setup, check_input_gain, model_of, rig_of, set_up
 from mb_estimation.signals import Recording, recorded_joint_states
+from mb_estimation.simulation import sample_step
 from mb_estimation.verdict import verdict
 
 __all__ = ["SIMULATED_START_TIME_S", "ModelComparison", "SimulatedBag", "SweepPoint", "SweepRun",
@@ -353,20 +354,21 @@ def write_simulated_bag(config: Config, scenario: str | Scenario, output: str | 
                         ) -> SimulatedBag:
     """Simulate the config's rig through ``scenario`` and write a rosbag2 bag (simulate).
 
-    The model the config's ``hinges`` declare (:func:`~mb_estimation.setup.model_of`) steps
-    at ``dt`` [s] and is sampled at ``rate_hz``, with Gaussian angle noise ``noise_rad`` [rad]
-    (seed ``seed``) and ``encoder_counts`` per revolution (each default: the config's
-    ``simulation`` section). The bag at ``output`` holds the joint states and the voltage as
-    the config's ``recording`` reads them (topics, names, offset, sign, the voltage's type or
-    joint), stamped from ``start_time_s`` [s since the epoch]; beside them ground_truth.yaml, the
-    config with these settings (a valid config; its values the rig's at the start). ``drifts``
-    (:func:`~mb_estimation.simulation.drifted_values`): a wearing rig, each named parameter
-    moving linearly from its value at the start. ``output`` must not exist unless
-    ``overwrite``.
+    The model the config's ``hinges`` declare (:func:`~mb_estimation.setup.model_of`) steps at
+    ``dt`` [s] (or the largest step below it that divides the sample period:
+    :func:`~mb_estimation.simulation.sample_step`) and is sampled at ``rate_hz``, with Gaussian
+    angle noise ``noise_rad`` [rad] (seed ``seed``) and ``encoder_counts`` per revolution (each
+    default: the config's ``simulation`` section). The bag at ``output`` holds the joint states
+    and the voltage as the config's ``recording`` reads them (topics, names, offset, sign, the
+    voltage's type or joint), stamped from ``start_time_s`` [s since the epoch]; beside them
+    ground_truth.yaml, the config with these settings (a valid config; its values the rig's at
+    the start). ``drifts`` (:func:`~mb_estimation.simulation.drifted_values`): a wearing rig,
+    each named parameter moving linearly from its value at the start. ``output`` must not exist
+    unless ``overwrite``.
     """
     settings = config.simulation
-    dt = dt if dt is not None else settings.dt
     rate = rate_hz if rate_hz is not None else settings.rate_hz
+    dt, _ = sample_step(dt if dt is not None else settings.dt, rate)
     noise = noise_rad if noise_rad is not None else settings.noise_rad
     counts = encoder_counts if encoder_counts is not None else settings.encoder_counts
     if noise < 0:

@@ -79,17 +79,22 @@ class Rigid:
                 f"{RIGID_VALIDATION_DT:g} s")
 
     def mispredicts_action(self, refitted: bool, *, forced: bool = True,
-                           dry_friction: Sequence[str] = ()) -> str:
+                           dry_friction: Sequence[str] = (), zeros: Sequence[str] = ()) -> str:
         """What to do when the fitted model does not predict the recordings.
 
         ``forced``: a recording has an input (else its model is not in question);
-        ``dry_friction``: the dry friction parameters of the joints the recordings move.
+        ``dry_friction``: the dry friction parameters of the joints the recordings move;
+        ``zeros``: the encoder offsets held fixed that the data could tell.
         """
-        checks = (["the input model (its gain free, recording.input_delay_s)"] if forced else []) \
+        checks = ["each joint's sign and offset in recording.joints (the model's directions: "
+                  "user guide, Model conventions; a flipped sign can pass for a delay)"] \
+            + ([f"the encoders' zero ({', '.join(zeros)} free)"] if zeros else []) \
+            + (["the input model (its gain free, recording.input_delay_s)"] if forced else []) \
             + ([f"dry friction ({', '.join(dry_friction)})"] if dry_friction else []) \
             + ["the fixed geometry"]
-        return (f"the model lacks something this rig does: check {', '.join(checks)}; "
-                "compliant-hinge refinement does not apply to declared rigid hinges")
+        return (f"the recordings are read wrongly or the model lacks something this rig does: "
+                f"check {', '.join(checks)}; compliant-hinge refinement does not apply to "
+                "declared rigid hinges")
 
     def shooting(self, segment_s: float) -> tuple[float, ShootingSettings]:
         """The simulation-error stage's step [s] and shooting settings."""

@@ -80,13 +80,27 @@ def _agreement_document(row: Agreement, scaled: bool = True) -> dict:
     return {**document, "std_scaled_by": row.scale} if scaled else document
 
 
+def covariance_document(result) -> dict:
+    """The free parameters' covariance as reported, with its rows' names.
+
+    ``rows``: a parameter's name, or ``tilt[i]`` for each of a tilt's three rotation-vector
+    components in the world frame; ``matrix``: in the product of the two rows' units, its
+    diagonal the std squared (a tilt's std are in the gravity frame instead).
+    """
+    rows = [name if len(indices) == 1 else f"{name}[{i}]"
+            for name, indices in result.tangent_rows.items() for i in range(len(indices))]
+    return {"rows": rows,
+            "matrix": [[float(v) for v in row] for row in np.asarray(result.covariance)]}
+
+
 def parameters_document(calibration: Calibration) -> dict:
     """The content of parameters.yaml.
 
     ``parameters``: each free parameter's value, std, unit, whether the data excite it, its
     ``status`` (what the data determine), ``settled`` (step dependence) where assessed, its
     ``cramer_rao_std`` where the bound was computed and, where two recordings or more
-    determine it, ``recordings`` (each one's own fit and whether they agree); ``fixed``:
+    determine it, ``recordings`` (each one's own fit and whether they agree); ``covariance``
+    (:func:`covariance_document`); ``fixed``:
     every other value; ``fit`` (with whether the std include the model's error); ``method``;
     ``refinement`` (:func:`stages_document`); the predictions and the steady drives
     (``validation``: where a held input spins its joint steadily, its speed per unit), the
@@ -129,8 +143,8 @@ def parameters_document(calibration: Calibration) -> dict:
         "recordings": [r.name for r in result.recordings],
         **std_note,
     }
-    document = {"rig": spec.name, "parameters": free, "fixed": fixed, "fit": fit,
-                "method": calibration.method}
+    document = {"rig": spec.name, "parameters": free, "covariance": covariance_document(result),
+                "fixed": fixed, "fit": fit, "method": calibration.method}
     stages = stages_document(calibration)
     if stages is not None:
         document["refinement"] = stages

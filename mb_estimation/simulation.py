@@ -7,6 +7,7 @@ to a bag (the ``simulate`` command).
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
@@ -52,15 +53,21 @@ class SimulatedRecording:
     states: BodyStates
 
 
-def substeps_per_sample(dt: float, rate_hz: float) -> int:
-    """Number of simulation steps per recording sample; ``dt`` must divide ``1/rate_hz``."""
-    if dt <= 0 or rate_hz <= 0:
+def sample_step(dt: float, rate_hz: float) -> tuple[float, int]:
+    """The simulator's step [s] and its steps per sample at ``rate_hz`` [Hz].
+
+    ``dt`` [s] where it divides the sample period ``1/rate_hz`` (to 1e-6 of a step), else
+    the largest step below ``dt`` that does (a 300 Hz input with ``dt`` 1e-4 s: 34 steps of
+    9.80e-5 s): the simulation is never coarser than asked.
+    """
+    if not (dt > 0 and rate_hz > 0 and math.isfinite(dt) and math.isfinite(rate_hz)):
         raise SimulationError(f"dt ({dt}) and rate ({rate_hz} Hz) must be positive")
     ratio = 1.0 / (rate_hz * dt)
     substeps = int(round(ratio))
-    if substeps < 1 or abs(ratio - substeps) > 1e-6 * ratio:
-        raise SimulationError(f"the step dt = {dt} s must divide the sample period 1/{rate_hz} s")
-    return substeps
+    if substeps >= 1 and abs(ratio - substeps) <= 1e-6 * ratio:
+        return dt, substeps
+    substeps = math.ceil(ratio)
+    return 1.0 / (rate_hz * substeps), substeps
 
 
 def quantise(angles, counts_per_revolution: int | None):
@@ -76,11 +83,12 @@ _starting_state = jit(states_from_joints)
 
 def _scenario_start(rig: Rig, values: Mapping[str, object], scenario: str | Scenario,
                     dt: float, rate_hz: float, rigid: bool):
-    """Substeps per sample, the built system, the scenario's plan and its initial state.
+    """The step, the built system, the scenario's plan and its initial state.
 
-    The state is the rigid tree's :class:`JointStates` if ``rigid``, else the bodies' states.
+    The step: ``(h, substeps)`` per sample (:func:`sample_step`). The state is the rigid
+    tree's :class:`JointStates` if ``rigid``, else the bodies' states.
     """
-    substeps = substeps_per_sample(dt, rate_hz)
+    step = sample_step(dt, rate_hz)
     params = parameter_arrays(values)
     system = built_system(rig, params)
     plan = (scenario if isinstance(scenario, Scenario)
@@ -89,7 +97,7 @@ def _scenario_start(rig: Rig, values: Mapping[str, object], scenario: str | Scen
     rates = np.asarray(plan.initial_rates, dtype=np.float64)
     initial = (rigid_start(system, np.concatenate([angles, rates]), np.zeros(len(angles)))
                if rigid else _starting_state(system, angles, rates))
-    return substeps, system, plan, initial
+    return step, system, plan, initial
 
 
 def _sampled_run(system, initial, h: float, num_samples: int, input_fn, substeps: int):
@@ -177,7 +185,8 @@ def simulate_recording(
 ) -> SimulatedRecording:
     """Simulate ``scenario`` on ``rig`` with parameter ``values`` for ``duration_s`` seconds.
 
-    The model's step is ``dt`` [s]: with ``rigid`` the hinges are rigid (a config's
+    The model's step is ``dt`` [s] (or the largest below it that divides the sample period:
+    :func:`sample_step`): with ``rigid`` the hinges are rigid (a config's
     ``hinges: rigid``) and the tree takes the variational step in joint coordinates, else
     SPOOK through the hinges' compliance and damping. Joint angles are sampled and the input
     is updated at ``rate_hz``. Noise is zero-mean Gaussian with standard deviation
@@ -190,7 +199,8 @@ def simulate_recording(
     if duration_s <= 0:
         raise SimulationError(f"duration must be positive, got {duration_s} s")
     num_samples = int(round(duration_s * rate_hz))
-    substeps, system, plan, state = _scenario_start(rig, values, scenario, dt, rate_hz, rigid)
+    (dt, substeps), system, plan, state = _scenario_start(rig, values, scenario, dt, rate_hz,
+                                                          rigid)
     if drifts:
         drifted_values(values, drifts, 0.0)  # checks the names at once
     pieces = []
@@ -254,7 +264,8 @@ def scenario_in_chunks(rig: Rig, values: Mapping[str, object], scenario: str | S
     ``drifts`` (:func:`drifted_values`): a wearing rig, its parameters moved to their values
     at each chunk's start and held through the chunk.
     """
-    substeps, system, plan, state = _scenario_start(rig, values, scenario, dt, rate_hz, rigid)
+    (dt, substeps), system, plan, state = _scenario_start(rig, values, scenario, dt, rate_hz,
+                                                          rigid)
     if drifts:
         drifted_values(values, drifts, 0.0)  # checks the names at once
     previous = None
@@ -303,7 +314,8 @@ def driven_rig(rig: Rig, values: Mapping[str, object], *, dt: float, rate_hz: fl
     as :func:`simulate_recording`. Compiles the one-sample simulation (once per rig structure).
     """
     at_rest = played_scenario(np.zeros(1), rig.name)  # refuses a rig without an input
-    substeps, system, plan, state = _scenario_start(rig, values, at_rest, dt, rate_hz, rigid)
+    (dt, substeps), system, plan, state = _scenario_start(rig, values, at_rest, dt, rate_hz,
+                                                          rigid)
     step = step_arguments(dt, substeps)
     arguments = (step, system, state, np.asarray(0), _held_input(0.0))
     program = _COMPILED.executable(_scenario_chunk, (_held_law, 1), *arguments)

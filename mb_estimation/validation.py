@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -193,12 +194,13 @@ def _scored_prediction(grid, starts, steps: int, predicted, simulation_dt: float
         error = np.angle(np.exp(1j * (predicted[row] - measured)))
         observed = grid.observed[start + 1:start + 1 + steps] > 0
         errors[row][observed] = error[observed]
-    rms = np.sqrt(np.nanmean(errors**2, axis=0)) if len(starts) else np.full(
-        (steps, grid.measured_angles.shape[1]), np.nan)
     lead = (np.arange(steps) + 1) * grid.dt
     keep = np.unique(np.clip(np.round(np.linspace(0.1, 1.0, 10) * steps).astype(int) - 1, 0,
                              steps - 1))
-    return PredictionCheck(name=grid.name, horizons_s=lead[keep], rms=rms[keep],
+    with warnings.catch_warnings():  # a lead time no start observes (or no start): NaN
+        warnings.simplefilter("ignore", RuntimeWarning)
+        rms = np.sqrt(np.nanmean(errors[:, keep] ** 2, axis=0))
+    return PredictionCheck(name=grid.name, horizons_s=lead[keep], rms=rms,
                            starts=len(starts), simulation_dt=simulation_dt)
 
 

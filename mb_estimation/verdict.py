@@ -21,6 +21,7 @@ from mb_estimation.estimation.identifiability import (
     AT_UPPER_BOUND,
     NOT_DETERMINED,
 )
+from mb_estimation.model_terms import TERMS
 from mb_estimation.rigs.parameters import DRY_FRICTION_PARAMETERS
 from mb_estimation.setup import Setup
 
@@ -156,13 +157,16 @@ def _rig_in_motion(setup: Setup) -> dict:
     """What the recordings drive and move, for a model's advice when it mispredicts.
 
     ``forced``: an input recorded; ``dry_friction``: the dry friction parameters of the joints
-    they move (not held still).
+    they move (not held still); ``zeros``: the encoder offsets a comparison could free
+    (:data:`~mb_estimation.model_terms.TERMS`) that are fixed.
     """
     hinges = DRY_FRICTION_PARAMETERS.get(setup.config.rig, ())
     moving = [j for j in range(len(hinges))
               if not all(grid.locked and grid.locked[j] for grid in setup.grids)]
     return {"forced": setup.forced,
-            "dry_friction": tuple(name for j in moving for name in hinges[j])}
+            "dry_friction": tuple(name for j in moving for name in hinges[j]),
+            "zeros": tuple(name for name in TERMS["offsets"]
+                           if name in setup.config.parameters and name not in setup.free)}
 
 
 def verdict(setup: Setup, assessment: Assessment) -> Verdict:

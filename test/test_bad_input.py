@@ -229,9 +229,9 @@ def _run(capsys, *argv):
 def test_impossible_simulations_are_one_line(tmp_path, capsys):
     """The simulate and rig-sim commands: settings the simulator cannot run (before rclpy)."""
     output = str(tmp_path / "bag")
-    status, err = _run(capsys, "simulate", "release", "--config", CONFIG, "--dt", "0.003",
+    status, err = _run(capsys, "simulate", "release", "--config", CONFIG, "--dt", "-0.003",
                        "--output", output)
-    _assert_one_line(status, err, r"the step dt = 0.003 s must divide the sample period")
+    _assert_one_line(status, err, r"dt \(-0.003\) and rate \(1000.0 Hz\) must be positive")
     status, err = _run(capsys, "simulate", "swingup", "--config", "pendulum", "--output", output)
     _assert_one_line(status, err, r"scenario 'swingup' needs a motor")
     status, err = _run(capsys, "simulate", "release", "--config", CONFIG, "--duration", "0",

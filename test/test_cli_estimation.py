@@ -26,6 +26,8 @@ def test_calibrate_and_crossval_write_their_files(tmp_path, capsys):
     document = yaml.safe_load((consistent / "parameters.yaml").read_text())
     entry = document["parameters"]["J_Azz"]
     assert set(entry) == {"value", "std", "unit", "excited", "status", "settled"}
+    assert document["covariance"]["rows"] == ["J_Azz"]
+    assert document["covariance"]["matrix"] == [[pytest.approx(entry["std"] ** 2, rel=1e-9)]]
     refinement = document["refinement"]
     assert refinement["dt"] == [0.002, 0.001]
     assert len(refinement["parameters"]["J_Azz"]["values"]) == 2

@@ -207,9 +207,10 @@ def test_excite_refuses_in_one_line(tmp_path, capsys, arguments, message):
 
 
 def test_simulate_plays_an_input_file_and_refuses_one_that_is_not(tmp_path, capsys):
+    """An input at 300 Hz, whose period --dt 1e-3 s does not divide: steps of 1/1200 s."""
     from mb_estimation.io.recordings import read_recording
 
-    time_s = np.arange(101) / 200.0
+    time_s = np.arange(151) / 300.0
     inputs = 0.3 * np.sin(2 * np.pi * 1.5 * time_s)
     played = tmp_path / "excitation.csv"
     played.write_text("time_s,input\n" + "".join(
@@ -219,12 +220,12 @@ def test_simulate_plays_an_input_file_and_refuses_one_that_is_not(tmp_path, caps
                  "--hinges", "rigid", "--dt", "1e-3", "--output", str(bag),
                  "--duration", "2"]) == 0
     printed = capsys.readouterr()
-    assert "simulated input: 0.5 s" in printed.out
+    assert "simulated input: 0.5 s in 600 steps of 0.000833333 s" in printed.out
     assert f"warning: --duration 2 s is longer than {played} (0.5 s): 0.5 s played" in \
         printed.err
     recording = read_recording(bag, load_config(bag / "ground_truth.yaml"))
-    assert len(recording.time_s) == 101
-    np.testing.assert_allclose(recording.inputs[:100, 0], inputs[:100], rtol=0, atol=1e-12)
+    assert len(recording.time_s) == 151
+    np.testing.assert_allclose(recording.inputs[:150, 0], inputs[:150], rtol=0, atol=1e-12)
     assert np.ptp(recording.joint_angles[:, 0]) > 1e-3  # the arm moved
     played.write_text("t,u\n0,1\n")
     assert main(["simulate", "--input", str(played), "--config", "furuta_synthetic",

@@ -231,11 +231,24 @@ def test_rig_sim_runs_for_ever_on_the_wall_clock(config):
     assert np.all(np.diff(stamps) == 5_000_000)
 
 
+def test_the_simulators_step_divides_the_sample_period():
+    """The step dt where it divides the period (bit for bit), else the largest step below."""
+    from mb_estimation.simulation import sample_step
+
+    assert sample_step(1e-4, 1000.0) == (1e-4, 10)
+    assert sample_step(2.5e-4, 100.0) == (2.5e-4, 40)
+    step, substeps = sample_step(1e-4, 300.0)
+    assert substeps == 34 and step == pytest.approx(1.0 / 10200.0, rel=1e-15) and step < 1e-4
+    assert sample_step(3e-3, 1000.0) == (1e-3, 1)
+    with pytest.raises(ValueError, match="must be positive"):
+        sample_step(0.0, 1000.0)
+
+
 def test_rig_sim_messages_check_arguments_at_once(config):
     with pytest.raises(ValueError, match="unknown scenario"):
         rig_sim_messages(config, "juggle", duration_s=1.0)
-    with pytest.raises(ValueError, match="must divide"):
-        rig_sim_messages(config, "release", duration_s=1.0, rate_hz=300.0 / 7)
+    with pytest.raises(ValueError, match="rate_hz must be a positive number"):
+        rig_sim_messages(config, "release", duration_s=1.0, rate_hz=-1.0)
     with pytest.raises(ValueError, match="duration_s"):
         rig_sim_messages(config, "release", duration_s=0.0)
     with pytest.raises(ValueError, match="chunk_s"):

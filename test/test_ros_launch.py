@@ -214,8 +214,9 @@ def test_drive_lifecycle_configures_then_activates_then_runs_the_actions(ament_p
     handlers = [action.event_handler for action in actions[:-1]]
     entities = [list(handler.entities) for handler in handlers]
     assert entities[0][0].event.transition_id == Transition.TRANSITION_ACTIVATE
-    assert any("Shutdown" in type(e.event).__name__ for e in entities[1]
-               if isinstance(e, EmitEvent))
+    (failed,) = entities[1]
+    with pytest.raises(RuntimeError, match="the estimator node could not be configured"):
+        failed.execute(None)  # the launch system's exit status 1 (tested below, launched)
     assert entities[2] == [marker]
 
 
@@ -761,6 +762,26 @@ def test_estimator_launch_runs_the_node_under_the_launch_system(ros_context, ame
         probe.destroy_node()
     assert status == 0, launch.tail()
     assert not any("Traceback" in line for line in launch.lines), launch.tail()
+
+
+def test_a_launch_whose_node_cannot_be_configured_exits_non_zero(ros_context, ament_prefix,
+                                                                  tmp_path):
+    """A config the node refuses: the launch ends at once, exit status 1, the reason logged."""
+    pytest.importorskip("launch_ros")
+    from processes import Process
+
+    domain = int(os.environ.get("MB_TEST_ROS_DOMAIN", "77"))
+    env = dict(os.environ, ROS_DOMAIN_ID=str(domain))
+    missing = tmp_path / "missing.yaml"
+    launch = Process([sys.executable, "-c", LAUNCH_SCRIPT, str(ESTIMATOR_LAUNCH),
+                      f"config:={missing}", "node_name:=refused_estimator"], env)
+    try:
+        launch.process.wait(120)
+    finally:
+        status = launch.stop()
+    log = launch.tail(40)
+    assert status == 1, log
+    assert "the estimator node could not be configured" in log and str(missing) in log, log
 
 
 def test_bag_calibration_launch_turns_a_bag_into_parameters_yaml(ros_network, ament_prefix,

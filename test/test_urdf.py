@@ -339,7 +339,7 @@ def _xacro_of(text: str) -> str:
     return XACRO.replace("BODY", body)
 
 
-def test_a_xacro_takes_its_arguments_and_a_missing_one_is_refused(tmp_path):
+def test_a_xacro_takes_its_arguments_and_a_missing_or_unknown_one_is_refused(tmp_path):
     args_file = tmp_path / "params.yaml"
     args_file.write_text("/**:\n  ros__parameters:\n    mass_b: 0.5\n    b1: 0.002\n")
     keys = "  args_file: params.yaml\n  args: {b1: 0.003}\n"
@@ -350,6 +350,11 @@ def test_a_xacro_takes_its_arguments_and_a_missing_one_is_refused(tmp_path):
         load_config(write_config(tmp_path, _xacro_of(model_frames_urdf()), "rig.urdf.xacro"))
     message = str(raised.value)
     assert "\n" not in message and "xacro" in message and "mass_b" in message
+    misspelt = "  args_file: params.yaml\n  args: {b1: 0.003, mass_bb: 0.6}\n"
+    with pytest.raises(ConfigError, match=r"urdf.args: mass_bb: not an argument of "
+                                          r"rig.urdf.xacro \(it declares or uses b1, mass_b\)$"):
+        load_config(write_config(tmp_path, _xacro_of(model_frames_urdf()), "rig.urdf.xacro",
+                                 misspelt))
 
 
 def test_a_value_in_the_config_overrides_the_urdfs(tmp_path):

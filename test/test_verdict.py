@@ -175,17 +175,24 @@ def test_a_model_that_mispredicts_is_a_finding_unless_its_simulations_follow():
     assert finding.problem.startswith("run 0.5 s ahead from its estimated states, the fitted "
                                       "model (the rigid model in joint coordinates")
     assert "misses rec by 15× the fit's noise" in finding.problem
-    assert ("check the input model (its gain free, recording.input_delay_s), dry friction "
-            "(mu1, coulomb1, mu2, coulomb2), the fixed geometry") in finding.action
+    assert ("check each joint's sign and offset in recording.joints (the model's directions: "
+            "user guide, Model conventions; a flipped sign can pass for a delay), the encoders' "
+            "zero (encoder_offset2 free), the input model (its gain free, "
+            "recording.input_delay_s), dry friction (mu1, coulomb1, mu2, coulomb2), the fixed "
+            "geometry") in finding.action
+    offset_free = _setup(free=(*FREE, "encoder_offset2"))
+    (finding,) = verdict(offset_free, _assessment(mismatch=miss)).findings
+    assert "sign and offset" in finding.action and "zero" not in finding.action
     # unforced (a free swing): not the input's model; the arm held: not its friction
     config = _setup().config
     swing = warm_up_recording(config, 0.5, 100.0)
     held = dataclasses.replace(swing, joint_angles=swing.joint_angles * np.array([0.0, 1.0]))
     (finding,) = verdict(set_up(config, [swing]), _assessment(mismatch=miss)).findings
-    assert "check dry friction (mu1, coulomb1, mu2, coulomb2), the fixed geometry" in \
-        finding.action and "input" not in finding.action
+    assert "(encoder_offset2 free), dry friction (mu1, coulomb1, mu2, coulomb2), the fixed " \
+        "geometry" in finding.action and "input" not in finding.action
     (finding,) = verdict(set_up(config, [held]), _assessment(mismatch=miss)).findings
-    assert "check dry friction (mu2, coulomb2), the fixed geometry" in finding.action
+    assert "(encoder_offset2 free), dry friction (mu2, coulomb2), the fixed geometry" in \
+        finding.action
     compliant = verdict(_setup("compliant"), _assessment(mismatch=miss))
     assert "fit through them (--simulation-refinement on" in compliant.findings[0].action
     refitted = verdict(_setup("compliant"), _assessment(mismatch=miss, refit_kept=True,

@@ -51,7 +51,9 @@ def add_simulate(commands) -> None:
     simulate.add_argument("--rate", type=float, metavar="HZ",
                           help="joint-state and voltage sample rate [Hz] (default: config, 1000)")
     simulate.add_argument("--dt", type=float, metavar="H",
-                          help="simulation step [s] (default: the config's simulation.dt)")
+                          help="simulation step [s] (default: the config's simulation.dt; where "
+                               "it does not divide the sample period, the largest step below "
+                               "it that does)")
     add_hinges_option(simulate, SIMULATED_HINGES)
     simulate.add_argument("--noise", type=float, metavar="RAD",
                           help="standard deviation of Gaussian angle noise [rad] (default: "
@@ -101,7 +103,7 @@ def add_demo(commands) -> None:
 
 def print_simulated(bag) -> None:
     """What was simulated, in how long, into which bag."""
-    print(f"simulated {bag.scenario}: {bag.duration_s} s in {bag.steps} steps of {bag.dt} s "
+    print(f"simulated {bag.scenario}: {bag.duration_s} s in {bag.steps} steps of {bag.dt:.6g} s "
           f"({bag.elapsed_s:.1f} s incl. compilation), {bag.samples} samples at {bag.rate_hz} "
           f"Hz → {bag.path}")
 

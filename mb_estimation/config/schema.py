@@ -244,7 +244,8 @@ class SimulationSettings:
     """Forward-simulation defaults (synthetic recordings)."""
 
     dt: float = setting(2.5e-4, "simulation time step [s] (the rigid model converges at 2.5e-4 s: "
-                         "7e-5 rad over 8 s of the release)")
+                         "7e-5 rad over 8 s of the release); where it does not divide the "
+                         "sample period, the largest step below it that does")
     rate_hz: float = setting(1000.0, "sample rate of the recorded joint states [Hz]")
     noise_rad: float = setting(0.0, "standard deviation of additive Gaussian angle noise [rad]")
     encoder_counts: int | None = setting(None, "counts per revolution for quantisation; null: "

@@ -100,8 +100,13 @@ def _argument_text(value: Any) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 
-def expanded_urdf(path: Path, arguments: dict[str, str], source: str) -> str:
-    """The URDF text of ``path``: as it is, or a ``.xacro`` expanded with ``arguments``."""
+def expanded_urdf(path: Path, arguments: dict[str, str], source: str,
+                  named: frozenset[str] = frozenset()) -> str:
+    """The URDF text of ``path``: as it is, or a ``.xacro`` expanded with ``arguments``.
+
+    Each of ``named`` (the config's ``args``; an ``args_file`` may be a ROS parameters file
+    shared with other nodes) must be an argument the xacro declares or uses.
+    """
     if not path.is_file():
         fail(source, "urdf.file", f"{path} does not exist")
     if path.suffix != ".xacro":
@@ -110,11 +115,37 @@ def expanded_urdf(path: Path, arguments: dict[str, str], source: str) -> str:
         return path.read_text(encoding="utf-8")
     import xacro  # only where a config names a xacro file
 
+    asked = _AskedArguments(arguments)
     try:
         with redirect_stderr(io.StringIO()):  # xacro also prints what it raises
-            return xacro.process_file(str(path), mappings=arguments).toxml()
+            text = xacro.process_file(str(path), mappings=asked).toxml()
     except Exception as error:  # xacro raises its own and XML errors
         fail(source, "urdf.file", f"xacro cannot expand {path.name}: {_one_line(error)}")
+    unknown = sorted(set(named) - asked.asked)
+    if unknown:  # xacro itself takes any name: a misspelt one would keep its default
+        fail(source, "urdf.args", f"{', '.join(unknown)}: not an argument of {path.name} "
+             f"(it declares or uses {', '.join(sorted(asked.asked)) or 'none'})")
+    return text
+
+
+class _AskedArguments(dict):
+    """xacro's arguments, remembering the names xacro looked up (declared or used)."""
+
+    def __init__(self, arguments: dict[str, str]) -> None:
+        super().__init__(arguments)
+        self.asked: set[str] = set()
+
+    def __contains__(self, name) -> bool:
+        self.asked.add(name)
+        return super().__contains__(name)
+
+    def __getitem__(self, name):
+        self.asked.add(name)
+        return super().__getitem__(name)
+
+    def get(self, name, default=None):
+        self.asked.add(name)
+        return super().get(name, default)
 
 
 def _origin(element) -> np.ndarray:
@@ -186,7 +217,8 @@ def read_urdf_section(raw: Any, source: str, robot_description: str | None = Non
         path, text = Path(ROBOT_DESCRIPTION), robot_description
     else:
         path = _relative(raw["file"], base, source, "urdf.file")
-        text = expanded_urdf(path, _arguments(raw, base, source), source)
+        text = expanded_urdf(path, _arguments(raw, base, source), source,
+                             frozenset(map(str, raw.get("args") or {})))
     links, joints = urdf_tree(text, source)
     names = {}
     for key in ("arm_joint", "pendulum_joint"):

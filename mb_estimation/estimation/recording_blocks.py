@@ -150,7 +150,8 @@ def linearization(compiler, structure: ModelStructure, fixed, free_values, state
     straight to their places in the formulation's ⊞ layout. No program per length.
     """
     first = compiler(first_jacobians, structure, fixed, free_values, first_state(states),
-                     data.measured_angles[0], data.observed[0], data.dt, data.sqrt_kappa)
+                     data.measured_angles[0], data.observed[0], data.dt, data.sqrt_kappa,
+                     data.locked)
     chunks, count = transition_chunks(states, data, CHUNK_TRANSITIONS)
     parts = [compiler(transition_jacobians, structure, fixed, free_values, *chunk, data.dt,
                       data.sqrt_kappa, data.locked) for chunk in chunks]

@@ -34,6 +34,12 @@ from mb_estimation.rigs import Rig
 
 jnp = jax.numpy
 
+#: The weight of a locked joint's angle residuals relative to a moving joint's (the inverse of
+#: :data:`~mb_estimation.estimation.formulations.LOCKED_TORQUE_WEIGHT`): a joint held still
+#: by an unrecorded torque is where it is held; free to move at the noise's price, the fit moved
+#: it to absorb the other joints' noise, and its rate carried that motion into the states.
+LOCKED_ANGLE_WEIGHT = 1e3
+
 
 @dataclass(frozen=True)
 class ModelStructure:
@@ -82,18 +88,25 @@ class Linearization:
     parameters: jax.Array
 
 
-def observation_residuals(structure: ModelStructure, system, state, measured_angles, observed):
-    """``Δy = wrap(h(x) - y)`` (3.6) [rad], wrapped to (-π, π], times the ``observed`` flag."""
+def observation_residuals(structure: ModelStructure, system, state, measured_angles, observed,
+                          locked):
+    """``Δy = wrap(h(x) - y)`` (3.6) [rad], wrapped to (-π, π], times the ``observed`` flag.
+
+    A ``locked`` joint's weighs :data:`LOCKED_ANGLE_WEIGHT` times a moving one's: held still
+    (at its median angle), it stays there rather than move to absorb the other joints' noise.
+    """
     difference = structure.formulation.observe(system, state) - measured_angles
-    return jnp.arctan2(jnp.sin(difference), jnp.cos(difference)) * observed
+    weights = jnp.where(locked > 0.5, LOCKED_ANGLE_WEIGHT, 1.0)
+    return jnp.arctan2(jnp.sin(difference), jnp.cos(difference)) * weights * observed
 
 
 def initial_block(structure: ModelStructure, fixed, free_values, state, measured_angles,
-                  observed, dt, sqrt_kappa):
+                  observed, dt, sqrt_kappa, locked):
     """Residual block 0: ``[√κ Δp_0; Δy_0]`` (``Δp_0``: (3.16)-(3.17), or zero in joints)."""
     system = structure.system(fixed, free_values)
     impulse = structure.formulation.initial_residual(system, state, dt)
-    observation = observation_residuals(structure, system, state, measured_angles, observed)
+    observation = observation_residuals(structure, system, state, measured_angles, observed,
+                                        locked)
     return jnp.concatenate([sqrt_kappa * impulse, observation])
 
 
@@ -103,7 +116,8 @@ def transition_block(structure: ModelStructure, fixed, free_values, previous, cu
     system = structure.system(fixed, free_values)
     impulse = structure.formulation.transition_residual(system, previous, current, inputs, dt,
                                                         measured_angles, locked)
-    observation = observation_residuals(structure, system, current, measured_angles, observed)
+    observation = observation_residuals(structure, system, current, measured_angles, observed,
+                                        locked)
     return jnp.concatenate([sqrt_kappa * impulse, observation])
 
 
@@ -124,7 +138,7 @@ def transition_residuals(structure: ModelStructure, fixed, free_values, previous
 def recording_residuals(structure: ModelStructure, fixed, free_values, states, data: StepData):
     """All residual blocks ``[n, m]`` of one recording."""
     first = initial_block(structure, fixed, free_values, states[0], data.measured_angles[0],
-                          data.observed[0], data.dt, data.sqrt_kappa)
+                          data.observed[0], data.dt, data.sqrt_kappa, data.locked)
     rest = transition_residuals(structure, fixed, free_values, states[:-1], states[1:],
                                 data.inputs, data.measured_angles[1:], data.observed[1:],
                                 data.dt, data.sqrt_kappa, data.locked)
@@ -190,7 +204,7 @@ def _jacobians_by_part(function, half_size, num_parameters, passes):
 
 
 def first_jacobians(structure: ModelStructure, fixed, free_values, state, measured_angles,
-                    observed, dt, sqrt_kappa) -> JacobianParts:
+                    observed, dt, sqrt_kappa, locked) -> JacobianParts:
     """Block 0 and its Jacobian blocks (no previous state: those columns are zero)."""
     free = structure.free
     formulation = structure.formulation
@@ -199,7 +213,7 @@ def first_jacobians(structure: ModelStructure, fixed, free_values, state, measur
         values = parameters_boxplus(free, free_values, delta_parameters)
         return initial_block(structure, fixed, values,
                              formulation.moved(state, configuration, velocity), measured_angles,
-                             observed, dt, sqrt_kappa)
+                             observed, dt, sqrt_kappa, locked)
 
     # One forward pass: block 0 is evaluated once per linearisation, so its run time does not
     # matter, and one pass compiles in a third of the time of three.
@@ -236,7 +250,7 @@ def linearize(structure: ModelStructure, fixed, free_values, states,
               data: StepData) -> Linearization:
     """Residual blocks and their Jacobian blocks at ``(states, χ)`` for a whole recording."""
     first = first_jacobians(structure, fixed, free_values, states[0], data.measured_angles[0],
-                            data.observed[0], data.dt, data.sqrt_kappa)
+                            data.observed[0], data.dt, data.sqrt_kappa, data.locked)
     transitions = transition_jacobians(structure, fixed, free_values, states[:-1], states[1:],
                                        data.inputs, data.measured_angles[1:], data.observed[1:],
                                        data.dt, data.sqrt_kappa, data.locked)

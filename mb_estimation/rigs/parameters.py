@@ -185,11 +185,13 @@ FURUTA = RigSpec(
                       "with its load", default=0.0, joint="arm"),
         ParameterSpec("coulomb2", "N m", "dry friction torque of hinge 2 that does not grow "
                       "with its load", default=0.0, joint="pendulum"),
-        ParameterSpec("encoder_offset1", "rad", "arm encoder zero offset: the reading where "
-                      "the arm is at the model's zero", lower=-math.pi, upper=math.pi,
+        ParameterSpec("encoder_offset1", "rad", "arm encoder zero offset: the angle (after "
+                      "recording.joints' sign and offset) where the arm is at the model's "
+                      "zero", lower=-math.pi, upper=math.pi,
                       default=0.0, joint="arm"),
-        ParameterSpec("encoder_offset2", "rad", "pendulum encoder zero offset: the reading "
-                      "where the pendulum hangs straight down", lower=-math.pi, upper=math.pi,
+        ParameterSpec("encoder_offset2", "rad", "pendulum encoder zero offset: the angle "
+                      "(after recording.joints' sign and offset) where the pendulum hangs "
+                      "straight down", lower=-math.pi, upper=math.pi,
                       default=0.0, joint="pendulum"),
         *_ripple_specs(RIPPLE_HARMONICS),
         *_GRAVITY_SPECS,

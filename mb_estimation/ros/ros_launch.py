@@ -5,8 +5,8 @@ Needs the ROS 2 launch system (``launch``, ``launch_ros``): only the launch file
 
 from __future__ import annotations
 
-from launch.actions import EmitEvent, LogInfo, RegisterEventHandler
-from launch.events import Shutdown, matches_action
+from launch.actions import EmitEvent, OpaqueFunction, RegisterEventHandler
+from launch.events import matches_action
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import LifecycleNode
 from launch_ros.event_handlers import OnStateTransition
@@ -21,7 +21,7 @@ def drive_lifecycle(node: LifecycleNode, *, what: str = "the estimator node",
     """Actions that configure ``node``, activate it once configured, then run ``when_active``.
 
     A failed configure (the node logs why; ``what`` names the node in the launch's line) shuts
-    the launch down. Place them after ``node``.
+    the launch down with a non-zero exit status. Place them after ``node``.
     """
     def change(transition_id: int) -> EmitEvent:
         return EmitEvent(event=ChangeState(lifecycle_node_matcher=matches_action(node),
@@ -34,12 +34,16 @@ def drive_lifecycle(node: LifecycleNode, *, what: str = "the estimator node",
 
     return [
         on("configuring", "inactive", [change(Transition.TRANSITION_ACTIVATE)]),
-        on("configuring", "unconfigured", [
-            LogInfo(msg=f"{what} could not be configured (its log says why)"),
-            EmitEvent(event=Shutdown(reason=f"{what} not configured"))]),
+        on("configuring", "unconfigured", [OpaqueFunction(function=_not_configured,
+                                                          args=[what])]),
         on("activating", "active", list(when_active)),
         change(Transition.TRANSITION_CONFIGURE),
     ]
+
+
+def _not_configured(context, what: str) -> None:
+    """Fail the launch: the launch system shuts down and exits 1 on an action's exception."""
+    raise RuntimeError(f"{what} could not be configured (its log says why)")
 
 
 def rig_remappings(context) -> list[tuple[str, str]]:

@@ -88,8 +88,9 @@ def rig_sim_messages(
         scenario: One of :data:`mb_estimation.scenarios.SCENARIOS`, or a played input
             (:func:`~mb_estimation.scenarios.played_scenario`).
         duration_s: Length of the stream [s], or None for no end.
-        rate_hz: Sample rate [Hz] (default: ``config.simulation.rate_hz``); the config's
-            ``simulation.dt`` must divide its period.
+        rate_hz: Sample rate [Hz] (default: ``config.simulation.rate_hz``); the simulator
+            steps by the config's ``simulation.dt`` or the largest step below it that divides
+            the period (:func:`~mb_estimation.simulation.sample_step`).
         start_ns: Stamp of the first sample [ns]; default: the wall clock (``time.time_ns()``)
             when the first simulation is done, i.e. when the first message is ready.
         seed: Noise seed.
@@ -106,7 +107,7 @@ def rig_sim_messages(
     """
     from mb_estimation.config import ConfigError
     from mb_estimation.scenarios import SCENARIOS
-    from mb_estimation.simulation import drifted_values, substeps_per_sample
+    from mb_estimation.simulation import drifted_values, sample_step
 
     if isinstance(scenario, str) and scenario not in SCENARIOS:
         raise SimulationError(f"unknown scenario {scenario!r}; choose one of "
@@ -114,8 +115,7 @@ def rig_sim_messages(
     rate = float(config.simulation.rate_hz if rate_hz is None else rate_hz)
     if not (math.isfinite(rate) and rate > 0):
         raise SimulationError(f"rate_hz must be a positive number, got {rate_hz!r}")
-    dt = float(config.simulation.dt)
-    substeps_per_sample(dt, rate)  # dt must divide the sample period
+    dt, _ = sample_step(float(config.simulation.dt), rate)
     if not (math.isfinite(chunk_s) and chunk_s > 0):
         raise SimulationError(f"chunk_s must be a positive number of seconds, got {chunk_s!r}")
     chunk = int(round(chunk_s * rate))
