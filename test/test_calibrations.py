@@ -166,6 +166,12 @@ def test_a_free_swing_with_the_arm_held_still_gives_the_pendulum(rigid_rig, tmp_
         assert 0.95 < ratio < 1.25, (name, ratio)
     assert calibration.verdict.trustworthy, calibration.verdict.lines()
     assert not calibration.verdict.advice, calibration.verdict.advice
+    # the held arm stays held in the estimated states (moving it at the noise's price, the
+    # joint fit absorbed the pendulum's noise with it: its rates off, the noise underrated)
+    (states,) = calibration.result.recordings
+    assert np.max(np.abs(states.joint_rates[:, 0])) < 1e-3, np.abs(states.joint_rates[:, 0])
+    noise = calibration.assessment.noise_rad[0]
+    assert noise[0] < 1e-6 and 0.9 < noise[1] / NOISE_RAD < 1.1, noise
 
 
 def test_recordings_that_disagree_are_named_and_their_spread_is_in_the_std(rigid_rig,
