@@ -367,8 +367,8 @@ def write_simulated_bag(config: Config, scenario: str | Scenario, output: str | 
     unless ``overwrite``.
     """
     settings = config.simulation
-    rate = rate_hz if rate_hz is not None else settings.rate_hz
-    dt, _ = sample_step(dt if dt is not None else settings.dt, rate)
+    rate = float(rate_hz if rate_hz is not None else settings.rate_hz)
+    dt, _ = sample_step(float(dt if dt is not None else settings.dt), rate)
     noise = noise_rad if noise_rad is not None else settings.noise_rad
     counts = encoder_counts if encoder_counts is not None else settings.encoder_counts
     if noise < 0:

@@ -114,12 +114,10 @@ def simulation_refit(result: EstimationResult, problem: EstimationProblem,
 
     ``problem``: the finest level's (its rig, bounds, grids and initial values); the simulator
     steps at ``simulation_dt`` [s], the shooting as ``settings`` say, from ``result``'s
-    states. Through the rigid model every scalar is refit; through compliant hinges only those
-    the joint fit determined (an undetermined one wanders off in their stiff dynamics).
+    states. Every scalar is refit, also one the joint fit did not determine: held at the joint
+    fit's value, it would bias the others, and their std would leave its uncertainty out.
     """
-    rigid = settings.rigid  # the rigid model follows what the joint fit fitted
-    scalars = tuple(name for name in result.free
-                    if np.size(result.parameters[name]) == 1 and (rigid or result.excited[name]))
+    scalars = tuple(name for name in result.free if np.size(result.parameters[name]) == 1)
     return fit_by_shooting(
         problem.rig, result.parameters, scalars, problem.lower, problem.upper,
         problem.recordings, [(r.joint_angles, r.joint_rates) for r in result.recordings],
