@@ -15,7 +15,6 @@ import numpy as np
 from mb_estimation.calibration import Calibration
 from mb_estimation.estimation.agreement import Agreement
 from mb_estimation.fitting import StageKind
-from mb_estimation.io.files import PLAIN_FILE
 from mb_estimation.io.parameter_files import gravity_tilt, plain_value, write_parameter_files
 from mb_estimation.io.urdf_files import write_calibrated_urdf
 
@@ -208,8 +207,7 @@ def write_results(calibration: Calibration, directory: str | Path,
     """
     directory = Path(directory)
     write_parameter_files(directory, parameters_document(calibration),
-                          calibration.result.parameters, node_name, mode=PLAIN_FILE)
+                          calibration.result.parameters, node_name)
     write_states(directory / "states.csv", calibration)
-    write_calibrated_urdf(directory, calibration.setup.config, calibration.result.parameters,
-                          mode=PLAIN_FILE)
+    write_calibrated_urdf(directory, calibration.setup.config, calibration.result.parameters)
     return directory

@@ -152,6 +152,9 @@ def test_track_finds_the_rate_and_workers_change_nothing(wearing_rig, tracked):
     assert "Drift alarm" in (output / "report.html").read_text()
     rows = (output / "windows.csv").read_text().splitlines()
     assert len(rows) == 7 and rows[0].startswith("end_s,recording,window,accepted,reason")
+    plain = (output / "report.html").stat().st_mode & 0o777  # as a plain write makes it
+    for name in ("windows.csv", "tracking.yaml"):  # others on a shared machine read them too
+        assert (output / name).stat().st_mode & 0o777 == plain, name
 
     # the same windows in this process (its XLA multi-threaded): the same numbers to round-off
     config = apply_overrides(load_config("furuta_synthetic"), free=FREE.split(","))

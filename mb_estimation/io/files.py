@@ -15,11 +15,8 @@ from pathlib import Path
 
 from mb_estimation.errors import UserError
 
-__all__ = ["OWNER_ONLY", "PLAIN_FILE", "OutputFolderError", "writable_folder",
-           "write_text_atomically"]
+__all__ = ["PLAIN_FILE", "OutputFolderError", "writable_folder", "write_text_atomically"]
 
-#: Permissions of a file only its owner reads and writes (as :func:`tempfile.mkstemp` makes it).
-OWNER_ONLY = 0o600
 #: Permissions a plain ``open(path, "w")`` asks for (the umask then takes its bits away).
 PLAIN_FILE = 0o666
 
@@ -47,16 +44,15 @@ def _create_temporary(path: Path, mode: int) -> tuple[int, Path]:
     raise FileExistsError(f"no free temporary file name beside {path}")
 
 
-def write_text_atomically(path: Path, text: str, *, mode: int = OWNER_ONLY) -> None:
+def write_text_atomically(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` so that a reader sees the old file or the new one, never part.
 
     A temporary file in the same folder, flushed to disk, replaces ``path`` (``os.replace``); a
     failure leaves the old file as it was and no temporary file behind. The new file has the
-    permissions ``mode`` less the process's umask: :data:`OWNER_ONLY` (the default) or
-    :data:`PLAIN_FILE` (as ``Path.write_text`` would give it). UTF-8.
+    permissions ``Path.write_text`` would give it (:data:`PLAIN_FILE` less the umask). UTF-8.
     """
     path = Path(path)
-    descriptor, temporary = _create_temporary(path, mode)
+    descriptor, temporary = _create_temporary(path, PLAIN_FILE)
     try:
         with os.fdopen(descriptor, "w", encoding="utf-8") as stream:
             stream.write(text)
@@ -85,7 +81,7 @@ def writable_folder(path: str | Path) -> Path:
         raise OutputFolderError(f"{path}: exists and is not a folder: choose another output")
     try:
         path.mkdir(parents=True, exist_ok=True)
-        descriptor, probe = _create_temporary(path / "write-test", OWNER_ONLY)
+        descriptor, probe = _create_temporary(path / "write-test", PLAIN_FILE)
         os.close(descriptor)
         os.unlink(probe)
     except OSError as error:

@@ -17,7 +17,7 @@ import numpy as np
 import yaml
 
 from mb_estimation.errors import UserError
-from mb_estimation.io.files import OWNER_ONLY, PLAIN_FILE, write_text_atomically
+from mb_estimation.io.files import write_text_atomically
 from mb_estimation.message_types import published_std
 
 __all__ = [
@@ -62,7 +62,7 @@ def gravity_tilt(quaternion, std) -> dict:
 
 
 def write_parameter_files(directory: str | Path, document: dict, values: Mapping[str, object],
-                          node_name: str, *, mode: int = OWNER_ONLY) -> Path:
+                          node_name: str) -> Path:
     """Write ``parameters.yaml`` and ``ros_parameters.yaml`` into ``directory``; returns it.
 
     ``parameters.yaml`` is ``document`` (a calibration's,
@@ -72,19 +72,18 @@ def write_parameter_files(directory: str | Path, document: dict, values: Mapping
     quaternion), then ``estimate_std.<name>`` for each estimated one (``document``'s
     ``parameters``), −1 where not determined: the keys and convention of the node's
     parameters (a controller loading the file can tell a value from a guess). Each file is
-    replaced atomically, with permissions ``mode`` less the umask
-    (:func:`~mb_estimation.io.files.write_text_atomically`). The folder is created if needed.
+    replaced atomically (:func:`~mb_estimation.io.files.write_text_atomically`). The folder is
+    created if needed.
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     write_text_atomically(directory / "parameters.yaml",
-                          yaml.safe_dump(document, sort_keys=False), mode=mode)
+                          yaml.safe_dump(document, sort_keys=False))
     ros = {f"estimate.{name}": plain_value(value) for name, value in values.items()}
     ros.update({f"estimate_std.{name}": published_std(entry["std"])
                 for name, entry in (document.get("parameters") or {}).items()})
     write_text_atomically(directory / "ros_parameters.yaml",
-                          yaml.safe_dump({node_name: {"ros__parameters": ros}}, sort_keys=False),
-                          mode=mode)
+                          yaml.safe_dump({node_name: {"ros__parameters": ros}}, sort_keys=False))
     return directory
 
 
@@ -117,7 +116,7 @@ def write_crossval(directory: str | Path, scores: list[dict], mean_mse: float) -
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "crossval.yaml"
     write_text_atomically(path, yaml.safe_dump({"recordings": scores, "mean_mse": mean_mse},
-                                               sort_keys=False), mode=PLAIN_FILE)
+                                               sort_keys=False))
     return path
 
 
@@ -138,5 +137,5 @@ def write_model_comparison(directory: str | Path, terms, recordings, candidates:
                 "candidates": candidates,
                 "chosen": None if choice is None else {"terms": list(choice.candidate.terms),
                                                        "reason": choice.reason}}
-    write_text_atomically(path, yaml.safe_dump(document, sort_keys=False), mode=PLAIN_FILE)
+    write_text_atomically(path, yaml.safe_dump(document, sort_keys=False))
     return path

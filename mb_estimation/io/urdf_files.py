@@ -21,7 +21,7 @@ import numpy as np
 from lxml import etree
 
 from mb_estimation.config import Config
-from mb_estimation.io.files import OWNER_ONLY, write_text_atomically
+from mb_estimation.io.files import write_text_atomically
 from mb_estimation.rigs.furuta_urdf import (
     UrdfInertial,
     UrdfJoint,
@@ -159,12 +159,12 @@ def calibrated_urdf(config: Config, values: Mapping[str, object]) -> str | None:
     return _text(root)
 
 
-def write_calibrated_urdf(directory: Path, config: Config, values: Mapping[str, object], *,
-                          mode: int = OWNER_ONLY) -> None:
-    """``directory/calibrated.urdf`` of ``values``, atomically with permissions ``mode``.
+def write_calibrated_urdf(directory: Path, config: Config, values: Mapping[str, object]
+                          ) -> None:
+    """``directory/calibrated.urdf`` of ``values``, atomically.
 
     Nothing for a rig without a URDF form (:func:`calibrated_urdf`).
     """
     text = calibrated_urdf(config, values)
     if text is not None:
-        write_text_atomically(Path(directory) / FILE_NAME, text, mode=mode)
+        write_text_atomically(Path(directory) / FILE_NAME, text)

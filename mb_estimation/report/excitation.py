@@ -25,7 +25,7 @@ from mb_estimation.excitation import (
     multisine,
     schroeder_phases,
 )
-from mb_estimation.io.files import PLAIN_FILE, write_text_atomically
+from mb_estimation.io.files import write_text_atomically
 from mb_estimation.report.figures import JOINT_LABELS, new_figure, png_bytes
 from mb_estimation.scenarios import MULTISINE_FREQUENCIES_HZ
 
@@ -124,9 +124,8 @@ def write_excitation(output: Path, design: ExcitationDesign, limits: Limits,
                      noise_rad: float, designed_at: dict[str, float]) -> tuple[Path, ...]:
     """Write the three files into ``output``; their paths."""
     paths = (output / "excitation.csv", output / "excitation.yaml", output / "excitation.png")
-    write_text_atomically(paths[0], excitation_csv(design), mode=PLAIN_FILE)
+    write_text_atomically(paths[0], excitation_csv(design))
     write_text_atomically(paths[1], yaml.safe_dump(
-        excitation_document(design, limits, noise_rad, designed_at), sort_keys=False),
-        mode=PLAIN_FILE)
+        excitation_document(design, limits, noise_rad, designed_at), sort_keys=False))
     paths[2].write_bytes(png_bytes(excitation_figure(design, limits)))
     return paths
