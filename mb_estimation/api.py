@@ -430,7 +430,7 @@ def write_simulated_bag(config: Config, scenario: str | Scenario, output: str | 
 def design_experiment(config: Config, output: str | Path, *, duration_s: float,
                       limits: Limits, noise_rad: float | None = None,
                       rate_hz: float | None = None, max_evaluations: int = MAX_EVALUATIONS,
-                      progress: Callable[[int, float], None] | None = None
+                      progress: Callable[[int, float, bool], None] | None = None
                       ) -> tuple[ExcitationDesign, tuple[Path, ...]]:
     """An input for the config's free parameters at its values (excite), and its files.
 
@@ -440,20 +440,7 @@ def design_experiment(config: Config, output: str | Path, *, duration_s: float,
     rad); writes excitation.csv, excitation.yaml and excitation.png into ``output``
     (:mod:`mb_estimation.report.excitation`).
     """
-    names = tuple(config.free_names)
-    if not names:
-        raise ConfigError(f"{config.source}: no free parameters to design for: name them "
-                          "under free: or with --free")
-    vector = [name for name in names if np.size(config.parameters[name]) != 1]
-    if vector:
-        raise ConfigError(f"excite: {', '.join(vector)} is not a scalar parameter: its bound "
-                          "is not computed; leave it out of --free")
-    zero = [name for name in names if float(np.ravel(config.parameters[name])[0]) == 0.0]
-    if zero:
-        raise ConfigError(f"excite: {', '.join(zero)} is 0 in the config: a relative std needs "
-                          "a nonzero value (give a guess with --set or --from)")
-    if limits.max_input <= 0 or duration_s <= 0 or (rate_hz is not None and rate_hz <= 0):
-        raise ConfigError("excite: --max-input, --duration and --rate must be positive")
+    names = design_names(config, duration_s=duration_s, limits=limits, rate_hz=rate_hz)
     from mb_estimation.report.excitation import write_excitation  # matplotlib: only here
 
     folder = writable_folder(output)
@@ -468,3 +455,29 @@ def design_experiment(config: Config, output: str | Path, *, duration_s: float,
                                progress=progress)
     designed_at = {name: float(np.ravel(config.parameters[name])[0]) for name in names}
     return design, write_excitation(folder, design, limits, noise_rad, designed_at)
+
+
+def design_names(config: Config, *, duration_s: float, limits: Limits,
+                 rate_hz: float | None = None) -> tuple[str, ...]:
+    """The free parameters :func:`design_experiment` designs for, checked before any work.
+
+    A :class:`~mb_estimation.config.ConfigError` where the rig has no input, a free parameter
+    is not a nonzero scalar, or the bound, duration or rate is not positive.
+    """
+    if not config.rig_spec.inputs:
+        raise ConfigError(f"excite: the {config.rig} rig has no input to design")
+    names = tuple(config.free_names)
+    if not names:
+        raise ConfigError(f"{config.source}: no free parameters to design for: name them "
+                          "under free: or with --free")
+    vector = [name for name in names if np.size(config.parameters[name]) != 1]
+    if vector:
+        raise ConfigError(f"excite: {', '.join(vector)} is not a scalar parameter: its bound "
+                          "is not computed; leave it out of --free")
+    zero = [name for name in names if float(np.ravel(config.parameters[name])[0]) == 0.0]
+    if zero:
+        raise ConfigError(f"excite: {', '.join(zero)} is 0 in the config: a relative std needs "
+                          "a nonzero value (give a guess with --set or --from)")
+    if limits.max_input <= 0 or duration_s <= 0 or (rate_hz is not None and rate_hz <= 0):
+        raise ConfigError("excite: --max-input, --duration and --rate must be positive")
+    return names

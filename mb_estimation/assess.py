@@ -71,7 +71,7 @@ class PredictionMismatch:
     noise_rad: tuple[float, ...]  # per joint: RMS of measured minus estimated angles [rad]
 
     def __str__(self) -> str:
-        return (f"the rigid-hinge fit, run {self.horizon_s:g} s ahead, misses the angles of "
+        return (f"the rigid-hinge fit, run {self.horizon_s:.3g} s ahead, misses the angles of "
                 f"{self.name} by {self.ratio:.0f}× the fit's noise "
                 f"({', '.join(f'{v:.2g}' for v in self.noise_rad)} rad)")
 
@@ -285,7 +285,7 @@ def kept_fit(setup: Setup, fit: Fit, noise_rad: np.ndarray | None = None) -> Kep
         return Kept(_with_the_time_of(joint, refined), False, before_checks, note=(
             f"the simulation-error fit through the rigid model misses the angles by "
             f"{following.rms_rad:.2g} rad RMS ({following.ratio:.1f}× the joint fit's noise) "
-            f"and predicts them worse ({after.ratio:.1f}× the noise at {after.horizon_s:g} s, "
+            f"and predicts them worse ({after.ratio:.1f}× the noise at {after.horizon_s:.3g} s, "
             f"against {before.ratio:.1f}× for the joint fit), so the joint fit is kept"))
     before_checks = predicted(joint)
     mismatch = prediction_mismatch(noise, before_checks)

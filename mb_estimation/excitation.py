@@ -205,15 +205,16 @@ def design_excitation(rig: Rig, values: Mapping[str, object], names: Sequence[st
                       start: np.ndarray, noise_rad: float = 1e-3,
                       frequencies_hz: np.ndarray = EXCITATION_FREQUENCIES_HZ,
                       max_evaluations: int = MAX_EVALUATIONS,
-                      progress: Callable[[int, float], None] | None = None
+                      progress: Callable[[int, float, bool], None] | None = None
                       ) -> ExcitationDesign:
     """The multisine on ``frequencies_hz`` that best meets the criterion's goals (module doc).
 
     ``values``: the rig's parameters (the design is for these: a previous calibration's, for a
     sequential design); ``names``: the free ones (scalars); ``start``: the joint state it starts
     from; ``noise_rad``: the angle noise assumed on each joint (it scales every std alike, so it
-    does not change the design). ``progress(evaluation, best worst relative std)`` after each
-    evaluation (the penalty of a limit exceeded included). Raises
+    does not change the design). ``progress(evaluation, worst relative std, beyond)`` after
+    each evaluation, of the best candidate so far (ranked with the penalty of a limit
+    exceeded; ``beyond``: its motion exceeds a limit). Raises
     :class:`~mb_estimation.errors.SimulationError` when no scale of the design keeps the arm
     within its limits.
     """
@@ -240,18 +241,18 @@ def design_excitation(rig: Rig, values: Mapping[str, object], names: Sequence[st
     _, (*_, plain_searched) = _within_limits(  # the goals, on the search's grid
         lambda a, scale: plain_response(a, scale, search_rate, SEARCH_STEP_S),
         np.ones(plain_count), limits)
-    evaluations, best, best_worst = 0, np.inf, np.inf
+    evaluations, best, best_worst, best_beyond = 0, np.inf, np.inf, False
 
     def criterion(amplitudes):
-        nonlocal evaluations, best, best_worst
+        nonlocal evaluations, best, best_worst, best_beyond
         *_, outcome = response(amplitudes, rate=search_rate, step=SEARCH_STEP_S)
-        value = (np.log(_against_goals(outcome, plain_searched))
-                 + LIMIT_PENALTY * _overshoot(outcome, limits))
+        overshoot = _overshoot(outcome, limits)
+        value = np.log(_against_goals(outcome, plain_searched)) + LIMIT_PENALTY * overshoot
         evaluations += 1
         if value < best:
-            best, best_worst = value, outcome.worst_relative_std
+            best, best_worst, best_beyond = value, outcome.worst_relative_std, overshoot > 0
         if progress is not None:
-            progress(evaluations, best_worst)
+            progress(evaluations, best_worst, best_beyond)
         return value
 
     equal = np.ones(count)

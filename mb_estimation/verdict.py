@@ -249,7 +249,7 @@ def verdict(setup: Setup, assessment: Assessment) -> Verdict:
     followed = following is not None and following.follows
     if prediction is not None and prediction.ratio > PREDICTION_NOISE_RATIO and not followed:
         findings.append(Finding(
-            f"run {prediction.horizon_s:g} s ahead from its estimated states, the fitted model "
+            f"run {prediction.horizon_s:.3g} s ahead from its estimated states, the fitted model "
             f"({model.description}) misses {prediction.name} by {prediction.ratio:.0f}× the "
             "fit's noise", model.mispredicts_action(refined, **_rig_in_motion(setup))))
     correlated_s = assessment.model_error_correlation_s
@@ -290,10 +290,10 @@ def verdict(setup: Setup, assessment: Assessment) -> Verdict:
             summary += (f", its simulations follow the recordings over {following.segment_s:g}"
                         f" s from fitted starts within {following.ratio:.1f}× the noise")
         if prediction is not None and prediction.ratio <= PREDICTION_NOISE_RATIO:
-            summary += (f", and the model predicts {prediction.horizon_s:g} s ahead within "
+            summary += (f", and the model predicts {prediction.horizon_s:.3g} s ahead within "
                         f"{prediction.ratio:.1f}× the fit's noise")
         elif prediction is not None:
-            summary += (f" (its {prediction.horizon_s:g} s predictions from the joint fit's "
+            summary += (f" (its {prediction.horizon_s:.3g} s predictions from the joint fit's "
                         f"states miss by {prediction.ratio:.0f}×: the motion amplifies their "
                         "error)")
     return Verdict(tuple(findings), summary, tuple(advice))

@@ -64,6 +64,8 @@ def _assert_one_line(status, err, pattern):
 def test_path_missing_or_not_a_recording(tmp_path, capsys):
     status, err = _calibrate(capsys, tmp_path / "missing", output=tmp_path / "o")
     _assert_one_line(status, err, "no such recording")
+    status, err = _run(capsys, "replay", str(tmp_path / "missing"))
+    _assert_one_line(status, err, r"no such recording \(a bag folder or .db3/.mcap file\)$")
     (tmp_path / "notes.txt").write_text("hello")
     status, err = _calibrate(capsys, tmp_path / "notes.txt", output=tmp_path / "o")
     _assert_one_line(status, err, "not a rosbag2 bag")
@@ -330,9 +332,12 @@ def test_an_unknown_flag_is_named_with_the_commands_usage(tmp_path, capsys):
 
 
 def test_an_empty_free_list_is_refused_not_read_as_the_configs(tmp_path, capsys):
-    status, err = _calibrate(capsys, _bag(tmp_path / "bag"), "--free", "",
-                             output=tmp_path / "o")
-    _assert_one_line(status, err, "no free parameters to calibrate")
+    bag = _bag(tmp_path / "bag")
+    status, err = _calibrate(capsys, bag, "--free", "", output=tmp_path / "o")
+    _assert_one_line(status, err, "^mb-estimation: error: --free names no parameter: give "
+                                  "NAME,NAME")  # not the config's fault
+    status, err = _calibrate(capsys, bag, "--free", "Jazz", output=tmp_path / "o")
+    _assert_one_line(status, err, "did you mean 'J_Azz'")
 
 
 def test_a_failed_command_leaves_no_empty_output_folder_of_its_own(tmp_path, capsys):

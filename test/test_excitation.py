@@ -43,10 +43,10 @@ def rig_and_values():
     return rig_of(config), config.parameters
 
 
-def _design(rig_and_values, limits, evaluations):
+def _design(rig_and_values, limits, evaluations, progress=None):
     rig, values = rig_and_values
     return design_excitation(rig, values, FREE, duration_s=2.0, rate_hz=200.0, limits=limits,
-                             start=np.zeros(4), max_evaluations=evaluations)
+                             start=np.zeros(4), max_evaluations=evaluations, progress=progress)
 
 
 def test_the_design_beats_the_multisine_at_the_same_bound(rig_and_values):
@@ -118,7 +118,10 @@ def test_the_arm_stays_within_its_limits_or_the_design_says_it_cannot(rig_and_va
     free = _design(rig_and_values, Limits(BOUND), 1)
     limits = Limits(BOUND, max_arm_rad=0.5 * free.design.arm_peak_rad,
                     max_arm_rate=0.8 * free.design.arm_rate_peak)
-    limited = _design(rig_and_values, limits, 5)
+    shown = []
+    limited = _design(rig_and_values, limits, 5, lambda *seen: shown.append(seen))
+    assert shown[0][2]  # the search starts beyond the limits, and its progress says so
+    assert [seen[0] for seen in shown] == [1, 2, 3, 4, 5]
     assert limited.design.arm_peak_rad <= limits.max_arm_rad
     assert limited.design.arm_rate_peak <= limits.max_arm_rate
     assert limited.multisine.arm_peak_rad <= limits.max_arm_rad
@@ -169,7 +172,8 @@ def test_excite_writes_the_input_what_it_predicts_and_a_figure(tmp_path, capsys)
                  "--duration", "2", "--rate", "500", "--max-input", str(BOUND),
                  "--max-evaluations", "3", "--output", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "worst relative std: design" in printed and "evaluation    1/3" in printed
+    assert "worst relative std: design" in printed
+    assert "evaluation    1/3: the best so far, worst relative std" in printed
     lines = (out / "excitation.csv").read_text().splitlines()
     assert lines[0] == "time_s,input" and len(lines) == 1002  # 500 Hz, --rate
     inputs = np.array([float(line.split(",")[1]) for line in lines[1:]])
@@ -198,12 +202,18 @@ def test_excite_writes_the_input_what_it_predicts_and_a_figure(tmp_path, capsys)
      "--max-arm-rad must be positive"),
     (["--config", "furuta_synthetic", "--free", "J_Azz", "--rate", "0"],
      "--rate must be positive"),
+    (["--config", "furuta_synthetic", "--free", "J_Azz", "--max-input", "-1"],
+     "--max-input must be positive, got -1.0"),
+    (["--config", "furuta_synthetic", "--free", "J_Azz", "--duration", "0"],
+     "--duration must be positive, got 0.0"),
 ])
 def test_excite_refuses_in_one_line(tmp_path, capsys, arguments, message):
-    assert main(["excite", *arguments, "--max-input", "1", "--output",
+    assert main(["excite", "--max-input", "1", *arguments, "--output",
                  str(tmp_path / "o")]) == 2
-    error = capsys.readouterr().err.strip()
+    printed = capsys.readouterr()
+    error = printed.err.strip()
     assert message in error and len(error.splitlines()) == 1, error
+    assert "designing" not in printed.out  # refused before it starts
 
 
 def test_simulate_plays_an_input_file_and_refuses_one_that_is_not(tmp_path, capsys):

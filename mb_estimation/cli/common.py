@@ -165,6 +165,9 @@ def load_config(args: argparse.Namespace, *, ignore: tuple[str, ...] = ()):
     if args.set_values:
         set_values.update(parse_assignments(args.set_values))
     free = parse_free_list(args.free) if option("free") is not None else None
+    if free == [] and args.command != "crossval":  # crossval scores fixed values
+        raise UserError("--free names no parameter: give NAME,NAME (or leave it out for the "
+                        "config's free set)")
     return apply_overrides(config, set_values=set_values or None,
                            compliance=option("compliance"), step_s=option("step_s"),
                            kappa=option("kappa"), free=free,
@@ -190,12 +193,15 @@ def fitted_values(path, config) -> dict:
     return {name: value for name, value in values.items() if name in config.parameters}
 
 
-def check_bags(paths) -> None:
-    """A :class:`UserError` naming the first of ``paths`` that does not exist."""
+def check_bags(paths, kinds: str = "a bag folder, .db3/.mcap file or PlotJuggler .csv "
+                                    "export") -> None:
+    """A :class:`UserError` naming the first of ``paths`` that does not exist.
+
+    ``kinds``: what the command reads, for the message.
+    """
     for path in paths:
         if not Path(path).exists():
-            raise UserError(f"{path}: no such recording (a bag folder, .db3/.mcap file or "
-                            "PlotJuggler .csv export)")
+            raise UserError(f"{path}: no such recording ({kinds})")
 
 
 def played_input(path, config, *, rate_hz=None, duration_s=None):

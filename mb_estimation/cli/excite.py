@@ -52,10 +52,10 @@ def add_excite(commands) -> None:
 
 def excite_command(args) -> int:
     """Design the input and write its files; print each free parameter's predicted std."""
-    from mb_estimation.api import design_experiment
+    from mb_estimation.api import design_experiment, design_names
     from mb_estimation.excitation import MAX_EVALUATIONS, Limits
 
-    for name in ("max_arm_rad", "max_arm_rate", "noise", "rate"):
+    for name in ("max_input", "duration", "max_arm_rad", "max_arm_rate", "noise", "rate"):
         value = getattr(args, name)
         if value is not None and value <= 0:
             raise UserError(f"--{name.replace('_', '-')} must be positive, got {value}")
@@ -64,18 +64,21 @@ def excite_command(args) -> int:
         raise UserError(f"--max-evaluations must be at least 1, got {evaluations}")
     config = load_config(args)
 
-    def progress(evaluation: int, best: float) -> None:
+    def progress(evaluation: int, best: float, beyond: bool) -> None:
         if not args.quiet and (evaluation % PROGRESS_EVERY == 0 or evaluation == 1):
-            print(f"  evaluation {evaluation:4d}/{evaluations}: worst relative std "
-                  f"{100 * best:.3g} % (on the search's coarser grid)", flush=True)
+            where = ("its motion beyond the limits: penalised" if beyond
+                     else "on the search's coarser grid")
+            print(f"  evaluation {evaluation:4d}/{evaluations}: the best so far, worst relative "
+                  f"std {100 * best:.3g} % ({where})", flush=True)
 
+    limits = Limits(args.max_input, args.max_arm_rad, args.max_arm_rate)
+    design_names(config, duration_s=args.duration, limits=limits, rate_hz=args.rate)
     if not args.quiet:
         print(f"designing {args.duration:g} s of input for {', '.join(config.free_names)} "
               f"(bound {args.max_input:g}), at most {evaluations} evaluations")
     design, paths = design_experiment(
-        config, args.output, duration_s=args.duration,
-        limits=Limits(args.max_input, args.max_arm_rad, args.max_arm_rate),
-        noise_rad=args.noise, rate_hz=args.rate, max_evaluations=evaluations, progress=progress)
+        config, args.output, duration_s=args.duration, limits=limits, noise_rad=args.noise,
+        rate_hz=args.rate, max_evaluations=evaluations, progress=progress)
     print(f"{'parameter':10s} {'design std':>12s} {'multisine std':>14s}")
     for name, relative in design.design.relative_std.items():
         plain = design.multisine.relative_std[name]

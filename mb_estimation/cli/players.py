@@ -132,7 +132,7 @@ def replay_command(args) -> int:
     """Publish the bag's messages (forever with --loop) until done or Ctrl-C."""
     from mb_estimation.ros.players import bag_messages, bag_topics
 
-    check_bags([args.bag])
+    check_bags([args.bag], "a bag folder or .db3/.mcap file")
     if args.rate < 0:
         raise UserError(f"--rate must be non-negative, got {args.rate}")
     # publishers first, waiting for subscribers: the first messages are not lost to discovery

@@ -55,12 +55,12 @@ def describe(value: Any) -> str:
 
 def suggest(name: str, candidates: Iterable[str]) -> str:
     """``"; did you mean 'x'?"`` for the closest candidate, or ``""``."""
-    candidates = list(candidates)
-    for candidate in candidates:
-        if candidate.lower() == str(name).lower():
-            return f"; did you mean {candidate!r}?"
-    close = difflib.get_close_matches(str(name), candidates, n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
+    def plain(text) -> str:  # "Jazz" is J_Azz, not J_Bzz
+        return str(text).lower().replace("_", "")
+
+    by_plain = {plain(candidate): candidate for candidate in candidates}
+    close = difflib.get_close_matches(plain(name), list(by_plain), n=1, cutoff=0.6)
+    return f"; did you mean {by_plain[close[0]]!r}?" if close else ""
 
 
 def is_number(value: Any) -> bool:
