@@ -289,3 +289,31 @@ def test_recordings_no_one_input_gain_fits_are_a_finding_with_what_to_do():
     assert "tenths.csv turns slower" in finding.problem
     assert "Calibrate each group on its own" in finding.action
     assert not verdict(_setup(), _assessment()).findings
+
+
+def test_a_parameter_at_its_bound_is_not_called_settled_with_the_step(capsys):
+    """The step-dependence lines: a value pinned at its bound moves by 0, and is no estimate."""
+    from types import SimpleNamespace
+
+    from mb_estimation.assess import StepDependence
+    from mb_estimation.cli.printing import print_step_dependence
+    from mb_estimation.estimation.identifiability import (
+        AT_LOWER_BOUND,
+        Identifiability,
+        ParameterStanding,
+    )
+
+    def row(name, change):
+        return StepDependence(name, np.zeros(1), np.full(1, change), np.full(1, change),
+                              np.ones(1), abs(change) <= 1.0)
+
+    identified = Identifiability(parameters=(
+        ParameterStanding("J_Azz", AT_LOWER_BOUND, 0.0), ParameterStanding("b1", DETERMINED, 0.01)))
+    levels = [SimpleNamespace(stage=SimpleNamespace(dt=dt)) for dt in (0.004, 0.002)]
+    print_step_dependence(SimpleNamespace(
+        assessment=SimpleNamespace(step_dependence=(row("J_Azz", 0.0), row("b1", 0.5)),
+                                   identified=identified),
+        fit=SimpleNamespace(levels=levels)))
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].endswith("at its bound: not an estimate the step could move"), lines
+    assert lines[2].endswith("(0.5 std): settled"), lines
