@@ -238,6 +238,23 @@ def test_a_misspelt_input_topic_is_refused_not_read_as_unforced(tmp_path):
             read_recording(path, config)
 
 
+def test_a_voltage_of_another_type_than_declared_is_read_and_said(tmp_path):
+    stamps, _, positions = _joint_samples()
+    time_ns = (stamps * 1e9).astype(np.int64)
+    bag = write_rig_bag(tmp_path / "bag", joint_time_ns=time_ns,
+                        joint_names=["joint0", "joint1"], joint_positions=positions,
+                        voltage_time_ns=time_ns[:1], voltage=np.full(1, 0.5),
+                        voltage_topic="/control_voltage")  # Float64
+    declared = _config(voltage_topic="/control_voltage",
+                       voltage_type="std_msgs/msg/Float64MultiArray")
+    recording = read_recording(bag, declared)
+    assert recording.inputs[0, 0] == 0.5
+    assert ("/control_voltage holds std_msgs/msg/Float64, not recording.voltage_type "
+            "std_msgs/msg/Float64MultiArray: read as the recording has it") in recording.notes
+    as_recorded = _config(voltage_topic="/control_voltage", voltage_type="std_msgs/msg/Float64")
+    assert not any("voltage_type" in note for note in read_recording(bag, as_recorded).notes)
+
+
 @pytest.mark.skipif(not PEER.is_dir(), reason="shared/data not present")
 def test_real_plotjuggler_export():
     """The peer rig's 2 V step: 500 Hz, voltage first published 2.741 s in, held at 2 V."""

@@ -20,6 +20,7 @@ to the data is listed in ``Recording.notes``.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from dataclasses import dataclass
 from functools import partial
@@ -75,17 +76,26 @@ def read_recording(path: str | Path, config: Config) -> Recording:
     else:
         joints = read_joint_states(path, settings.joint_states_topic)
         topics, read_voltage = read_bag_summary(path).topics, partial(read_float64, path)
-    voltage = None
+    voltage, type_note = None, None
     if needs_voltage and settings.voltage_type != JOINT_STATE:
         topic = settings.voltage_topic
-        if matching_topic(topics, topic) is not None:
+        found = matching_topic(topics, topic)
+        if found is not None:
             voltage = read_voltage(topic, settings.voltage_index)
+            recorded = getattr(topics[found], "msgtype", None) if isinstance(topics, dict) \
+                else None
+            if recorded not in (None, settings.voltage_type):
+                type_note = (f"{topic} holds {recorded}, not recording.voltage_type "
+                             f"{settings.voltage_type}: read as the recording has it")
         else:
             _refuse_near_miss(path, topic, [t for t in topics if matching_topic(
                 [t], settings.joint_states_topic) is None])
             voltage = Unforced(f"no {topic} in the recording (its topics: "
                                f"{', '.join(topics) or 'none'})")
-    return assemble_recording(str(path), joints, voltage, settings, RIGS[config.rig])
+    recording = assemble_recording(str(path), joints, voltage, settings, RIGS[config.rig])
+    if type_note is not None:
+        recording = dataclasses.replace(recording, notes=(*recording.notes, type_note))
+    return recording
 
 
 def _refuse_near_miss(path: Path, topic: str, others) -> None:
