@@ -226,11 +226,18 @@ def verdict(setup: Setup, assessment: Assessment) -> Verdict:
         findings.append(Finding(f"{names} still move{'s' if len(moved) == 1 else ''} with the "
                                 "estimation step: shadow values of the method",
                                 model.still_moves_action))
+    followed = following is not None and following.follows
+    missed = (prediction is not None and prediction.ratio > PREDICTION_NOISE_RATIO
+              and not followed)
     if delay is not None and abs(delay.delay_s) > 3 * delay.std_s:  # std ≥ a quarter step
+        sign_first = ("; but the model also misses the recordings (below): check each joint's "
+                      "sign in recording.joints first, as a flipped one can pass for a delay"
+                      if missed else "")
         findings.append(Finding(
             f"the input acts {1e3 * delay.delay_s:.3g} ms (± {1e3 * delay.std_s:.2g}) "
             f"{'after' if delay.delay_s > 0 else 'before'} its recorded stamps",
-            f"state it in the config: recording.input_delay_s: {delay.delay_s:.4g}"))
+            f"state it in the config: recording.input_delay_s: {delay.delay_s:.4g}"
+            + sign_first))
     if setup.drives_conflict is not None:
         findings.append(Finding(
             setup.drives_conflict,
@@ -246,8 +253,7 @@ def verdict(setup: Setup, assessment: Assessment) -> Verdict:
                 "the model lacks something that differs between these recordings (the "
                 "operating point: speed, amplitude, load; a driver or friction term): see "
                 "the other findings; the pooled value is a compromise between them"))
-    followed = following is not None and following.follows
-    if prediction is not None and prediction.ratio > PREDICTION_NOISE_RATIO and not followed:
+    if missed:
         findings.append(Finding(
             f"run {prediction.horizon_s:.3g} s ahead from its estimated states, the fitted model "
             f"({model.description}) misses {prediction.name} by {prediction.ratio:.0f}× the "

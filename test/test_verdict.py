@@ -166,6 +166,14 @@ def test_an_input_acting_late_is_named_with_the_setting_that_states_it():
     assert finding.action == "state it in the config: recording.input_delay_s: 0.0102"
     within = verdict(_setup(), _assessment(delay=InputDelay(0.001, 0.0004)))
     assert within.trustworthy  # 2.5 std: not a delay the data show
+    # with a model that also misses the recordings: the joints' signs first (a sign flipped
+    # on one joint reads as a delay of tens of ms)
+    miss = PredictionMismatch(3 * PREDICTION_NOISE_RATIO, "rec", 0.5, (1e-3, 1e-3))
+    both = verdict(_setup(), _assessment(delay=InputDelay(0.06, 0.0005), mismatch=miss))
+    assert both.findings[0].action.startswith("state it in the config: "
+                                              "recording.input_delay_s: 0.06; but the model "
+                                              "also misses the recordings (below): check each "
+                                              "joint's sign"), both.findings[0].action
 
 
 def test_a_model_that_mispredicts_is_a_finding_unless_its_simulations_follow():
