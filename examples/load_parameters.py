@@ -3,8 +3,8 @@
 ``mb-estimation calibrate`` (and the node's ``output_dir``) write two files:
 
 * ``parameters.yaml``: ``parameters`` maps each free parameter to ``value``, ``std`` (``.inf``
-  where the data do not determine it), ``unit`` and ``excited``; ``fixed`` holds the values
-  that were not estimated;
+  where the data do not determine it), ``unit`` and ``excited``; ``covariance`` holds their
+  covariance (``rows``, ``matrix``); ``fixed`` the values that were not estimated;
 * ``ros_parameters.yaml``: every value as a ROS 2 parameter file
   ``{node: {ros__parameters: {estimate.<name>: value}}}``, for ``--params-file``.
 
@@ -42,6 +42,9 @@ def main(argv: list[str]) -> int:
     """Print each estimate ± std of the results folder ``argv[1]``."""
     if len(argv) != 2:
         print(__doc__.strip().splitlines()[-1].strip(), file=sys.stderr)
+        return 2
+    if not (Path(argv[1]) / "parameters.yaml").is_file():
+        print(f"{argv[1]}: no parameters.yaml (give the folder calibrate wrote)", file=sys.stderr)
         return 2
     document = yaml.safe_load((Path(argv[1]) / "parameters.yaml").read_text())
     for name, entry in document["parameters"].items():

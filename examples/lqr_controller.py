@@ -24,7 +24,7 @@ from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
-from mb_estimation.config import load_config
+from mb_estimation.config import ConfigError, load_config
 from mb_estimation.online.messages import read_parameter_matrix
 from mb_estimation.scenarios import furuta_balance_gain
 
@@ -98,6 +98,9 @@ def main(args=None) -> int:
         rclpy.spin(node)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+    except ConfigError as error:  # a config that cannot be read: one line, as the CLI says it
+        print(f"lqr_controller: {error}", file=sys.stderr)
+        return 2
     finally:
         if node is not None:
             node.destroy_node()

@@ -358,3 +358,15 @@ def test_track_takes_workers_or_a_cluster_not_both(tmp_path, capsys):
     assert stopped.value.code == 2
     assert "argument --cluster: not allowed with argument --workers" in \
         capsys.readouterr().err
+
+
+def test_the_results_example_says_a_missing_folder_in_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    example = REPO / "examples" / "load_parameters.py"
+    done = subprocess.run([sys.executable, str(example), str(tmp_path / "none")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip() == f"{tmp_path / 'none'}: no parameters.yaml (give the folder " \
+        "calibrate wrote)"
