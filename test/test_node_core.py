@@ -729,6 +729,25 @@ def test_voltages_are_paired_by_publication_order_not_arrival(order):
     assert [int(v) for v in values[:, 0]] == [(s - T0) // step for s in stamps]
 
 
+def test_a_voltage_published_just_before_its_joint_state_is_of_that_instant():
+    """A bag storing V_k and J_k under one time, V_k first (as replayed): V_k takes J_k's stamp.
+
+    As ``calibrate`` reads that bag (the input from that time on); taken as published after
+    J_{k-1}, the input was one sample early (the outside rig's b1 7 % low, 38 std, fused).
+    A voltage published at mid-interval still takes the joint state before it.
+    """
+    core = EstimatorCore(_config(), estimator=_fake_estimator)
+    count, step, period = 6, 1_000_000, 2_000_000
+    for k in range(count):
+        core.on_voltage_message(float(k), source_ns=10**9 + k * period - period // 20)
+        core.on_joint_state(T0 + k * step, NAMES, (0.0, 0.0), source_ns=10**9 + k * period)
+    core.on_voltage_message(99.0, source_ns=10**9 + (count - 1) * period + period // 2)
+    core.on_joint_state(T0 + count * step, NAMES, (0.0, 0.0), source_ns=10**9 + count * period)
+    stamps, values = core.intake.voltage.ordered()
+    assert [int(v) for v in values[:, 0]] == [*range(count), 99]
+    assert list(stamps) == [T0 + k * step for k in range(count)] + [T0 + (count - 1) * step]
+
+
 def test_voltage_messages_and_efforts_become_held_voltages():
     """Float64MultiArray at voltage_index, a JointState effort, both on the joint stamps."""
     config = _config()

@@ -301,6 +301,9 @@ def test_mb_estimation_node_remaps_the_inputs_to_the_configs_topics(tmp_path, mo
     argv = started[0]
     remaps = {argv[i + 1] for i, word in enumerate(argv) if word == "-r"}
     assert {"joint_states:=/rig/joint_states", "control_voltage:=/rig/voltage"} <= remaps
+    assert cli(["node", "--config", config, "--output-dir", str(tmp_path / "fused")]) == 0
+    settings = {started[1][i + 1] for i, word in enumerate(started[1]) if word == "-p"}
+    assert f"output_dir:={tmp_path / 'fused'}" in settings
 
 
 def test_config_topics(tmp_path, monkeypatch):
@@ -421,6 +424,12 @@ def test_write_fused_reads_back_like_calibrate_output(furuta, tmp_path):
     assert document["parameters"]["K"]["unit"] == furuta.rig_spec.parameter("K").unit
     assert document["fit"]["windows"] == 4 and document["fit"]["status"] == "fused"
     assert len(document["parameters"]["tilt"]["std"]) == 3
+    covariance = document["covariance"]  # the fused one, in calibrate's layout
+    assert covariance["rows"][-3:] == ["tilt[0]", "tilt[1]", "tilt[2]"]
+    assert np.array(covariance["matrix"]) == pytest.approx(estimate.covariance)
+    method = document["method"]  # as each window was fitted: one level at the node's step
+    assert (method["step_s"], method["simulation_refinement"],
+            method["advanced"]["refinement_levels"]) == (1e-3, "off", 1)
     ros = yaml.safe_load((folder / "ros_parameters.yaml").read_text())
     parameters = ros["rig_estimator"]["ros__parameters"]
     assert set(parameters) == {f"estimate.{name}" for name in furuta.parameters} | {

@@ -24,6 +24,9 @@ def add_node(commands) -> None:
         "0.01 s), with no simulation-error stage. Runs until Ctrl-C.")
     add_config_options(node)
     add_free_option(node)
+    node.add_argument("--output-dir", metavar="DIR",
+                      help="write the fused estimate there after each accepted window and at "
+                      "the stop (parameters.yaml, ros_parameters.yaml, calibrated.urdf)")
     add_domain_option(node)
     node.set_defaults(handler=node_command)
 
@@ -43,6 +46,8 @@ def node_command(args) -> int:
         parameters.append(f"set:={args.set_values}")
     if args.compliance is not None:
         parameters.append(f"compliance:={args.compliance}")
+    if args.output_dir:
+        parameters.append(f"output_dir:={Path(args.output_dir).resolve()}")
     argv = ["estimator_node", "--ros-args", "-r", f"__node:={loaded.node.name}"]
     recording = loaded.recording  # the inputs on the config's topics
     for name, topic in input_remappings(recording.joint_states_topic, recording.voltage_topic):

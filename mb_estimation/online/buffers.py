@@ -94,6 +94,12 @@ class SampleRing:
         return self._stamps[index].copy(), self._values[index].copy()
 
 
+#: A voltage published this close before a joint state (as a fraction of the time since the
+#: joint state before) belongs to it: a bag that stores the input and the joint state of one
+#: instant under one time, the input first, is played so (the input one sample early else).
+SAME_INSTANT_FRACTION = 0.1
+
+
 class PublicationOrder:
     """Stamps header-less voltages with the joint state published last before each of them.
 
@@ -101,9 +107,11 @@ class PublicationOrder:
     rclpy executor takes one message from each ready subscription in turn), so "the newest joint
     state received" can be one sample off. With the publishers' source timestamps [ns] the
     pairing is exact: a voltage published after joint state k and before k+1 takes k's header
-    stamp, whichever of them arrives first. A voltage is held until a joint state published
-    after it arrives; one published before every joint state still held here takes the first
-    joint state's stamp (as at start-up). Both queues hold at most ``capacity`` entries.
+    stamp, whichever of them arrives first — but one published just before k+1 (within
+    :data:`SAME_INSTANT_FRACTION` of the interval) takes k+1's: the two were of one instant. A
+    voltage is held until a joint state published after it arrives; one published before every
+    joint state still held here takes the first joint state's stamp (as at start-up). Both
+    queues hold at most ``capacity`` entries.
     """
 
     def __init__(self, capacity: int) -> None:
@@ -137,7 +145,12 @@ class PublicationOrder:
         self._joints.clear()
 
     def _stamp_before(self, source_ns: int) -> int | None:
+        after = None  # the joint state published next after the voltage: (source, stamp)
         for joint_source, stamp in reversed(self._joints):
             if joint_source <= source_ns:
+                if after is not None and (after[0] - source_ns
+                                          <= SAME_INSTANT_FRACTION * (after[0] - joint_source)):
+                    return after[1]
                 return stamp
+            after = (joint_source, stamp)
         return None

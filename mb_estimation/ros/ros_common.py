@@ -195,14 +195,17 @@ def write_fused(directory: str | Path, estimate: ParameterEstimate, config: Conf
     three tangent entries [rad] for a quaternion, ``.inf`` where not determined -- ``unit``, and
     ``excited`` = every std finite); ``fixed`` (the config's other values); ``fit`` (no cost or
     states: ``status: fused``, the number of fused ``windows`` and the node's window settings);
-    ``method``. ``ros_parameters.yaml`` is ``{node_name: {ros__parameters: {estimate.<name>:
-    value}}}`` for every parameter, as ``calibrate`` writes it. Both files are written by
+    ``covariance`` (``rows``, ``matrix``: the fused one, a quaternion's rows its tangent's);
+    ``method`` (as each window was fitted). ``ros_parameters.yaml`` is ``{node_name:
+    {ros__parameters: {estimate.<name>: value}}}`` for every parameter, as ``calibrate`` writes
+    it. Both files are written by
     :func:`mb_estimation.io.parameter_files.write_parameter_files`, replaced atomically (a
     reader never sees half a file); ``states.csv`` is not written (a fused estimate has no states).
     The Furuta rig's ``calibrated.urdf`` (:mod:`mb_estimation.io.urdf_files`) beside them.
     """
     from mb_estimation.io.parameter_files import plain_value, write_parameter_files
     from mb_estimation.io.urdf_files import write_calibrated_urdf
+    from mb_estimation.online.windows import window_config
 
     spec = config.rig_spec
     std = estimate.std
@@ -225,9 +228,16 @@ def write_fused(directory: str | Path, estimate: ParameterEstimate, config: Conf
                     f"drift tracked"),
         "window_s": node.window_s, "stride_s": node.stride_s,
     }
-    document = {"rig": spec.name, "parameters": estimated, "fixed": fixed, "fit": fit,
-                "method": {**dataclasses.asdict(config.method),
-                           "advanced": dataclasses.asdict(config.advanced)}}
+    rows = [name if rows_of.stop - rows_of.start == 1 else f"{name}[{i}]"
+            for name, rows_of in estimate.slices.items()
+            for i in range(rows_of.stop - rows_of.start)]
+    windowed = window_config(config)  # what each window was fitted with
+    document = {"rig": spec.name, "parameters": estimated,
+                "covariance": {"rows": rows, "matrix": [[float(v) for v in row]
+                                                        for row in estimate.covariance]},
+                "fixed": fixed, "fit": fit,
+                "method": {**dataclasses.asdict(windowed.method),
+                           "advanced": dataclasses.asdict(windowed.advanced)}}
     values = dict(config.parameters)
     values.update({name: entry["value"] for name, entry in estimated.items()})
     written = write_parameter_files(directory, document, values, node_name)
