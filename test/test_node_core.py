@@ -734,7 +734,7 @@ def test_a_voltage_published_just_before_its_joint_state_is_of_that_instant():
 
     As ``calibrate`` reads that bag (the input from that time on); taken as published after
     J_{k-1}, the input was one sample early (the outside rig's b1 7 % low, 38 std, fused).
-    A voltage published at mid-interval still takes the joint state before it.
+    A voltage published at mid-interval (a tie) takes the joint state before it.
     """
     core = EstimatorCore(_config(), estimator=_fake_estimator)
     count, step, period = 6, 1_000_000, 2_000_000

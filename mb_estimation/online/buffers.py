@@ -94,24 +94,21 @@ class SampleRing:
         return self._stamps[index].copy(), self._values[index].copy()
 
 
-#: A voltage published this close before a joint state (as a fraction of the time since the
-#: joint state before) belongs to it: a bag that stores the input and the joint state of one
-#: instant under one time, the input first, is played so (the input one sample early else).
-SAME_INSTANT_FRACTION = 0.1
-
-
 class PublicationOrder:
     """Stamps header-less voltages with the joint state published last before each of them.
 
     A transport delivers each topic in order but not the two topics in order to each other (an
     rclpy executor takes one message from each ready subscription in turn), so "the newest joint
     state received" can be one sample off. With the publishers' source timestamps [ns] the
-    pairing is exact: a voltage published after joint state k and before k+1 takes k's header
-    stamp, whichever of them arrives first — but one published just before k+1 (within
-    :data:`SAME_INSTANT_FRACTION` of the interval) takes k+1's: the two were of one instant. A
-    voltage is held until a joint state published after it arrives; one published before every
-    joint state still held here takes the first joint state's stamp (as at start-up). Both
-    queues hold at most ``capacity`` entries.
+    pairing is exact: a voltage published between joint states k and k+1 takes the header stamp
+    of the one published nearer to it (k's on a tie), whichever of them arrives first. A
+    controller answers joint state k at once (k's stamp); a bag that stores the input and the
+    joint state of one instant under one time, the input first, is played with the input just
+    before k+1 (k+1's stamp, as ``calibrate`` reads that bag; k's put the input one sample
+    early); an input published late in the interval acts mostly in the next. A voltage is held
+    until a joint state published after it arrives; one published before every joint state
+    still held here takes the first joint state's stamp (as at start-up). Both queues hold at
+    most ``capacity`` entries.
     """
 
     def __init__(self, capacity: int) -> None:
@@ -148,8 +145,7 @@ class PublicationOrder:
         after = None  # the joint state published next after the voltage: (source, stamp)
         for joint_source, stamp in reversed(self._joints):
             if joint_source <= source_ns:
-                if after is not None and (after[0] - source_ns
-                                          <= SAME_INSTANT_FRACTION * (after[0] - joint_source)):
+                if after is not None and after[0] - source_ns < source_ns - joint_source:
                     return after[1]
                 return stamp
             after = (joint_source, stamp)
