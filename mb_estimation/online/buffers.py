@@ -95,7 +95,7 @@ class SampleRing:
 
 
 class PublicationOrder:
-    """Stamps header-less voltages with the joint state published last before each of them.
+    """Stamps header-less voltages with the joint state published nearest to each of them.
 
     A transport delivers each topic in order but not the two topics in order to each other (an
     rclpy executor takes one message from each ready subscription in turn), so "the newest joint

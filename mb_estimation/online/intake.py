@@ -220,7 +220,7 @@ class SampleIntake:
 
         A std_msgs/Float64's number, or a Float64MultiArray's sequence holding the voltage at
         ``recording.voltage_index``. It takes effect at the stamp of the joint state published
-        last before it: the rig's clock as the rig saw it, whatever clock the transport stamps
+        nearest to it: the rig's clock as the rig saw it, whatever clock the transport stamps
         messages with (a replayed bag, sim time). With the source timestamps [ns] of both
         (``source_ns``) that is exact, the voltage held until a later joint state arrives
         (:class:`~mb_estimation.online.buffers.PublicationOrder`); without them, the newest
