@@ -196,3 +196,21 @@ def test_a_dask_cluster_that_loses_a_worker_gives_the_same_numbers(wearing_rig, 
         return [row.split(",")[:5] + row.split(",")[6:] for row in path.read_text().splitlines()]
 
     assert numbers(output / "windows.csv") == numbers(local / "windows.csv")
+
+
+def test_recordings_that_overlap_in_time_are_said(capsys):
+    """Bags that share a start (simulated, a clock reset): their windows read as of one time."""
+    from types import SimpleNamespace
+
+    from mb_estimation.cli.track import _warn_of_overlap
+
+    def recording(start_s):
+        return SimpleNamespace(start_ns=int(start_s * 1e9), time_s=np.array([0.0, 8.0]))
+
+    spans = []
+    for name, start_s in (("a", 1000.0), ("b", 3000.0), ("c", 1004.0)):
+        _warn_of_overlap(spans, recording(start_s), name)
+    warnings = capsys.readouterr().err.splitlines()
+    assert warnings == ["warning: c overlaps a in time: the drift filter takes their windows as "
+                        "of one time (their rates then say nothing); check the recordings' "
+                        "clocks"]

@@ -83,6 +83,7 @@ def track_command(args) -> int:
     if workers < 1:
         raise UserError(f"--workers must be at least 1, got {workers}")
     unreadable, short = [], []  # recordings skipped: not read, shorter than a window
+    spans: list[tuple[float, float, str]] = []  # each recording's [start, end] [s since epoch]
 
     def windows():  # one recording in memory at a time (and the windows in flight)
         for path in args.bags:
@@ -92,6 +93,7 @@ def track_command(args) -> int:
                 unreadable.append(path)
                 print(f"warning: {error} (skipped)", file=sys.stderr, flush=True)
                 continue
+            _warn_of_overlap(spans, recording, path)
             cut = cut_windows(recording, config.node.window_s, config.node.stride_s)
             if not cut:
                 short.append(path)
@@ -160,6 +162,25 @@ def _cluster_client(address: str):
     except OSError as error:
         raise UserError(f"--cluster {address}: no Dask scheduler reached "
                         f"({' '.join(str(error).split())})") from error
+
+
+def _warn_of_overlap(spans: list, recording, path) -> None:
+    """Warn where ``recording`` overlaps one read before (``spans``; it is added to them).
+
+    A clock reset, or simulated bags that share a start: the drift filter would take their
+    windows as of one time.
+    """
+    if recording.start_ns is None:
+        return
+    start = recording.start_ns * 1e-9 + float(recording.time_s[0])
+    end = recording.start_ns * 1e-9 + float(recording.time_s[-1])
+    for other_start, other_end, other in spans:
+        if start < other_end and other_start < end:
+            print(f"warning: {path} overlaps {other} in time: the drift filter takes their "
+                  "windows as of one time (their rates then say nothing); check the recordings' "
+                  "clocks", file=sys.stderr, flush=True)
+            break
+    spans.append((start, end, path))
 
 
 def _worker_pool(workers: int):
