@@ -748,6 +748,22 @@ def test_a_voltage_published_just_before_its_joint_state_is_of_that_instant():
     assert list(stamps) == [T0 + k * step for k in range(count)] + [T0 + (count - 1) * step]
 
 
+def test_the_first_voltage_is_known_from_the_first_joint_state_on():
+    """At start the first voltage takes the joint state before it, even late in the interval.
+
+    (Else the first window would lack its input at its start.) Later ones take the nearest.
+    """
+    core = EstimatorCore(_config(), estimator=_fake_estimator)
+    step, period = 1_000_000, 2_000_000
+    for k in range(3):
+        core.on_joint_state(T0 + k * step, NAMES, (0.0, 0.0), source_ns=10**9 + k * period)
+        core.on_voltage_message(float(k), source_ns=10**9 + k * period + 9 * period // 10)
+    core.on_joint_state(T0 + 3 * step, NAMES, (0.0, 0.0), source_ns=10**9 + 3 * period)
+    stamps, values = core.intake.voltage.ordered()
+    assert list(stamps) == [T0, T0 + 2 * step, T0 + 3 * step]
+    assert list(values[:, 0]) == [0.0, 1.0, 2.0]
+
+
 def test_voltage_messages_and_efforts_become_held_voltages():
     """Float64MultiArray at voltage_index, a JointState effort, both on the joint stamps."""
     config = _config()

@@ -105,15 +105,18 @@ class PublicationOrder:
     controller answers joint state k at once (k's stamp); a bag that stores the input and the
     joint state of one instant under one time, the input first, is played with the input just
     before k+1 (k+1's stamp, as ``calibrate`` reads that bag; k's put the input one sample
-    early); an input published late in the interval acts mostly in the next. A voltage is held
-    until a joint state published after it arrives; one published before every joint state
-    still held here takes the first joint state's stamp (as at start-up). Both queues hold at
-    most ``capacity`` entries.
+    early); an input published late in the interval acts mostly in the next. The first
+    voltage (at start, after a reset or a time jump) takes k's stamp wherever it falls, so
+    that the input is known from the first joint state on. A voltage is held until a joint
+    state published after it arrives; one published before every joint state still held here
+    takes the first joint state's stamp (as at start-up). Both queues hold at most
+    ``capacity`` entries.
     """
 
     def __init__(self, capacity: int) -> None:
         self._joints: collections.deque[tuple[int, int]] = collections.deque(maxlen=capacity)
         self._held: collections.deque[tuple[int, float]] = collections.deque(maxlen=capacity)
+        self._placed = False  # a voltage placed since the start (or the last time base)
 
     def joint_state(self, source_ns: int, stamp_ns: int) -> list[tuple[int, float]]:
         """Note an accepted joint state; returns the held voltages it places ``(stamp, value)``."""
@@ -127,12 +130,14 @@ class PublicationOrder:
                 stamp = stamp_ns
             if stamp is not None:
                 placed.append((stamp, value))
+                self._placed = True
         return placed
 
     def voltage(self, source_ns: int, value: float) -> tuple[int, float] | None:
         """A voltage: ``(stamp, value)`` if it can be placed now, else ``None`` (held)."""
         if self._joints and self._joints[-1][0] > source_ns:
             stamp = self._stamp_before(source_ns)
+            self._placed = True
             return (self._joints[0][1] if stamp is None else stamp), value
         self._held.append((source_ns, value))
         return None
@@ -140,12 +145,14 @@ class PublicationOrder:
     def forget_joint_states(self) -> None:
         """After a reset or a time jump: the stamps seen so far are of another time base."""
         self._joints.clear()
+        self._placed = False
 
     def _stamp_before(self, source_ns: int) -> int | None:
         after = None  # the joint state published next after the voltage: (source, stamp)
         for joint_source, stamp in reversed(self._joints):
             if joint_source <= source_ns:
-                if after is not None and after[0] - source_ns < source_ns - joint_source:
+                if (self._placed and after is not None
+                        and after[0] - source_ns < source_ns - joint_source):
                     return after[1]
                 return stamp
             after = (joint_source, stamp)
