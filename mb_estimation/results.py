@@ -15,7 +15,12 @@ import numpy as np
 from mb_estimation.calibration import Calibration
 from mb_estimation.estimation.agreement import Agreement
 from mb_estimation.fitting import StageKind
-from mb_estimation.io.parameter_files import gravity_tilt, plain_value, write_parameter_files
+from mb_estimation.io.parameter_files import (
+    covariance_document,
+    gravity_tilt,
+    plain_value,
+    write_parameter_files,
+)
 from mb_estimation.io.urdf_files import write_calibrated_urdf
 
 
@@ -79,19 +84,6 @@ def _agreement_document(row: Agreement, scaled: bool = True) -> dict:
     return {**document, "std_scaled_by": row.scale} if scaled else document
 
 
-def covariance_document(result) -> dict:
-    """The free parameters' covariance as reported, with its rows' names.
-
-    ``rows``: a parameter's name, or ``tilt[i]`` for each of a tilt's three rotation-vector
-    components in the world frame; ``matrix``: in the product of the two rows' units, its
-    diagonal the std squared (a tilt's std are in the gravity frame instead).
-    """
-    rows = [name if len(indices) == 1 else f"{name}[{i}]"
-            for name, indices in result.tangent_rows.items() for i in range(len(indices))]
-    return {"rows": rows,
-            "matrix": [[float(v) for v in row] for row in np.asarray(result.covariance)]}
-
-
 def parameters_document(calibration: Calibration) -> dict:
     """The content of parameters.yaml.
 
@@ -99,7 +91,8 @@ def parameters_document(calibration: Calibration) -> dict:
     ``status`` (what the data determine), ``settled`` (step dependence) where assessed, its
     ``cramer_rao_std`` where the bound was computed and, where two recordings or more
     determine it, ``recordings`` (each one's own fit and whether they agree); ``covariance``
-    (:func:`covariance_document`); ``fixed``:
+    (:func:`~mb_estimation.io.parameter_files.covariance_document`; its diagonal the std
+    squared, but a tilt's, whose std are in the gravity frame); ``fixed``:
     every other value; ``fit`` (with whether the std include the model's error); ``method``;
     ``refinement`` (:func:`stages_document`); the predictions and the steady drives
     (``validation``: where a held input spins its joint steadily, its speed per unit), the
@@ -142,7 +135,9 @@ def parameters_document(calibration: Calibration) -> dict:
         "recordings": [r.name for r in result.recordings],
         **std_note,
     }
-    document = {"rig": spec.name, "parameters": free, "covariance": covariance_document(result),
+    covariance = covariance_document(  # a tilt's rows: its rotation vector in the world frame
+        {name: len(rows) for name, rows in result.tangent_rows.items()}, result.covariance)
+    document = {"rig": spec.name, "parameters": free, "covariance": covariance,
                 "fixed": fixed, "fit": fit, "method": calibration.method}
     stages = stages_document(calibration)
     if stages is not None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mb_estimation.estimation.formulations import (
+    LOCKED_TORQUE_WEIGHT,
     Formulation,
     MaximalCoordinates,
     tangent_columns,
@@ -34,11 +35,11 @@ from mb_estimation.rigs import Rig
 
 jnp = jax.numpy
 
-#: The weight of a locked joint's angle residuals relative to a moving joint's (the inverse of
-#: :data:`~mb_estimation.estimation.formulations.LOCKED_TORQUE_WEIGHT`): a joint held still
-#: by an unrecorded torque is where it is held; free to move at the noise's price, the fit moved
-#: it to absorb the other joints' noise, and its rate carried that motion into the states.
-LOCKED_ANGLE_WEIGHT = 1e3
+#: The weight of a locked joint's angle residuals relative to a moving joint's, the inverse of
+#: its torque residuals' weight: a joint held still by an unrecorded torque is where it is
+#: held; free to move at the noise's price, the fit moved it to absorb the other joints' noise,
+#: and its rate carried that motion into the states.
+LOCKED_ANGLE_WEIGHT = 1.0 / LOCKED_TORQUE_WEIGHT
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,19 @@ def plain_value(value) -> float | list[float]:
     return float(array[0]) if array.size == 1 else [float(v) for v in array]
 
 
+def covariance_document(sizes: Mapping[str, int], covariance) -> dict:
+    """A free parameters' covariance as parameters.yaml holds it, with its rows' names.
+
+    ``sizes``: each parameter's rows, in order (1 for a scalar, 3 for a quaternion's tangent).
+    ``rows``: a parameter's name, or ``name[i]`` for each of a quaternion's rows; ``matrix``:
+    ``covariance`` as plain numbers, in the product of the two rows' units.
+    """
+    rows = [name if size == 1 else f"{name}[{i}]"
+            for name, size in sizes.items() for i in range(size)]
+    return {"rows": rows,
+            "matrix": [[float(v) for v in row] for row in np.asarray(covariance)]}
+
+
 def gravity_tilt(quaternion, std) -> dict:
     """The two angles a tilt quaternion [w, x, y, z] shows: how far gravity leans [rad].
 

@@ -203,7 +203,11 @@ def write_fused(directory: str | Path, estimate: ParameterEstimate, config: Conf
     reader never sees half a file); ``states.csv`` is not written (a fused estimate has no states).
     The Furuta rig's ``calibrated.urdf`` (:mod:`mb_estimation.io.urdf_files`) beside them.
     """
-    from mb_estimation.io.parameter_files import plain_value, write_parameter_files
+    from mb_estimation.io.parameter_files import (
+        covariance_document,
+        plain_value,
+        write_parameter_files,
+    )
     from mb_estimation.io.urdf_files import write_calibrated_urdf
     from mb_estimation.online.windows import window_config
 
@@ -228,13 +232,10 @@ def write_fused(directory: str | Path, estimate: ParameterEstimate, config: Conf
                     f"drift tracked"),
         "window_s": node.window_s, "stride_s": node.stride_s,
     }
-    rows = [name if rows_of.stop - rows_of.start == 1 else f"{name}[{i}]"
-            for name, rows_of in estimate.slices.items()
-            for i in range(rows_of.stop - rows_of.start)]
+    sizes = {name: rows.stop - rows.start for name, rows in estimate.slices.items()}
     windowed = window_config(config)  # what each window was fitted with
     document = {"rig": spec.name, "parameters": estimated,
-                "covariance": {"rows": rows, "matrix": [[float(v) for v in row]
-                                                        for row in estimate.covariance]},
+                "covariance": covariance_document(sizes, estimate.covariance),
                 "fixed": fixed, "fit": fit,
                 "method": {**dataclasses.asdict(windowed.method),
                            "advanced": dataclasses.asdict(windowed.advanced)}}
