@@ -289,10 +289,9 @@ def test_the_compliant_release_as_declared_is_trustworthy(tmp_path, duration_s):
 def test_the_compliant_stage_refits_what_the_joint_fit_left_undetermined(tmp_path):
     """The shipped design played on furuta_synthetic's compliant hinges, 4 s at 500 Hz.
 
-    The joint fit does not determine b2 there; held at its value (3× the truth), the
-    simulation-error stage left b2 undetermined and moved J_Azz, J_Byy and b1 towards it (on
-    the whole 5 s, 10–12 std from the truth). Refit with the others, b2 is determined and every
-    value is within 3 std.
+    The joint fit does not determine b2 there; held at its value, far from the truth, the
+    simulation-error stage left b2 undetermined and moved J_Azz, J_Byy and b1 towards it, many
+    std from the truth. Refit with the others, b2 is determined and every value is within 3 std.
     """
     from mb_estimation.io.excitation_files import read_excitation
     from mb_estimation.scenarios import played_scenario

@@ -733,7 +733,7 @@ def test_a_voltage_published_just_before_its_joint_state_is_of_that_instant():
     """A bag storing V_k and J_k under one time, V_k first (as replayed): V_k takes J_k's stamp.
 
     As ``calibrate`` reads that bag (the input from that time on); taken as published after
-    J_{k-1}, the input was one sample early (the outside rig's b1 7 % low, 38 std, fused).
+    J_{k-1}, the input was one sample early (a damping estimate biased by many std).
     A voltage published at mid-interval (a tie) takes the joint state before it.
     """
     core = EstimatorCore(_config(), estimator=_fake_estimator)
