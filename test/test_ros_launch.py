@@ -304,6 +304,9 @@ def test_mb_estimation_node_remaps_the_inputs_to_the_configs_topics(tmp_path, mo
     assert cli(["node", "--config", config, "--output-dir", str(tmp_path / "fused")]) == 0
     settings = {started[1][i + 1] for i, word in enumerate(started[1]) if word == "-p"}
     assert f"output_dir:={tmp_path / 'fused'}" in settings
+    (tmp_path / "a_file").write_text("")  # an output that cannot be a folder: before rclpy
+    assert cli(["node", "--config", config, "--output-dir", str(tmp_path / "a_file")]) == 2
+    assert len(started) == 2
 
 
 def test_config_topics(tmp_path, monkeypatch):

@@ -46,8 +46,10 @@ def node_command(args) -> int:
         parameters.append(f"set:={args.set_values}")
     if args.compliance is not None:
         parameters.append(f"compliance:={args.compliance}")
-    if args.output_dir:
-        parameters.append(f"output_dir:={Path(args.output_dir).resolve()}")
+    if args.output_dir:  # one line before rclpy, not a failed write after the first window
+        from mb_estimation.io.files import writable_folder
+
+        parameters.append(f"output_dir:={writable_folder(args.output_dir).resolve()}")
     argv = ["estimator_node", "--ros-args", "-r", f"__node:={loaded.node.name}"]
     recording = loaded.recording  # the inputs on the config's topics
     for name, topic in input_remappings(recording.joint_states_topic, recording.voltage_topic):
