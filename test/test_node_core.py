@@ -221,6 +221,26 @@ def test_a_silent_voltage_topic_rejects_windows_with_a_reason():
     assert out.parameters == []
 
 
+def test_the_first_window_starts_where_the_voltage_is_known():
+    """A voltage that begins after the joint states moves the first window to its start.
+
+    (A driver or a middleware late to deliver it.) That window is estimated, not rejected for
+    an input unknown at its start.
+    """
+    out = Collect()
+    core = EstimatorCore(_config(), out.outputs, estimator=_fake_estimator)
+    late_ns = int(0.2 * NS)
+    core.start()
+    try:
+        _feed(core, 0.2, voltage=False)
+        _feed(core, 5.5, start_ns=T0 + late_ns, motion_from_s=0.2)
+        _wait_idle(core)
+    finally:
+        core.stop()
+    d = core.diagnostics()
+    assert d["windows_accepted"] == 1 and d["windows_rejected"] == 0, d["last_error"]
+
+
 def test_an_estimator_failure_keeps_the_last_good_estimate():
     out = Collect()
     calls = []

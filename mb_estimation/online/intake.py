@@ -366,13 +366,29 @@ class SampleIntake:
     def _schedule(self, stamp_ns: int) -> None:
         window_ns = int(round(self.settings.window_s * NS_PER_S))
         stride_ns = int(round(self.settings.stride_s * NS_PER_S))
-        if stamp_ns < self.next_start_ns + window_ns:
+        if stamp_ns < self.next_start_ns + window_ns or self._input_starts_later(stamp_ns):
             return
         self._cut(self.next_start_ns)
         self.next_start_ns += stride_ns
         if stamp_ns >= self.next_start_ns + window_ns:  # a jump forward: restart the schedule
             self.next_start_ns = stamp_ns
             self.diagnostics.count("time_gaps")
+
+    def _input_starts_later(self, stamp_ns: int) -> bool:
+        """Whether the next window waits: its start moved to the first voltage after it.
+
+        The voltage can begin after the joint states (a driver that starts publishing it
+        later, a middleware that delivers its first messages late): a window from before it
+        would lack its input at its start. With no voltage at all the window is cut (and
+        rejected, saying so).
+        """
+        if not self.config.rig_spec.inputs:
+            return False
+        stamps, _ = self.voltage.between(self.next_start_ns, stamp_ns)
+        if not len(stamps) or stamps[0] <= self.next_start_ns:
+            return False
+        self.next_start_ns = int(stamps[0])
+        return stamp_ns < self.next_start_ns + int(round(self.settings.window_s * NS_PER_S))
 
     def _cut(self, start_ns: int) -> Window:
         """The window from ``start_ns`` (its joint states and voltage), given to ``on_window``.
