@@ -343,5 +343,7 @@ def test_the_peer_rig_with_its_datasheet_gain_gets_advice_for_that_rig(shared_da
     assert "hinges (compliance" not in lines  # declared rigid: no advice to refine through them
     assert "not excited" not in lines
     written = yaml.safe_load((tmp_path / "out" / "parameters.yaml").read_text())
+    at_bound = written["parameters"]["J_Azz"]
+    assert at_bound["status"] == "at its lower bound" and at_bound["settled"] is None
     (drive,) = written["validation"]["steady_drives"]  # the arm's end speed at 2 command units
     assert drive["input"] == 2.0 and drive["speed_rad_s"] == pytest.approx(7.36, abs=0.05)
