@@ -22,7 +22,12 @@ from mb_estimation import lie
 from mb_estimation.cramer_rao import CramerRao
 from mb_estimation.estimation import EstimationResult
 from mb_estimation.estimation.agreement import Agreement, agreements, ratio_agreements
-from mb_estimation.estimation.identifiability import Identifiability, identifiability
+from mb_estimation.estimation.identifiability import (
+    AT_LOWER_BOUND,
+    AT_UPPER_BOUND,
+    Identifiability,
+    identifiability,
+)
 from mb_estimation.estimation.input_delay import InputDelay, apparent_input_delay
 from mb_estimation.estimation.solver import excited_by_data
 from mb_estimation.fitting import Fit, Keep, LevelFit, SimulationFit
@@ -136,7 +141,8 @@ class StepDependence:
     ``change`` is finest minus the level before, in the parameter's tangent space (a rotation
     vector [rad] for a quaternion); ``settled`` is True when every component moved by at most
     the finest level's standard deviation (a larger move means the value still depends on the
-    step: a shadow of the method rather than of the rig).
+    step: a shadow of the method rather than of the rig), None for a value at a bound (not an
+    estimate the step could move).
     """
 
     name: str
@@ -144,11 +150,15 @@ class StepDependence:
     fine: np.ndarray
     change: np.ndarray
     std: np.ndarray
-    settled: bool
+    settled: bool | None
 
 
-def step_dependence(levels: Sequence[LevelFit]) -> tuple[StepDependence, ...]:
-    """Per free parameter, its change over the last two of ``levels`` (none with fewer)."""
+def step_dependence(levels: Sequence[LevelFit], at_bound: Sequence[str] = ()
+                    ) -> tuple[StepDependence, ...]:
+    """Per free parameter, its change over the last two of ``levels`` (none with fewer).
+
+    ``at_bound``: the parameters whose value ended at a bound (``settled`` None).
+    """
     if len(levels) < 2:
         return ()
     coarse, fine = levels[-2].result, levels[-1].result
@@ -160,8 +170,8 @@ def step_dependence(levels: Sequence[LevelFit]) -> tuple[StepDependence, ...]:
         else:
             change = np.atleast_1d(after - before)
         std = np.atleast_1d(np.asarray(fine.std[name], dtype=float))
-        rows.append(StepDependence(name, before, after, change, std,
-                                   bool(np.all(np.abs(change) <= std))))
+        settled = None if name in at_bound else bool(np.all(np.abs(change) <= std))
+        rows.append(StepDependence(name, before, after, change, std, settled))
     return tuple(rows)
 
 
@@ -468,6 +478,7 @@ def assess(setup: Setup, fit: Fit) -> Assessment:
         mismatch=mismatch, identified=identified,
         model_error_correlation_s=model_error_s, agreement=agreement,
         following=kept.following if kept.refit_kept else None,
-        step_dependence=() if kept.refit_kept else step_dependence(fit.levels),
+        step_dependence=() if kept.refit_kept else step_dependence(
+            fit.levels, identified.with_status(AT_LOWER_BOUND, AT_UPPER_BOUND)),
         bound=bound, delay=input_delay(setup, result), note=kept.note,
         joint=fit.joint if kept.refit_kept else None)

@@ -14,7 +14,6 @@ import numpy as np
 
 from mb_estimation.calibration import Calibration
 from mb_estimation.estimation.agreement import Agreement
-from mb_estimation.estimation.identifiability import AT_LOWER_BOUND, AT_UPPER_BOUND
 from mb_estimation.fitting import StageKind
 from mb_estimation.io.parameter_files import (
     covariance_document,
@@ -30,16 +29,6 @@ def _optional(values: dict, name: str):
     return plain_value(values[name]) if name in values else None
 
 
-def _settled(calibration: Calibration) -> dict:
-    """Per parameter whose step dependence was assessed: whether it settled in the step.
-
-    None for a value at a bound: not an estimate the step could move.
-    """
-    at_bound = calibration.assessment.identified.with_status(AT_LOWER_BOUND, AT_UPPER_BOUND)
-    return {row.name: None if row.name in at_bound else row.settled
-            for row in calibration.assessment.step_dependence}
-
-
 def stages_document(calibration: Calibration) -> dict | None:
     """The consistent path's stages for parameters.yaml: steps, costs and each free value.
 
@@ -52,14 +41,13 @@ def stages_document(calibration: Calibration) -> dict | None:
     if not stages:
         return None
     dependence = {row.name: row for row in calibration.assessment.step_dependence}
-    settled = _settled(calibration)
     parameters = {}
     for name in calibration.result.free:
         entry = {"values": [_optional(stage.values, name) for stage in stages],
                  "std": [_optional(stage.std, name) for stage in stages]}
         if name in dependence:
             entry["change"] = plain_value(dependence[name].change)
-            entry["settled"] = settled[name]
+            entry["settled"] = dependence[name].settled
         parameters[name] = entry
     document = {"dt": [float(stage.dt) for stage in stages],
                 "formulation": [str(stage.kind) for stage in stages],
@@ -113,7 +101,7 @@ def parameters_document(calibration: Calibration) -> dict:
     result, assessment = calibration.result, calibration.assessment
     spec = calibration.setup.config.rig_spec
     bound, identified = assessment.bound, assessment.identified
-    settled = _settled(calibration)
+    dependence = {row.name: row for row in assessment.step_dependence}
     agreement = {row.name: row for row in assessment.agreement}
     free = {}
     for name in result.free:
@@ -128,8 +116,8 @@ def parameters_document(calibration: Calibration) -> dict:
         if bound is not None and name in bound.std:
             entry["cramer_rao_std"] = bound.std[name]
         entry["status"] = identified.standing(name).status
-        if name in settled:
-            entry["settled"] = settled[name]
+        if name in dependence:
+            entry["settled"] = dependence[name].settled
         if name in agreement:
             entry["recordings"] = _agreement_document(agreement[name])
     std_note = {"std_include_model_error": assessment.model_error_correlation_s is not None}

@@ -220,7 +220,7 @@ def verdict(setup: Setup, assessment: Assessment) -> Verdict:
                 action = (f"record {_motion_that_shows(standing.name)}, or fix it at a "
                           "trusted value")
             findings.append(Finding(f"{standing.name} is not determined ({spread})", action))
-    moved = [row for row in moves if not row.settled]
+    moved = [row for row in moves if row.settled is False]
     if moved:
         names = ", ".join(row.name for row in moved)
         findings.append(Finding(f"{names} still move{'s' if len(moved) == 1 else ''} with the "

@@ -300,28 +300,22 @@ def test_recordings_no_one_input_gain_fits_are_a_finding_with_what_to_do():
 
 
 def test_a_parameter_at_its_bound_is_not_called_settled_with_the_step(capsys):
-    """The step-dependence lines: a value pinned at its bound moves by 0, and is no estimate."""
+    """The step dependence: a value pinned at its bound moves by 0, and is no estimate."""
     from types import SimpleNamespace
 
-    from mb_estimation.assess import StepDependence
+    from mb_estimation.assess import step_dependence
     from mb_estimation.cli.printing import print_step_dependence
-    from mb_estimation.estimation.identifiability import (
-        AT_LOWER_BOUND,
-        Identifiability,
-        ParameterStanding,
-    )
 
-    def row(name, change):
-        return StepDependence(name, np.zeros(1), np.full(1, change), np.full(1, change),
-                              np.ones(1), abs(change) <= 1.0)
+    def level(dt, b1):
+        result = SimpleNamespace(free=("J_Azz", "b1"), parameters={"J_Azz": 1e-4, "b1": b1},
+                                 std={"J_Azz": 1e-6, "b1": 1.0})
+        return SimpleNamespace(stage=SimpleNamespace(dt=dt), result=result)
 
-    identified = Identifiability(parameters=(
-        ParameterStanding("J_Azz", AT_LOWER_BOUND, 0.0), ParameterStanding("b1", DETERMINED, 0.01)))
-    levels = [SimpleNamespace(stage=SimpleNamespace(dt=dt)) for dt in (0.004, 0.002)]
-    print_step_dependence(SimpleNamespace(
-        assessment=SimpleNamespace(step_dependence=(row("J_Azz", 0.0), row("b1", 0.5)),
-                                   identified=identified),
-        fit=SimpleNamespace(levels=levels)))
+    levels = [level(0.004, 0.0), level(0.002, 0.5)]
+    rows = step_dependence(levels, at_bound=("J_Azz",))
+    assert [row.settled for row in rows] == [None, True]
+    print_step_dependence(SimpleNamespace(assessment=SimpleNamespace(step_dependence=rows),
+                                          fit=SimpleNamespace(levels=levels)))
     lines = capsys.readouterr().out.splitlines()
     assert lines[1].endswith("at its bound: not an estimate the step could move"), lines
     assert lines[2].endswith("(0.5 std): settled"), lines

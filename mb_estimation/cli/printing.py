@@ -97,16 +97,13 @@ def print_step_dependence(calibration) -> None:
     rows = calibration.assessment.step_dependence
     if not rows:
         return
-    from mb_estimation.estimation.identifiability import AT_LOWER_BOUND, AT_UPPER_BOUND
-
-    at_bound = calibration.assessment.identified.with_status(AT_LOWER_BOUND, AT_UPPER_BOUND)
     coarse, fine = (level.stage for level in calibration.fit.levels[-2:])
     print(f"step dependence (h = {coarse.dt:g} s → {fine.dt:g} s):")
     for row in rows:
         change = " ".join(f"{v:+.3g}" for v in row.change)
         with np.errstate(divide="ignore", invalid="ignore"):
             sigmas = " ".join(f"{v:.2g}" for v in np.abs(row.change) / row.std)
-        said = ("at its bound: not an estimate the step could move" if row.name in at_bound
+        said = ("at its bound: not an estimate the step could move" if row.settled is None
                 else "settled" if row.settled else "STILL MOVES with the step: a shadow value")
         print(f"  {row.name:8s} change {change} ({sigmas} std): {said}")
 

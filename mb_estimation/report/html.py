@@ -180,6 +180,10 @@ def _correlation_section(result: EstimationResult, directory: Path) -> str:
     return f"<h2>Parameter correlation</h2>{image}{table}{note}"
 
 
+_SETTLED = {True: "yes", False: '<span class="warn">no: still moves</span>',
+            None: "at its bound: no estimate"}
+
+
 def _refinement_section(calibration) -> str:
     """The consistent path's stages side by side, with each parameter's step dependence."""
     stages = calibration.stages
@@ -203,8 +207,8 @@ def _refinement_section(calibration) -> str:
                 ratio = np.abs(row.change) / row.std
             cells += [_text(", ".join(_number(v) for v in row.change)),
                       _text(", ".join(_number(v, ".2g") for v in ratio)),
-                      "yes" if row.settled else '<span class="warn">no: still moves</span>']
-            classes.append("" if row.settled else "not-excited")
+                      _SETTLED[row.settled]]
+            classes.append("not-excited" if row.settled is False else "")
         rows.append(cells)
     costs = ", ".join(f"{stage.dt:g} s: {_number(stage.cost)} ({stage.iterations} iterations)"
                       for stage in stages)
