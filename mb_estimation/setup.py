@@ -121,6 +121,15 @@ def on_grid(config: Config, recordings: Sequence[Recording], dt: float, *,
                                    end_s=end_s) for r in recordings)
 
 
+def urdf_reading_notes(config: Config) -> list[str]:
+    """What reading the config's URDF left out or folded in.
+
+    An arm's centre of mass to the side of its line, the pendulum's small products of inertia.
+    """
+    return [] if config.urdf is None else [f"{config.urdf.file.name}: {note}"
+                                           for note in config.urdf.rig.notes]
+
+
 def recording_notes(recordings: Sequence[Recording], grids: Sequence[GridData]) -> list[str]:
     """What reading did to each recording (stamps, dropped samples, gaps, trimming).
 
@@ -354,7 +363,8 @@ def set_up(config: Config, recordings: Sequence[Recording], *, start_s: float | 
         level_grids=level_grids, solver=solver_settings(config),
         lower={name: bounds.lower for name, bounds in config.free.items()},
         upper={name: bounds.upper for name, bounds in config.free.items()},
-        notes=tuple(recording_notes(recordings, level_grids[-1]) + locked_notes
+        notes=tuple(urdf_reading_notes(config) + recording_notes(recordings, level_grids[-1])
+                    + locked_notes
                     + [note for note in [terms_note(config.parameters, config.free,
                                                     config.ripple_per_revolution)] if note]),
         steady_drives=steady_drives(config, level_grids[-1]))

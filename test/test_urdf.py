@@ -214,6 +214,9 @@ def test_the_same_rig_in_other_frames_reads_the_same(tmp_path):
     assert config.urdf.rig.notes == ("the arm's centre of mass is 10 mm to the side of its line "
                                      "to the pendulum joint: m_A d² added to J_Azz (all the "
                                      "arm's motion shows of it)",)
+    from mb_estimation.setup import urdf_reading_notes  # what calibrate prints before its fit
+
+    assert urdf_reading_notes(config) == [f"rig.urdf: {config.urdf.rig.notes[0]}"]
 
 
 def test_a_fixed_link_between_the_joints_is_part_of_the_arm(tmp_path):
@@ -483,6 +486,10 @@ def test_calibrated_urdf_loads_in_another_reader_with_the_fitted_dynamics(tmp_pa
     notes = urdf_notes(config, {**config.parameters, **fitted})
     assert notes[0].startswith("J_Ayy raised from 0.003 to 0.0099 kg m^2")
     assert "J_Byy 0.0042 exceeds" in notes[1]  # 0.0042 > 1e-4 + 0.004
+    # the arm's axis points down here: an input along it turns the arm with -K
+    assert notes[2].endswith(f"so along it the gain is {-config.parameters['K']:.6g}")
+    assert not any("input gain" in note for note in urdf_notes(
+        load_config("furuta_synthetic"), {**config.parameters, **fitted}))
     assert all(note in text for note in notes)
     truth = {**{name: float(value) for name, value in config.parameters.items()
                 if not isinstance(value, tuple)}, **fitted, "J_shaft": 0.0,

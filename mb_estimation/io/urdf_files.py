@@ -130,7 +130,26 @@ def _scalars(values: Mapping[str, object]) -> dict[str, float]:
 
 def urdf_notes(config: Config, values: Mapping[str, object]) -> list[str]:
     """What calibrated.urdf says at its top of ``values`` (:func:`calibrated_urdf`)."""
-    return with_physical_arm(_scalars(values))[1] if config.rig == "furuta" else []
+    return _with_notes(config, values)[1] if config.rig == "furuta" else []
+
+
+def _with_notes(config: Config, values: Mapping[str, object]
+                ) -> tuple[dict[str, float], list[str]]:
+    """The scalar ``values`` calibrated.urdf holds, and the notes at its top.
+
+    Those of :func:`~mb_estimation.rigs.furuta_urdf.with_physical_arm`, and the input gain's
+    direction where the URDF's arm joint turns the other way than θ1 (its axis pointing
+    down): ``K`` is the torque about the upward axis, so a simulator that applies the input
+    along that joint needs ``-K``.
+    """
+    values, notes = with_physical_arm(_scalars(values))
+    arm_sign = (config.urdf.rig.signs[0] if config.urdf is not None
+                else config.recording.joints["arm"].sign)
+    if arm_sign < 0 and values.get("K"):
+        notes.append(f"the input gain K = {values['K']:.6g} N m per input unit (parameters.yaml) "
+                     f"turns the arm about the upward axis; this URDF's arm joint turns about "
+                     f"the downward one, so along it the gain is {-values['K']:.6g}")
+    return values, notes
 
 
 def calibrated_urdf(config: Config, values: Mapping[str, object]) -> str | None:
@@ -140,7 +159,7 @@ def calibrated_urdf(config: Config, values: Mapping[str, object]) -> str | None:
     """
     if config.rig != "furuta":
         return None
-    values, notes = with_physical_arm(_scalars(values))
+    values, notes = _with_notes(config, values)
     if config.urdf is None:  # laid out first, so that the notes go in between its lines
         recorded = tuple((config.recording.joints[joint].name, config.recording.joints[joint].sign)
                          for joint in ("arm", "pendulum"))
