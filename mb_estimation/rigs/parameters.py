@@ -168,7 +168,9 @@ FURUTA = RigSpec(
         ParameterSpec("J_Bzz", _INERTIA, "inertia of B about z_B", lower=_TINY),
         ParameterSpec("J_shaft", _INERTIA, "motor shaft inertia on hinge 1 (paper F.3)",
                       default=0.0, joint="arm"),
-        ParameterSpec("K", "N m/V", "motor gain: torque per volt", lower=-math.inf, joint="arm"),
+        ParameterSpec("K", "N m/V", "motor gain: torque per volt about θ1's positive "
+                      "direction (up), whatever the arm's recorded sign", lower=-math.inf,
+                      joint="arm"),
         ParameterSpec("b1", "N m s/rad", "viscous friction of hinge 1 (paper F.2)", joint="arm"),
         ParameterSpec("b2", "N m s/rad", "viscous friction of hinge 2 (paper F.2)",
                       joint="pendulum"),
