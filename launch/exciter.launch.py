@@ -45,7 +45,8 @@ SETTINGS = {
                                   "excitation.yaml's, else none)"),
     "max_arm_rate": ("0.0", float, "largest arm rate [rad/s] (0: excitation.yaml's, else "
                                    "none)"),
-    "ramp_s": ("0.5", float, "fade in and out [s]"),
+    "ramp_s": ("0.5", float, "the input's bound fades in and out over this [s] (excite's "
+                             "design is faded so already)"),
     "timeout_s": ("0.1", float, "stop when no joint state arrives for this long [s]"),
     "estimator": ("/mb_estimator", str, "the estimator node to calibrate at the end (empty: "
                                         "none)"),

@@ -430,7 +430,7 @@ def write_simulated_bag(config: Config, scenario: str | Scenario, output: str | 
 def design_experiment(config: Config, output: str | Path, *, duration_s: float,
                       limits: Limits, noise_rad: float | None = None,
                       rate_hz: float | None = None, max_evaluations: int = MAX_EVALUATIONS,
-                      progress: Callable[[int, float, bool], None] | None = None
+                      progress: Callable[[int, float, float], None] | None = None
                       ) -> tuple[ExcitationDesign, tuple[Path, ...]]:
     """An input for the config's free parameters at its values (excite), and its files.
 

@@ -27,8 +27,14 @@ with the others' (measured: b2 halved for b1's std 1.33 times the multisine's on
 hence the cap. The criterion is not smooth where two terms tie, which a simplex search does not
 mind.
 
+The input is faded in and out over :data:`~mb_estimation.fade.RAMP_S` as the exciter node
+bounds what it plays (:mod:`mb_estimation.fade`): the design predicts, and the file holds, the
+input as it is played on the rig.
+
 Limits: the input's peak never exceeds the bound (by construction); the arm's simulated angle
-and rate must stay within their limits (a rig with a cable, a table), and the motion must not
+and rate must stay within :data:`ARM_LIMIT_SHARE` of their limits (a rig with a cable, a table:
+the exciter stops at the limits themselves, so a rig that moves a little more than the model
+at the values designed at still plays the whole input), and the motion must not
 amplify a change of its start state beyond what the calibration's simulation-error stage
 follows in one piece (:data:`FOLLOWED_AMPLIFICATION`: the bound of a near-chaotic motion is
 as small as one likes, and no calibration reaches it). A candidate beyond them is penalised,
@@ -46,6 +52,7 @@ import scipy.optimize
 
 from mb_estimation.cramer_rao import FOLLOWED_AMPLIFICATION, cramer_rao_bound
 from mb_estimation.errors import SimulationError
+from mb_estimation.fade import fade
 from mb_estimation.rigs import Rig
 from mb_estimation.scenarios import MULTISINE_FREQUENCIES_HZ
 from mb_estimation.signals import GridData
@@ -72,6 +79,10 @@ STD_CAP = 1.2
 LIMIT_PENALTY = 20.0
 #: A design scaled down to meet the arm's limits stops at this fraction of the input bound.
 SMALLEST_SCALE = 0.05
+#: The share of the arm's angle and rate limits the design's simulated motion stays within
+#: (the rest is for a rig that moves more than the model at the values designed at: the
+#: exciter stops at the limits themselves).
+ARM_LIMIT_SHARE = 0.9
 
 
 @dataclass(frozen=True)
@@ -157,6 +168,12 @@ def at_peak(signal: np.ndarray, peak: float) -> np.ndarray:
     return signal * (peak / largest) if largest > 0 else signal
 
 
+def played(time_s: np.ndarray, amplitudes, frequencies_hz, phases, peak: float) -> np.ndarray:
+    """The multisine at ``peak`` [input units] faded in and out, as the exciter plays it."""
+    signal = at_peak(multisine(time_s, amplitudes, frequencies_hz, phases), peak)
+    return signal * fade(len(time_s), 1.0 / (time_s[1] - time_s[0]))
+
+
 def design_grid(time_s: np.ndarray, inputs: np.ndarray, joints: int) -> GridData:
     """The grid the bound is computed on: every sample observed, each input held one step."""
     n = len(time_s)
@@ -189,14 +206,14 @@ def predicted_response(rig: Rig, values: Mapping[str, object], names: Sequence[s
 def _overshoot(response: Response, limits: Limits) -> float:
     """How far the response goes beyond its limits: the largest log ratio, 0 within them.
 
-    The arm's angle and rate limits, and the start-state amplification a calibration follows
-    in one piece (:data:`FOLLOWED_AMPLIFICATION`).
+    :data:`ARM_LIMIT_SHARE` of the arm's angle and rate limits, and the start-state
+    amplification a calibration follows in one piece (:data:`FOLLOWED_AMPLIFICATION`).
     """
     ratios = [1.0, response.amplification / FOLLOWED_AMPLIFICATION]
     if limits.max_arm_rad is not None:
-        ratios.append(response.arm_peak_rad / limits.max_arm_rad)
+        ratios.append(response.arm_peak_rad / (ARM_LIMIT_SHARE * limits.max_arm_rad))
     if limits.max_arm_rate is not None:
-        ratios.append(response.arm_rate_peak / limits.max_arm_rate)
+        ratios.append(response.arm_rate_peak / (ARM_LIMIT_SHARE * limits.max_arm_rate))
     return float(np.log(max(ratios)))
 
 
@@ -205,7 +222,7 @@ def design_excitation(rig: Rig, values: Mapping[str, object], names: Sequence[st
                       start: np.ndarray, noise_rad: float = 1e-3,
                       frequencies_hz: np.ndarray = EXCITATION_FREQUENCIES_HZ,
                       max_evaluations: int = MAX_EVALUATIONS,
-                      progress: Callable[[int, float, bool], None] | None = None
+                      progress: Callable[[int, float, float], None] | None = None
                       ) -> ExcitationDesign:
     """The multisine on ``frequencies_hz`` that best meets the criterion's goals (module doc).
 
@@ -214,7 +231,9 @@ def design_excitation(rig: Rig, values: Mapping[str, object], names: Sequence[st
     from; ``noise_rad``: the angle noise assumed on each joint (it scales every std alike, so it
     does not change the design). ``progress(evaluation, worst relative std, beyond)`` after
     each evaluation, of the best candidate so far (ranked with the penalty of a limit
-    exceeded; ``beyond``: its motion exceeds a limit). Raises
+    exceeded; ``beyond``: how far its motion goes beyond its limits, the largest ratio to
+    one, 1 within them: a candidate further beyond ranks lower even where its std are
+    smaller). Raises
     :class:`~mb_estimation.errors.SimulationError` when no scale of the design keeps the arm
     within its limits.
     """
@@ -226,7 +245,7 @@ def design_excitation(rig: Rig, values: Mapping[str, object], names: Sequence[st
     def response(amplitudes, scale=limits.max_input, rate=rate_hz, step=SENSITIVITY_DT,
                  frequencies=frequencies_hz, phases=phases):
         time_s = np.arange(int(round(duration_s * rate)) + 1) / rate
-        inputs = at_peak(multisine(time_s, np.abs(amplitudes), frequencies, phases), scale)
+        inputs = played(time_s, np.abs(amplitudes), frequencies, phases, scale)
         noise = noise_rad * np.sqrt(rate / rate_hz)  # as much information as rate_hz's samples
         return time_s, inputs, predicted_response(rig, values, names, time_s, inputs, start,
                                                   noise, step)
@@ -241,7 +260,7 @@ def design_excitation(rig: Rig, values: Mapping[str, object], names: Sequence[st
     _, (*_, plain_searched) = _within_limits(  # the goals, on the search's grid
         lambda a, scale: plain_response(a, scale, search_rate, SEARCH_STEP_S),
         np.ones(plain_count), limits)
-    evaluations, best, best_worst, best_beyond = 0, np.inf, np.inf, False
+    evaluations, best, best_worst, best_beyond = 0, np.inf, np.inf, 1.0
 
     def criterion(amplitudes):
         nonlocal evaluations, best, best_worst, best_beyond
@@ -250,7 +269,7 @@ def design_excitation(rig: Rig, values: Mapping[str, object], names: Sequence[st
         value = np.log(_against_goals(outcome, plain_searched)) + LIMIT_PENALTY * overshoot
         evaluations += 1
         if value < best:
-            best, best_worst, best_beyond = value, outcome.worst_relative_std, overshoot > 0
+            best, best_worst, best_beyond = value, outcome.worst_relative_std, np.exp(overshoot)
         if progress is not None:
             progress(evaluations, best_worst, best_beyond)
         return value

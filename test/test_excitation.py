@@ -16,6 +16,7 @@ from mb_estimation.config import load_config
 from mb_estimation.cramer_rao import FOLLOWED_AMPLIFICATION, cramer_rao_bound
 from mb_estimation.errors import SimulationError
 from mb_estimation.excitation import (
+    ARM_LIMIT_SHARE,
     EXCITATION_FREQUENCIES_HZ,
     Limits,
     Response,
@@ -27,6 +28,7 @@ from mb_estimation.excitation import (
     multisine,
     schroeder_phases,
 )
+from mb_estimation.fade import RAMP_S
 from mb_estimation.online.exciter import excitation_run
 from mb_estimation.report.excitation import excitation_document, multisine_input
 from mb_estimation.scenarios import MULTISINE_FREQUENCIES_HZ
@@ -45,25 +47,29 @@ def rig_and_values():
 
 def _design(rig_and_values, limits, evaluations, progress=None):
     rig, values = rig_and_values
-    return design_excitation(rig, values, FREE, duration_s=2.0, rate_hz=200.0, limits=limits,
+    return design_excitation(rig, values, FREE, duration_s=3.0, rate_hz=200.0, limits=limits,
                              start=np.zeros(4), max_evaluations=evaluations, progress=progress)
 
 
 def test_the_design_beats_the_multisine_at_the_same_bound(rig_and_values):
     design = _design(rig_and_values, Limits(BOUND), 20)
     assert design.evaluations == 20
-    assert np.max(np.abs(design.inputs)) == pytest.approx(BOUND, rel=1e-12)
+    assert np.max(np.abs(design.inputs)) <= BOUND
     assert design.scale == BOUND and design.multisine_scale == BOUND
-    assert design.time_s[-1] == pytest.approx(2.0) and len(design.inputs) == 401
+    assert design.time_s[-1] == pytest.approx(3.0) and len(design.inputs) == 601
     assert design.design.worst_relative_std < design.multisine.worst_relative_std
     assert design.design.amplification <= FOLLOWED_AMPLIFICATION
     _, values = rig_and_values
     relative = {name: std / abs(float(values[name])) for name, std in design.design.std.items()}
     assert max(relative.values()) == pytest.approx(design.design.worst_relative_std)
-    # the input is the multisine of the design's amplitudes, held between samples
+    # the input is the multisine of the design's amplitudes at the bound, faded in and out over
+    # the exciter's ramp (as it plays it), held between samples
     expected = at_peak(multisine(design.time_s, design.amplitudes, EXCITATION_FREQUENCIES_HZ,
                                  schroeder_phases(len(EXCITATION_FREQUENCIES_HZ))), BOUND)
-    np.testing.assert_allclose(design.inputs, expected, rtol=0, atol=1e-15)
+    ramp = int(RAMP_S * 200.0)
+    np.testing.assert_allclose(design.inputs[ramp:-ramp], expected[ramp:-ramp], rtol=0,
+                               atol=1e-15)
+    assert abs(design.inputs[0]) < 1e-3 * BOUND and abs(design.inputs[-1]) < 1e-3 * BOUND
 
 
 def _response(std, relative_std, amplification=1.0):
@@ -120,14 +126,15 @@ def test_the_arm_stays_within_its_limits_or_the_design_says_it_cannot(rig_and_va
                     max_arm_rate=0.8 * free.design.arm_rate_peak)
     shown = []
     limited = _design(rig_and_values, limits, 5, lambda *seen: shown.append(seen))
-    assert shown[0][2]  # the search starts beyond the limits, and its progress says so
+    assert shown[0][2] > 1.0  # the search starts beyond the limits, and its progress says so
     assert [seen[0] for seen in shown] == [1, 2, 3, 4, 5]
-    assert limited.design.arm_peak_rad <= limits.max_arm_rad
-    assert limited.design.arm_rate_peak <= limits.max_arm_rate
-    assert limited.multisine.arm_peak_rad <= limits.max_arm_rad
+    # within the design's share of the limits: a rig moving a little more is not stopped
+    assert limited.design.arm_peak_rad <= ARM_LIMIT_SHARE * limits.max_arm_rad
+    assert limited.design.arm_rate_peak <= ARM_LIMIT_SHARE * limits.max_arm_rate
+    assert limited.multisine.arm_peak_rad <= ARM_LIMIT_SHARE * limits.max_arm_rad
     assert limited.multisine_scale < BOUND  # the multisine it is compared with meets them too
     assert 0.0 < limited.scale < BOUND
-    assert np.max(np.abs(limited.inputs)) == pytest.approx(limited.scale, rel=1e-12)
+    assert np.max(np.abs(limited.inputs)) <= limited.scale
     document = yaml.safe_load(yaml.safe_dump(excitation_document(  # plain numbers: written
         limited, limits, 1e-3, {name: 1.0 for name in FREE})))
     assert document["multisine"]["peak"] == limited.multisine_scale
@@ -177,13 +184,14 @@ def test_excite_writes_the_input_what_it_predicts_and_a_figure(tmp_path, capsys)
     lines = (out / "excitation.csv").read_text().splitlines()
     assert lines[0] == "time_s,input" and len(lines) == 1002  # 500 Hz, --rate
     inputs = np.array([float(line.split(",")[1]) for line in lines[1:]])
-    assert np.max(np.abs(inputs)) == pytest.approx(BOUND, rel=1e-12)
+    assert np.max(np.abs(inputs)) <= BOUND
     document = yaml.safe_load((out / "excitation.yaml").read_text())
     assert document["criterion"].startswith("worst relative std")
     values = load_config("furuta_synthetic").parameters
     assert document["designed_at"] == {name: values[name] for name in FREE}
     assert document["limits"] == {"max_input": BOUND, "max_arm_rad": None,
-                                  "max_arm_rate_rad_s": None}
+                                  "max_arm_rate_rad_s": None, "designed_within_share": 0.9}
+    assert document["input"]["fade_s"] == RAMP_S
     assert set(document["design"]["parameters"]) == set(FREE)
     assert set(document["multisine"]["parameters"]) == set(FREE)
     assert document["multisine"]["peak"] == BOUND
@@ -193,6 +201,7 @@ def test_excite_writes_the_input_what_it_predicts_and_a_figure(tmp_path, capsys)
     run = excitation_run(out / "excitation.csv")  # as the exciter node reads them back
     assert (run.max_input, run.max_arm_rad, run.rate_hz) == (BOUND, None, pytest.approx(500))
     np.testing.assert_array_equal(run.inputs, inputs)
+    np.testing.assert_array_equal(run.played(), inputs)  # the exciter plays it unchanged
 
 
 @pytest.mark.parametrize(("arguments", "message"), [

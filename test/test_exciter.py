@@ -50,6 +50,16 @@ def test_the_input_fades_in_and_out_and_stays_within_its_bound():
     np.testing.assert_array_equal(_run(ramp_s=0.0).played(), INPUTS)
 
 
+def test_an_input_faded_as_excite_fades_its_design_plays_unchanged():
+    """The exciter bounds what it plays by the fade, so excite's faded design is not faded twice."""
+    from mb_estimation.fade import fade
+
+    faded = INPUTS * fade(len(INPUTS), RATE, 0.5)
+    np.testing.assert_array_equal(ExcitationRun(faded, rate_hz=RATE, max_input=0.5,
+                                                ramp_s=0.5).played(), faded)
+    assert faded[0] == pytest.approx(INPUTS[0] * math.sin(math.pi / 200) ** 2)
+
+
 def test_each_joint_state_is_answered_with_its_samples_input_by_its_stamp():
     exciter = _started(_run(ramp_s=0.0))
     for sample in (1, 2, 137, 399):

@@ -831,3 +831,18 @@ def test_a_blocked_shadow_publisher_does_not_stall_the_worker():
     assert len(published) == 3 * (SHADOW_BACKLOG_WINDOWS + 3 - fanout.dropped)
     assert fanout.with_dropped({"windows_done": 1}) == {
         "windows_done": 1, "shadow_windows_dropped": fanout.dropped}
+
+
+def test_a_windows_log_line_says_not_determined_where_its_topic_publishes_minus_one():
+    """The log (and /rosout) never shows ``± inf``: as the topics, no std where none is."""
+    from types import SimpleNamespace
+
+    from mb_estimation.online.messages import window_message
+    from mb_estimation.online.windows import WindowOutcome
+
+    result = SimpleNamespace(iterations=4, status="gradient", free=("J_Azz", "K"),
+                             parameters={"J_Azz": 0.003, "K": 1.0},
+                             std={"J_Azz": 2e-6, "K": np.inf})
+    line = window_message(WindowOutcome(3, 0, True, "accepted", 0.25, result))
+    assert line == ("window 3 accepted after 0.25 s (4 iterations, gradient): J_Azz 0.003 ± 2e-06, "
+                    "K 1 (not determined)")

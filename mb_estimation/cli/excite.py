@@ -53,7 +53,8 @@ def add_excite(commands) -> None:
 def excite_command(args) -> int:
     """Design the input and write its files; print each free parameter's predicted std."""
     from mb_estimation.api import design_experiment, design_names
-    from mb_estimation.excitation import MAX_EVALUATIONS, Limits
+    from mb_estimation.excitation import ARM_LIMIT_SHARE, MAX_EVALUATIONS, Limits
+    from mb_estimation.fade import RAMP_S
 
     for name in ("max_input", "duration", "max_arm_rad", "max_arm_rate", "noise", "rate"):
         value = getattr(args, name)
@@ -64,10 +65,11 @@ def excite_command(args) -> int:
         raise UserError(f"--max-evaluations must be at least 1, got {evaluations}")
     config = load_config(args)
 
-    def progress(evaluation: int, best: float, beyond: bool) -> None:
+    def progress(evaluation: int, best: float, beyond: float) -> None:
         if not args.quiet and (evaluation % PROGRESS_EVERY == 0 or evaluation == 1):
-            where = ("its motion beyond the limits: penalised" if beyond
-                     else "on the search's coarser grid")
+            where = (f"its motion {beyond:.3g}× the design's share of a limit: penalised, so a "
+                     "candidate nearer the limits may rank above one with smaller std"
+                     if beyond > 1.0 else "on the search's coarser grid")
             print(f"  evaluation {evaluation:4d}/{evaluations}: the best so far, worst relative "
                   f"std {100 * best:.3g} % ({where})", flush=True)
 
@@ -86,7 +88,10 @@ def excite_command(args) -> int:
     print(f"worst relative std: design {100 * design.design.worst_relative_std:.3g} %, "
           f"multisine {100 * design.multisine.worst_relative_std:.3g} % (input peak "
           f"{design.scale:.3g}; arm within {design.design.arm_peak_rad:.3g} rad, "
-          f"{design.design.arm_rate_peak:.3g} rad/s)")
+          f"{design.design.arm_rate_peak:.3g} rad/s, faded in and out over {RAMP_S:g} s)")
+    if args.max_arm_rad is not None or args.max_arm_rate is not None:
+        print(f"the design keeps the simulated arm within {ARM_LIMIT_SHARE:.0%} of its limits: "
+              "the exciter node stops at the limits themselves")
     if design.scale < args.max_input * (1.0 - 1e-9):
         print(f"the input's peak is {design.scale:.3g}, below the bound {args.max_input:g}: "
               "scaled down so that the simulated arm stays within its limits")

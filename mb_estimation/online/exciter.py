@@ -4,9 +4,10 @@ The exciter node (:mod:`mb_estimation.ros.ros_exciter`) hands this object each j
 it arrives and publishes the input it answers with, as a controller does: the input of the
 rig's sample ``k`` goes out right after the rig's sample ``k``, so the rig and the estimator
 both take it for the period that follows. It plays the designed input (``excite``'s
-``excitation.csv``, sample ``j`` at ``j / rate_hz`` after the first joint state's stamp) faded
-in and out over :attr:`ExcitationRun.ramp_s` (the design starts at a nonzero value: a step on
-the motor otherwise), and it **stops for good, answering zero**, when
+``excitation.csv``, sample ``j`` at ``j / rate_hz`` after the first joint state's stamp) within
+a bound faded in and out over :attr:`ExcitationRun.ramp_s` (``excite`` fades its design the same
+way, so it plays unchanged; any other input starts without a step on the motor), and it **stops
+for good, answering zero**, when
 
 - the arm leaves its angle limit (measured from where it stood at the start) or its rate limit,
 - a joint state is not finite (a broken encoder, a driver fault),
@@ -23,6 +24,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+
+from mb_estimation.fade import RAMP_S, fade
 
 WAITING = "waiting for the first joint state"
 PLAYING = "playing"
@@ -46,7 +49,7 @@ class ExcitationRun:
     max_input: float
     max_arm_rad: float | None = None
     max_arm_rate: float | None = None
-    ramp_s: float = 0.5
+    ramp_s: float = RAMP_S
     timeout_s: float = 0.1
 
     def __post_init__(self):
@@ -74,14 +77,14 @@ class ExcitationRun:
         return len(self.inputs) / self.rate_hz
 
     def played(self) -> np.ndarray:
-        """The input as it is played: faded in and out (raised cosine), clipped to the bound."""
-        count = len(self.inputs)
-        ramp = min(int(round(self.ramp_s * self.rate_hz)), count // 2)
-        fade = np.ones(count)
-        if ramp:
-            rise = 0.5 - 0.5 * np.cos(np.pi * (np.arange(ramp) + 0.5) / ramp)
-            fade[:ramp], fade[count - ramp:] = rise, rise[::-1]
-        return np.clip(self.inputs * fade, -self.max_input, self.max_input)
+        """The input as it is played: within the bound faded in and out over ``ramp_s``.
+
+        The bound rises from 0 to ``max_input`` and falls back (:func:`~mb_estimation.fade.fade`),
+        so ``excite``'s design, faded the same way, plays unchanged, and any other input starts
+        and ends without a step.
+        """
+        bound = self.max_input * fade(len(self.inputs), self.rate_hz, self.ramp_s)
+        return np.clip(self.inputs, -bound, bound)
 
 
 class Exciter:
@@ -164,7 +167,7 @@ class Exciter:
 
 
 def excitation_run(path, *, max_input: float = 0.0, max_arm_rad: float = 0.0,
-                   max_arm_rate: float = 0.0, ramp_s: float = 0.5,
+                   max_arm_rate: float = 0.0, ramp_s: float = RAMP_S,
                    timeout_s: float = 0.1) -> ExcitationRun:
     """The :class:`ExcitationRun` of an ``excitation.csv``, with the given limits.
 

@@ -94,8 +94,9 @@ def window_message(outcome) -> str:
     for name in result.free:
         value = np.asarray(result.parameters[name], dtype=np.float64).ravel()
         spread = np.asarray(result.std[name], dtype=np.float64).ravel()
-        if value.size == 1:
-            values.append(f"{name} {value[0]:.5g} ± {spread[0]:.2g}")
+        if value.size == 1:  # as the topics: no std where the window does not determine it
+            values.append(f"{name} {value[0]:.5g} ± {spread[0]:.2g}" if np.isfinite(spread[0])
+                          else f"{name} {value[0]:.5g} (not determined)")
     return f"{head}: {', '.join(values)}" if values else head
 
 

@@ -3,9 +3,10 @@
 excitation.csv holds ``time_s,input``: the input at each sample [the rig's input units], held
 until the next one, as a rig's controller plays it (``simulate --input``, ``rig-sim --input``
 and the exciter node read it back: :mod:`mb_estimation.io.excitation_files`).
-excitation.yaml gives the criterion, the values designed at, the limits, the multisine's
-frequencies, amplitudes and phases, and the predicted std per free parameter for the design
-and for the plain ``multisine`` scenario at the same bound and duration. The figure shows the
+excitation.yaml gives the criterion, the values designed at, the limits (and the share of the
+arm's the design stays within), the multisine's frequencies, amplitudes and phases, its fade,
+and the predicted std per free parameter for the design and for the plain ``multisine``
+scenario at the same bound and duration. The figure shows the
 input and the simulated angles with the arm's limits, and the predicted relative std of each free
 parameter, design beside multisine.
 """
@@ -18,13 +19,14 @@ import numpy as np
 import yaml
 
 from mb_estimation.excitation import (
+    ARM_LIMIT_SHARE,
     ExcitationDesign,
     Limits,
     Response,
-    at_peak,
-    multisine,
+    played,
     schroeder_phases,
 )
+from mb_estimation.fade import RAMP_S
 from mb_estimation.io.files import write_text_atomically
 from mb_estimation.report.figures import JOINT_LABELS, new_figure, png_bytes
 from mb_estimation.scenarios import MULTISINE_FREQUENCIES_HZ
@@ -61,8 +63,9 @@ def excitation_document(design: ExcitationDesign, limits: Limits, noise_rad: flo
         "duration_s": float(design.time_s[-1]),
         "rate_hz": float(1.0 / (design.time_s[1] - design.time_s[0])),
         "limits": {"max_input": limits.max_input, "max_arm_rad": limits.max_arm_rad,
-                   "max_arm_rate_rad_s": limits.max_arm_rate},
-        "input": {"peak": design.scale,
+                   "max_arm_rate_rad_s": limits.max_arm_rate,
+                   "designed_within_share": ARM_LIMIT_SHARE},
+        "input": {"peak": design.scale, "fade_s": RAMP_S,
                   "frequencies_hz": [round(f, 12) for f in design.frequencies_hz.tolist()],
                   "amplitudes": design.amplitudes.tolist(), "phases_rad": design.phases.tolist()},
         "evaluations": design.evaluations,
@@ -75,8 +78,8 @@ def excitation_document(design: ExcitationDesign, limits: Limits, noise_rad: flo
 def multisine_input(design: ExcitationDesign) -> np.ndarray:
     """The multisine the design is compared with, on the design's samples [input units]."""
     count = len(MULTISINE_FREQUENCIES_HZ)
-    return at_peak(multisine(design.time_s, np.ones(count), MULTISINE_FREQUENCIES_HZ,
-                             schroeder_phases(count)), design.multisine_scale)
+    return played(design.time_s, np.ones(count), MULTISINE_FREQUENCIES_HZ,
+                  schroeder_phases(count), design.multisine_scale)
 
 
 def excitation_figure(design: ExcitationDesign, limits: Limits):

@@ -40,6 +40,7 @@ from std_srvs.srv import Trigger
 
 from mb_estimation.config import load_config
 from mb_estimation.errors import first_line
+from mb_estimation.fade import RAMP_S
 from mb_estimation.message_types import FLOAT64, JOINT_STATE
 from mb_estimation.online.exciter import (
     DONE,
@@ -75,7 +76,8 @@ PARAMETERS = {
     "max_arm_rad": (0.0, "largest arm excursion from its start [rad] (0: excitation.yaml's, "
                          "else none)"),
     "max_arm_rate": (0.0, "largest arm rate [rad/s] (0: excitation.yaml's, else none)"),
-    "ramp_s": (0.5, "fade in and out [s]"),
+    "ramp_s": (RAMP_S, "the input's bound fades in and out over this [s] (excite's design is "
+                       "faded so already)"),
     "timeout_s": (0.1, "stop when no joint state arrives for this long [s]"),
     "estimator": ("/mb_estimator", "the estimator node whose ~/calibrate_now is called at the "
                                    "end (empty: none)"),
