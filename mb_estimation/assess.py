@@ -394,14 +394,17 @@ def recordings_agreement(setup: Setup, result: EstimationResult, correlated: boo
 
     Each recording's own fit one step from the pooled values
     (:func:`~mb_estimation.estimation.agreement.agreements`), none for the parameters of a
-    joint it holds still (:func:`held_joints_parameters`); ``correlated``: with the std that
+    joint it holds still (:func:`held_joints_parameters`) nor one outside the parameter's
+    bounds; ``correlated``: with the std that
     include the model's error, as the result's.
     """
     if len(result.shares) < 2:
         return ()
     values, rows = _scalar_values(result)
+    bounds = {name: (float(np.ravel(setup.lower[name])[0]), float(np.ravel(setup.upper[name])[0]))
+              for name in values}
     return agreements(values, rows, [recording.name for recording in result.recordings],
-                      result.shares, correlated, held_joints_parameters(setup))
+                      result.shares, correlated, held_joints_parameters(setup), bounds)
 
 
 def _scalar_values(result: EstimationResult, offsets: Mapping[str, float] | None = None

@@ -165,16 +165,26 @@ def choose(candidates: Sequence[Candidate], recordings: Sequence[str]) -> Choice
     best = min(candidates, key=lambda candidate: candidate.mean_score)
     larger = [candidate for candidate in candidates
               if set(chosen.terms) < set(candidate.terms)]
+    def passed_over(candidate: Candidate) -> str:
+        unused = unused_terms(candidate)
+        return (f"its fits left {', '.join(unused)} at zero" if unused else
+                f"{matched(candidate).label} predicts every held-out recording within "
+                f"{SUPPORT_RELATIVE:.0%} of it with fewer terms")
+
     reason = f"held-out score {chosen.mean_score:.3g} rad"
     if best is not chosen:
-        unused = unused_terms(best)
-        reason += (f"; {best.label} scores {best.mean_score:.3g} rad, but " + (
-            f"its fits left {', '.join(unused)} at zero" if unused else
-            f"{matched(best).label} predicts every held-out recording within "
-            f"{SUPPORT_RELATIVE:.0%} of it with fewer terms"))
+        reason += f"; {best.label} scores {best.mean_score:.3g} rad, but {passed_over(best)}"
     elif larger:
-        reason += (f", no set with more terms predicts a held-out recording more than "
-                   f"{SUPPORT_RELATIVE:.0%} better")
+        better = [candidate for candidate in larger
+                  if np.any((1.0 + SUPPORT_RELATIVE) * candidate.scores < chosen.scores)]
+        if not better:
+            reason += (f", no set with more terms predicts a held-out recording more than "
+                       f"{SUPPORT_RELATIVE:.0%} better")
+        for candidate in better:
+            worst = int(np.argmax(chosen.scores / candidate.scores))
+            reason += (f"; {candidate.label} predicts {recordings[worst]} "
+                       f"{chosen.scores[worst] / candidate.scores[worst]:.2f}× better, but "
+                       f"{passed_over(candidate)}")
     by_terms = {candidate.terms: candidate for candidate in candidates}
     for term in chosen.terms:
         without = by_terms.get(tuple(name for name in chosen.terms if name != term))

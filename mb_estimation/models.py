@@ -79,18 +79,22 @@ class Rigid:
                 f"{RIGID_VALIDATION_DT:g} s")
 
     def mispredicts_action(self, refitted: bool, *, forced: bool = True,
-                           dry_friction: Sequence[str] = (), zeros: Sequence[str] = ()) -> str:
+                           dry_friction: Sequence[str] = (), zeros: Sequence[str] = (),
+                           level: bool = False) -> str:
         """What to do when the fitted model does not predict the recordings.
 
         ``forced``: a recording has an input (else its model is not in question);
         ``dry_friction``: the dry friction parameters of the joints the recordings move;
-        ``zeros``: the encoder offsets held fixed that the data could tell.
+        ``zeros``: the encoder offsets held fixed that the data could tell; ``level``: the rig
+        taken to stand level (its lean, ``tilt``, could be freed).
         """
         checks = ["each joint's sign and offset in recording.joints (the model's directions: "
                   "user guide, Model conventions; a flipped sign can pass for a delay)"] \
             + ([f"the encoders' zero ({', '.join(zeros)} free)"] if zeros else []) \
             + (["the input model (its gain free, recording.input_delay_s)"] if forced else []) \
             + ([f"dry friction ({', '.join(dry_friction)})"] if dry_friction else []) \
+            + (["whether the rig stands level (tilt free: a lean shows once per turn of the "
+                "arm)"] if level else []) \
             + ["the fixed geometry"]
         return (f"the recordings are read wrongly or the model lacks something this rig does: "
                 f"check {', '.join(checks)}; compliant-hinge refinement does not apply to "

@@ -111,7 +111,8 @@ def _walked_from(joint: EstimationResult | None, name: str, bound: float
 
 
 def _bound_finding(setup: Setup, name: str, value: float, side: str,
-                   joint: EstimationResult | None = None) -> Finding:
+                   joint: EstimationResult | None = None, combinations: bool = False) -> Finding:
+    """``name`` ended at a bound; ``combinations``: the data determine combinations (listed)."""
     problem = (f"{name} ended {side} ({value:.4g}): the data ask for a value beyond it, so it "
                "is no estimate")
     config = setup.config
@@ -134,8 +135,9 @@ def _bound_finding(setup: Setup, name: str, value: float, side: str,
                   "(--simulation-refinement off)")
     elif arms_inertia:
         action = ("the arm's inertia is set against the fixed masses and lengths (m_A l1², "
-                  f"m_B lA²): check them, or fix {name} at a trusted value (the "
-                  "combinations the data determine are listed)")
+                  f"m_B lA²): check them, or fix {name} at a trusted value"
+                  + (" (the combinations the data determine are listed)" if combinations
+                     else ""))
     elif side == AT_LOWER_BOUND and bound == 0.0:
         action = (f"no {name} shows in these recordings: fix it at 0, or record "
                   f"{_motion_that_shows(name)}")
@@ -158,7 +160,8 @@ def _rig_in_motion(setup: Setup) -> dict:
 
     ``forced``: an input recorded; ``dry_friction``: the dry friction parameters of the joints
     they move (not held still); ``zeros``: the encoder offsets a comparison could free
-    (:data:`~mb_estimation.model_terms.TERMS`) that are fixed.
+    (:data:`~mb_estimation.model_terms.TERMS`) that are fixed; ``level``: the rig is taken to
+    stand level (its ``tilt`` fixed at none: a lean shows once per turn of the arm).
     """
     hinges = DRY_FRICTION_PARAMETERS.get(setup.config.rig, ())
     moving = [j for j in range(len(hinges))
@@ -166,7 +169,9 @@ def _rig_in_motion(setup: Setup) -> dict:
     return {"forced": setup.forced,
             "dry_friction": tuple(name for j in moving for name in hinges[j]),
             "zeros": tuple(name for name in TERMS["offsets"]
-                           if name in setup.config.parameters and name not in setup.free)}
+                           if name in setup.config.parameters and name not in setup.free),
+            "level": "tilt" in setup.config.parameters and "tilt" not in setup.free and bool(
+                np.allclose(setup.config.parameters["tilt"], (1.0, 0.0, 0.0, 0.0)))}
 
 
 def verdict(setup: Setup, assessment: Assessment) -> Verdict:
@@ -194,7 +199,8 @@ def verdict(setup: Setup, assessment: Assessment) -> Verdict:
         value = float(np.ravel(result.parameters[standing.name])[0])
         if standing.status in (AT_LOWER_BOUND, AT_UPPER_BOUND):
             findings.append(_bound_finding(setup, standing.name, value, standing.status,
-                                           assessment.joint))
+                                           assessment.joint,
+                                           bool(identified.determined_ratios)))
     grouped = set()
     for combination in identified.undetermined:
         ratios = [str(r) for r in identified.determined_ratios

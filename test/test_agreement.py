@@ -103,6 +103,20 @@ def test_a_recording_that_determines_nothing_of_a_parameter_is_left_out_of_its_c
     assert [row.name for row in _agreements(pooled, shares)] == ["a"]
 
 
+def test_an_own_fit_outside_the_parameters_bounds_determines_nothing():
+    """A recording whose one step from the pooled values leaves the box (a negative inertia)."""
+    pooled, _, _, shares = _shares([(1.0, 2.0), (1.0, 2.0), (1.0, -3.0)],
+                                   np.random.default_rng(7))
+    names = [f"r{i}" for i in range(3)]
+    values, rows = {"a": pooled[0], "b": pooled[1]}, {"a": 0, "b": 1}
+    unbounded = {row.name: row for row in agreements(values, rows, names, shares, False)}
+    assert unbounded["b"].recordings == ("r0", "r1", "r2") and not unbounded["b"].agree
+    bounded = {row.name: row for row in agreements(values, rows, names, shares, False,
+                                                   bounds={"b": (1e-12, np.inf)})}
+    assert bounded["b"].recordings == ("r0", "r1") and bounded["b"].agree
+    assert bounded["a"].recordings == ("r0", "r1", "r2")
+
+
 def _ratio_agreements(pooled, shares):
     return ratio_agreements([("a/b", "a", "b", 1.0)], {"a": pooled[0], "b": pooled[1]},
                             {"a": 0, "b": 1}, [f"r{i}" for i in range(len(shares))], shares,

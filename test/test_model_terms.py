@@ -79,6 +79,17 @@ def test_a_term_is_chosen_only_where_it_predicts_a_held_out_recording_better():
     assert "without dry, b is predicted 2.00× worse" in choice.reason
 
 
+def test_the_reason_names_a_larger_set_that_predicts_better_and_why_it_is_not_chosen():
+    """A set with more terms that predicts one recording better, matched by a smaller one."""
+    candidates = [_candidate((), [2.0, 2.0]), _candidate(("offsets",), [1.5, 1.0]),
+                  _candidate(("dry",), [1.0, 1.3]), _candidate(("offsets", "dry"), [1.45, 1.0])]
+    choice = choose(candidates, ("a", "b"))
+    assert choice.candidate.terms == ("dry",)
+    assert "no set with more terms" not in choice.reason
+    assert ("offsets + dry predicts b 1.30× better, but offsets predicts every held-out "
+            "recording within 5% of it with fewer terms") in choice.reason
+
+
 def test_a_term_its_fits_left_at_zero_is_not_chosen_whatever_the_scores():
     """Dry friction at zero in every fold is the model without it.
 

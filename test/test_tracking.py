@@ -214,3 +214,39 @@ def test_recordings_that_overlap_in_time_are_said(capsys):
     assert warnings == ["warning: c overlaps a in time: the drift filter takes their windows as "
                         "of one time (their rates then say nothing); check the recordings' "
                         "clocks"]
+
+
+def test_a_bad_cluster_address_or_output_is_one_line_and_leaves_no_folder(tmp_path, capsys,
+                                                                         wearing_rig):
+    bag = wearing_rig[1][0]
+    output = tmp_path / "out"
+    assert main(["track", str(bag), "--config", "furuta_synthetic", "--output", str(output),
+                 "--cluster", "127.0.0.1"]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("mb-estimation: error: --cluster 127.0.0.1: not a scheduler's "
+                            "address") and "tcp://127.0.0.1:8786" in error
+    assert "Traceback" not in error and not output.exists()
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    assert main(["track", str(bag), "--config", "furuta_synthetic", "--output",
+                 str(afile)]) == 2
+    assert f"{afile}: exists and is not a folder" in capsys.readouterr().err
+
+
+def test_a_worker_lost_while_the_set_up_is_broadcast_is_retried():
+    """A worker killed as the run starts fails the set-up's broadcast: it is registered again."""
+    pytest.importorskip("distributed")
+    from mb_estimation.tracking.cluster import JaxSetUp, cluster_map
+
+    class Client:
+        registered = 0
+
+        def register_plugin(self, plugin):
+            assert isinstance(plugin, JaxSetUp)
+            self.registered += 1
+            if self.registered == 1:
+                raise OSError("Stream is closed")  # distributed's CommClosedError is one
+
+    client = Client()
+    cluster_map(client, 2)
+    assert client.registered == 2

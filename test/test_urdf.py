@@ -490,6 +490,9 @@ def test_calibrated_urdf_loads_in_another_reader_with_the_fitted_dynamics(tmp_pa
     assert notes[2].endswith(f"so along it the gain is {-config.parameters['K']:.6g}")
     assert not any("input gain" in note for note in urdf_notes(
         load_config("furuta_synthetic"), {**config.parameters, **fitted}))
+    assert not any("tilt" in note for note in notes)  # level: nothing to say
+    tilted = urdf_notes(config, {**config.parameters, **fitted, "tilt": (0.9998, 0.02, 0.0, 0.0)})
+    assert any(note.startswith("the rig's tilt (gravity's lean") for note in tilted)
     assert all(note in text for note in notes)
     truth = {**{name: float(value) for name, value in config.parameters.items()
                 if not isinstance(value, tuple)}, **fitted, "J_shaft": 0.0,

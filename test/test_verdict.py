@@ -144,6 +144,13 @@ def test_the_arms_inertia_at_its_bound_gets_the_advice_of_this_rig(free, advice)
     (finding,) = judged.findings
     assert finding.problem.startswith("J_Azz ended at its lower bound")
     assert advice in finding.action
+    assert "the combinations the data determine are listed" not in finding.action  # none are
+    if "K" in free:  # where the data determine combinations, the action points at them
+        identified = dataclasses.replace(_identified(free, J_Azz=AT_LOWER_BOUND),
+                                         determined_ratios=(Ratio("b1", "K", 1.0, 0.3, 0.01),))
+        (finding,) = verdict(_setup(free=free), _assessment(result, identified=identified)
+                             ).findings
+        assert finding.action.endswith("(the combinations the data determine are listed)")
 
 
 def test_values_that_still_move_with_the_step_get_the_declared_models_advice():
@@ -186,8 +193,12 @@ def test_a_model_that_mispredicts_is_a_finding_unless_its_simulations_follow():
     assert ("check each joint's sign and offset in recording.joints (the model's directions: "
             "user guide, Model conventions; a flipped sign can pass for a delay), the encoders' "
             "zero (encoder_offset2 free), the input model (its gain free, "
-            "recording.input_delay_s), dry friction (mu1, coulomb1, mu2, coulomb2), the fixed "
+            "recording.input_delay_s), dry friction (mu1, coulomb1, mu2, coulomb2), whether the "
+            "rig stands level (tilt free: a lean shows once per turn of the arm), the fixed "
             "geometry") in finding.action
+    tilt_free = _setup(free=(*FREE, "tilt"))
+    (finding,) = verdict(tilt_free, _assessment(mismatch=miss)).findings
+    assert "level" not in finding.action
     offset_free = _setup(free=(*FREE, "encoder_offset2"))
     (finding,) = verdict(offset_free, _assessment(mismatch=miss)).findings
     assert "sign and offset" in finding.action and "zero" not in finding.action
@@ -196,11 +207,11 @@ def test_a_model_that_mispredicts_is_a_finding_unless_its_simulations_follow():
     swing = warm_up_recording(config, 0.5, 100.0)
     held = dataclasses.replace(swing, joint_angles=swing.joint_angles * np.array([0.0, 1.0]))
     (finding,) = verdict(set_up(config, [swing]), _assessment(mismatch=miss)).findings
-    assert "(encoder_offset2 free), dry friction (mu1, coulomb1, mu2, coulomb2), the fixed " \
-        "geometry" in finding.action and "input" not in finding.action
+    assert "(encoder_offset2 free), dry friction (mu1, coulomb1, mu2, coulomb2), whether " \
+        "the rig stands level" in finding.action and "input" not in finding.action
     (finding,) = verdict(set_up(config, [held]), _assessment(mismatch=miss)).findings
-    assert "(encoder_offset2 free), dry friction (mu2, coulomb2), the fixed geometry" in \
-        finding.action
+    assert "(encoder_offset2 free), dry friction (mu2, coulomb2), whether the rig stands " \
+        "level" in finding.action
     compliant = verdict(_setup("compliant"), _assessment(mismatch=miss))
     assert "fit through them (--simulation-refinement on" in compliant.findings[0].action
     refitted = verdict(_setup("compliant"), _assessment(mismatch=miss, refit_kept=True,

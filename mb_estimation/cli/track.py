@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from pathlib import Path
 
 from mb_estimation.cli.common import (
     UserError,
@@ -51,6 +50,7 @@ def add_track(commands) -> None:
 def track_command(args) -> int:
     """Read, cut, fit in parallel, track; a line per window, then the summary."""
     from mb_estimation.config.overrides import with_node_values
+    from mb_estimation.io.files import writable_folder
     from mb_estimation.io.recordings import read_recording
     from mb_estimation.online.drift import alarms
     from mb_estimation.online.messages import parameter_matrix, rate_matrix
@@ -74,11 +74,7 @@ def track_command(args) -> int:
                                   + changes.get("stride_s", node.stride_s))
         config = with_node_values(config, changes, source="command line")
     check_drift_names(config)
-    output = Path(args.output)
-    try:  # before hours of fitting, not after
-        output.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise UserError(f"--output {output}: {error.strerror}") from error
+    writable_folder(args.output)  # before hours of fitting, not after
     workers = args.workers if args.workers is not None else (os.cpu_count() or 1)
     if workers < 1:
         raise UserError(f"--workers must be at least 1, got {workers}")
@@ -158,10 +154,17 @@ def _cluster_client(address: str):
         raise UserError("--cluster needs Dask distributed: pip install "
                         "'mb-estimation[cluster]' (or distributed)") from error
     try:
-        return Client(address, timeout="30s")
+        client = Client(address, timeout="30s")
+    except ValueError as error:  # e.g. no port
+        raise UserError(f"--cluster {address}: not a scheduler's address "
+                        f"({' '.join(str(error).split())}): give HOST:PORT, e.g. "
+                        "tcp://127.0.0.1:8786") from error
     except OSError as error:
         raise UserError(f"--cluster {address}: no Dask scheduler reached "
                         f"({' '.join(str(error).split())})") from error
+    if not client.scheduler_info().get("workers"):
+        print(f"track: waiting for a worker to join the scheduler at {address}", flush=True)
+    return client
 
 
 def _warn_of_overlap(spans: list, recording, path) -> None:

@@ -119,7 +119,9 @@ def _determines(value: float, std: float) -> bool:
 
 def agreements(values: Mapping[str, float], rows: Mapping[str, int], names: Sequence[str],
                shares: Sequence[RecordingShare], correlated: bool,
-               silent: Sequence[Collection[str]] | None = None) -> tuple[Agreement, ...]:
+               silent: Sequence[Collection[str]] | None = None,
+               bounds: Mapping[str, tuple[float, float]] | None = None
+               ) -> tuple[Agreement, ...]:
     """Per scalar parameter, the :class:`Agreement` of the recordings that determine it.
 
     ``values``: the pooled ones; ``rows``: each one's tangent row; ``names``, ``shares``: the
@@ -128,18 +130,22 @@ def agreements(values: Mapping[str, float], rows: Mapping[str, int], names: Sequ
     calibration's std do, where its model does not follow the data). ``silent``: per
     recording, the parameters it says nothing of whatever its own fit reads (those of a joint
     it holds still: what its held-joint residuals carry is the holding hand's, not the rig's).
+    ``bounds``: per parameter ``(lower, upper)``: an own fit outside them determines nothing
+    (its one step from the pooled values left the values the parameter can take, so the
+    linearisation it reads holds no longer: a recording pulling on what it cannot separate).
     """
     own = [share.own_fit(correlated) for share in shares]
     silent = [frozenset()] * len(names) if silent is None else silent
     found = []
     for name, value in values.items():
         row = rows[name]
+        lower, upper = (bounds or {}).get(name, (-np.inf, np.inf))
         taking_part = []
         for recording, (change, covariance), quiet in zip(names, own, silent, strict=True):
             if name in quiet:
                 continue
             estimate, std = value + float(change[row]), float(np.sqrt(covariance[row, row]))
-            if _determines(estimate, std):
+            if lower <= estimate <= upper and _determines(estimate, std):
                 taking_part.append((recording, estimate, std))
         if len(taking_part) >= 2:
             found.append(_compared(name, taking_part))

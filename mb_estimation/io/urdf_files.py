@@ -137,12 +137,18 @@ def _with_notes(config: Config, values: Mapping[str, object]
                 ) -> tuple[dict[str, float], list[str]]:
     """The scalar ``values`` calibrated.urdf holds, and the notes at its top.
 
-    Those of :func:`~mb_estimation.rigs.furuta_urdf.with_physical_arm`, and the input gain's
+    Those of :func:`~mb_estimation.rigs.furuta_urdf.with_physical_arm`, the tilt's (which a
+    URDF has no place for), and the input gain's
     direction where the URDF's arm joint turns the other way than θ1 (its axis pointing
     down): ``K`` is the torque about the upward axis, so a simulator that applies the input
     along that joint needs ``-K``.
     """
+    tilt = np.asarray(values.get("tilt", (1.0, 0.0, 0.0, 0.0)), dtype=np.float64)
     values, notes = with_physical_arm(_scalars(values))
+    if tilt.size == 4 and not np.allclose(tilt, (1.0, 0.0, 0.0, 0.0), rtol=0, atol=1e-12):
+        notes.append("the rig's tilt (gravity's lean, parameters.yaml) is not in this file: "
+                     "a URDF has no place for it; tilt the rig's base (or gravity) in the "
+                     "simulator by it")
     arm_sign = (config.urdf.rig.signs[0] if config.urdf is not None
                 else config.recording.joints["arm"].sign)
     if arm_sign < 0 and values.get("K"):

@@ -18,6 +18,10 @@ from distributed import Client, WorkerPlugin, as_completed
 
 __all__ = ["JaxSetUp", "cluster_map"]
 
+#: Tries to register the workers' set-up where a worker is lost while it is broadcast (one
+#: killed as the run starts: the scheduler keeps the plugin, the broadcast fails).
+REGISTER_TRIES = 3
+
 
 class JaxSetUp(WorkerPlugin):
     """Set every worker up as it starts (:func:`.windows.set_up_worker`)."""
@@ -35,7 +39,13 @@ def cluster_map(client: Client, in_flight: int) -> Callable[[Callable, Iterable]
 
     Yields the results as they finish (any order).
     """
-    client.register_plugin(JaxSetUp())
+    for attempt in range(REGISTER_TRIES):
+        try:
+            client.register_plugin(JaxSetUp())
+            break
+        except OSError:  # CommClosedError: a worker lost during the broadcast
+            if attempt == REGISTER_TRIES - 1:
+                raise
 
     def run(function: Callable, items: Iterable) -> Iterator:
         finished = as_completed()
