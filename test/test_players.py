@@ -301,6 +301,44 @@ def test_a_driven_rig_moves_as_the_same_input_played_and_paces_itself(config):
                                atol=1e-9)
 
 
+def test_a_late_driven_rig_waits_for_the_answer_to_each_sample(config):
+    """Stalled (a busy machine), it catches up sample by sample with the commander's answers.
+
+    The commander answers each joint state; its answer arrives while the rig waits (here, in
+    ``sleep``). Caught up without waiting, the late samples would all take one input.
+    """
+    inputs = 0.8 * np.sin(2 * np.pi * 3.0 * np.arange(SAMPLES) / RATE + 0.5)
+    now, pending, received, latest, applied = [100.0], [], [0], [0.0], []
+
+    def sleep(seconds):
+        now[0] += seconds
+        while pending:  # the answers sent meanwhile arrive
+            latest[0] = pending.pop(0)
+            received[0] += 1
+
+    def latest_input():
+        applied.append(latest[0])
+        return latest[0]
+
+    def run(counted):
+        now[0], latest[0], received[0] = 100.0, 0.0, 0
+        pending.clear()
+        applied.clear()
+        stream = driven_rig_messages(config, latest_input, rate_hz=RATE, duration_s=DURATION,
+                                     seed=SEED, clock=lambda: now[0], sleep=sleep,
+                                     inputs_received=(lambda: received[0]) if counted else None)
+        for k, _ in enumerate(stream):
+            pending.append(float(inputs[k]))  # the answer to sample k, on its way
+            if k == 20:
+                now[0] += 0.3  # stalled: 60 samples late
+        assert len(applied) == SAMPLES - 1
+        return np.array(applied)
+
+    np.testing.assert_array_equal(run(counted=True), inputs[:-1])
+    caught_up_blind = run(counted=False)  # without the count: one input over the late samples
+    assert np.sum(caught_up_blind != inputs[:-1]) > 30
+
+
 def test_rig_sim_plays_an_input_file_as_simulate_does(config):
     """rig-sim --input: the played input's samples, the voltage the file's values."""
     from mb_estimation.scenarios import played_scenario

@@ -143,14 +143,16 @@ def run_driven_rig(config, *, rate_hz: float | None = None, duration_s: float | 
         raise ValueError(f"config {config.source}: a driven rig takes its input on a topic of "
                          f"its own (recording.voltage_type Float64 or Float64MultiArray, not "
                          f"{settings.voltage_type})")
-    latest = [0.0]  # the newest finite input received
+    latest = [0.0, 0]  # the newest finite input received, and how many arrived
     index = int(settings.voltage_index)
     messages = players.driven_rig_messages(config, lambda: latest[0], rate_hz=rate_hz,
-                                           duration_s=duration_s, stop=stop)  # compiles
+                                           duration_s=duration_s, stop=stop,
+                                           inputs_received=lambda: latest[1])  # compiles
 
     def take(message) -> None:
         data = message.data if settings.voltage_type == FLOAT64 else (
             message.data[index] if len(message.data) > index else float("nan"))
+        latest[1] += 1
         if math.isfinite(data):
             latest[0] = float(data)
 

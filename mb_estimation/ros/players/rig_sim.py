@@ -36,6 +36,9 @@ DEFAULT_CHUNK_S = 10.0
 _EMPTY = np.empty(0, dtype=np.float64)
 _EMPTY.flags.writeable = False
 
+#: How often a late driven rig looks for the answer to its last sample [s].
+ANSWER_POLL_S = 5e-4
+
 
 def rig_sim_topics(config: Config) -> dict[str, str]:
     """Topic -> message kind of the messages :func:`rig_sim_messages` yields for ``config``.
@@ -246,7 +249,8 @@ def driven_rig_messages(config: Config, latest_input: Callable[[], float], *,
                         rate_hz: float | None = None, duration_s: float | None = None,
                         seed: int = 0, clock: Callable[[], float] = time.monotonic,
                         sleep: Callable[[float], object] = time.sleep,
-                        stop=None) -> Iterator[TimedMessage]:
+                        stop=None, inputs_received: Callable[[], int] | None = None
+                        ) -> Iterator[TimedMessage]:
     """Joint states of a simulated rig that obeys its input topic (``rig-sim --driven``).
 
     The rig starts at rest with the pendulum hanging and is simulated one sample at a time, in
@@ -259,6 +263,13 @@ def driven_rig_messages(config: Config, latest_input: Callable[[], float], *,
     topic is the commander's. Stamps: the wall clock at the first sample plus ``k/rate``.
     Ends after ``duration_s`` (None: never) or when ``stop.is_set()``; play it with
     :func:`~mb_estimation.ros.players.play` at rate 0 (it is paced already).
+
+    ``inputs_received()``: how many inputs have arrived. Where the commander answers each
+    joint state (as the exciter and a controller do) and the rig runs late (a busy machine
+    stalled it), it waits for the answer to the sample just published, up to one period,
+    before simulating the next: catching up with the input of a sample before would drive it
+    with other inputs than those the commander sent for those samples (and the estimator
+    recorded).
     """
     from mb_estimation.setup import rig_of
     from mb_estimation.simulation import driven_rig
@@ -271,11 +282,12 @@ def driven_rig_messages(config: Config, latest_input: Callable[[], float], *,
     rig = driven_rig(rig_of(config), config.parameters, dt=float(config.simulation.dt),
                      rate_hz=rate, rigid=config.hinges == "rigid")
     return _driven_stream(config, rig, latest_input, rate=rate, total=total, seed=seed,
-                          mappings=mappings, clock=clock, sleep=sleep, stop=stop)
+                          mappings=mappings, clock=clock, sleep=sleep, stop=stop,
+                          inputs_received=inputs_received)
 
 
 def _driven_stream(config, rig, latest_input, *, rate, total, seed, mappings, clock, sleep,
-                   stop) -> Iterator[TimedMessage]:
+                   stop, inputs_received=None) -> Iterator[TimedMessage]:
     from mb_estimation.simulation import driven_sample
 
     names = tuple(mapping.name for mapping in mappings)
@@ -283,16 +295,24 @@ def _driven_stream(config, rig, latest_input, *, rate, total, seed, mappings, cl
     rng = np.random.default_rng(seed)
     start_ns, started = time.time_ns(), clock()
     sample = 0
+    seen, answering = 0, False  # inputs in when the last sample went out; the one before answered
     while total is None or sample <= total:
         due = started + sample / rate
         while (now := clock()) < due:
             if stop is not None and stop.is_set():
                 return
             sleep(min(due - now, MAX_SLEEP_S))
+        if answering and inputs_received is not None:  # late: wait for the last one's answer
+            deadline = clock() + 1.0 / rate
+            while inputs_received() == seen and (now := clock()) < deadline:
+                sleep(min(deadline - now, ANSWER_POLL_S))
         if stop is not None and stop.is_set():
             return
         if sample:
             rig = driven_sample(rig, float(latest_input()))
+        if inputs_received is not None:
+            received = inputs_received()
+            answering, seen = received > seen, received
         positions, velocities = _recorded(config, mappings, rng, rig.angles, rig.rates)
         yield TimedMessage(start_ns + round(sample / rate * 1e9), topic, JOINT_STATE,
                            JointStatePayload(names, positions, velocities, _EMPTY))
