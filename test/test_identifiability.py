@@ -181,3 +181,28 @@ def test_the_furuta_arms_inertias_are_read_in_its_rest_inertia():
     setup = set_up(config, [warm_up_recording(config, 0.5, 100.0)])
     offsets = rest_inertia_offsets(setup, SimpleNamespace(parameters=values, free=config.free))
     assert offsets == {"J_Azz": pytest.approx(rest_inertia(values) - values["J_Azz"])}
+
+
+def test_ros_parameters_yaml_gives_no_std_to_what_is_no_estimate(tmp_path):
+    """ros_parameters.yaml: −1 for a value not determined or at its bound, whatever its std.
+
+    As the node publishes what it has not determined; the status spelt as the
+    identifiability's.
+    """
+    import yaml
+
+    from mb_estimation.estimation import identifiability
+    from mb_estimation.io import parameter_files
+
+    assert parameter_files.DETERMINED == identifiability.DETERMINED
+    document = {"parameters": {
+        "J_Azz": {"value": 3e-3, "std": 1e-6, "status": identifiability.DETERMINED},
+        "b1": {"value": 1e-3, "std": 2.7e-3, "status": identifiability.NOT_DETERMINED},
+        "b2": {"value": 0.0, "std": 8.8e-5, "status": identifiability.AT_LOWER_BOUND},
+        "K": {"value": 1.0, "std": float("inf")}}}
+    parameter_files.write_parameter_files(tmp_path, document, {"J_Azz": 3e-3, "b1": 1e-3,
+                                                               "b2": 0.0, "K": 1.0}, "node")
+    ros = yaml.safe_load((tmp_path / "ros_parameters.yaml").read_text())["node"][
+        "ros__parameters"]
+    assert [ros[f"estimate_std.{name}"] for name in ("J_Azz", "b1", "b2", "K")] == [
+        1e-6, -1.0, -1.0, -1.0]

@@ -10,6 +10,12 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from mb_estimation.estimation.identifiability import (
+    DETERMINED,
+    NOT_DETERMINED,
+    Identifiability,
+    ParameterStanding,
+)
 from mb_estimation.estimation.result import EstimationResult, IterationRecord, RecordingEstimate
 from mb_estimation.report import correlation_matrix, figures, write_report
 from mb_estimation.signals.preprocess import GridData
@@ -86,13 +92,17 @@ def _result(grids) -> EstimationResult:
         compile_time_s=1.5, solve_time_s=0.5)
 
 
-def _calibration(result, grids, checks, notes=()):
+def _calibration(result, grids, checks, notes=(), model_error_s=None):
     """What the report reads of a calibration (a hand-built stand-in: no fit runs here)."""
     return SimpleNamespace(
         result=result, grids=grids, notes=tuple(notes), units=UNITS, method=METHOD,
         verdict=Verdict((), "every free parameter determined"), stages=(),
         assessment=SimpleNamespace(replays=checks, predictions=(), step_dependence=(),
-                                   note=None))
+                                   note=None, model_error_correlation_s=model_error_s,
+                                   identified=Identifiability(tuple(
+                                       ParameterStanding(name, status, 0.1) for name, status in
+                                       (("J_Azz", DETERMINED), ("b1", NOT_DETERMINED),
+                                        ("tilt", DETERMINED))))))
 
 
 @pytest.fixture(scope="module")
@@ -154,6 +164,15 @@ def test_report_content(report):
     assert f">{figures.MISSING}<" in text  # correlations of b1
     assert "converged: yes (gradient)" in text and "steps: 100" in text
     assert ">filter_cutoff_hz<" in text
+    assert "Standard deviations from the linearised covariance;" in text
+
+
+def test_the_report_says_where_the_std_include_the_models_error(inputs, tmp_path):
+    result, grids, checks = inputs
+    text = write_report(tmp_path, _calibration(result, grids, checks, model_error_s=0.2)
+                        ).read_text(encoding="utf-8")
+    assert ("Standard deviations from the sandwich covariance with the residuals' correlation "
+            "in time (they include the model's error)") in text
 
 
 def test_report_escapes_text(report):

@@ -330,3 +330,16 @@ def test_a_parameter_at_its_bound_is_not_called_settled_with_the_step(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[1].endswith("at its bound: not an estimate the step could move"), lines
     assert lines[2].endswith("(0.5 std): settled"), lines
+
+
+def test_the_printed_table_gives_each_parameters_status_as_the_verdict_reads_it(capsys):
+    """A value at its bound is said to be there (not "not determined", the fit's own flag)."""
+    from mb_estimation.cli.printing import print_parameters
+
+    result = _result(b1=0.0)
+    print_parameters(result, statuses={"J_Azz": DETERMINED, "J_Byy": DETERMINED,
+                                       "b1": AT_LOWER_BOUND, "b2": NOT_DETERMINED})
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
+    assert lines["b1"].endswith("   at its lower bound")
+    assert lines["b2"].endswith("   not determined")
+    assert not lines["J_Azz"].endswith("determined")

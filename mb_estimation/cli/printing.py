@@ -64,8 +64,12 @@ def print_notes(notes) -> None:
         print(f"note: {note}", flush=True)
 
 
-def print_parameters(result, truth=None) -> None:
-    """Each free parameter ± its std (and the truth), flagged when not determined."""
+def print_parameters(result, truth=None, statuses=None) -> None:
+    """Each free parameter ± its std (and the truth), flagged when not determined.
+
+    ``statuses``: each one's identifiability status (``not determined``, ``at its lower
+    bound`` …, shown where it is not ``determined``); without them, the fit's own flag.
+    """
     import numpy as np
 
     from mb_estimation.io.parameter_files import gravity_tilt
@@ -85,7 +89,10 @@ def print_parameters(result, truth=None) -> None:
         line = f"  {name:8s} {text} ± {spread}"
         if truth is not None:
             line += f"   (truth {' '.join(f'{v:.6g}' for v in np.ravel(truth[name]))})"
-        if not result.excited[name]:
+        status = (statuses or {}).get(name)
+        if status is not None and status != "determined":
+            line += f"   {status}"
+        elif status is None and not result.excited[name]:
             line += "   not determined"
         print(line)
 
@@ -174,7 +181,8 @@ def print_calibration(calibration, truth=None, *, notes: bool = True) -> None:
     if notes:
         print_notes(calibration.notes)
     print(calibration.result.message)
-    print_parameters(calibration.result, truth)
+    print_parameters(calibration.result, truth, {
+        standing.name: standing.status for standing in assessment.identified.parameters})
     print_step_dependence(calibration)
     print_predictions(assessment.predictions, assessment.note)
     print_open_loop(assessment.replays)

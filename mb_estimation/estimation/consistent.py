@@ -173,5 +173,5 @@ def with_refit(result: EstimationResult, refit: ShootingResult) -> EstimationRes
         compile_time_s=result.compile_time_s + refit.compile_time_s,
         solve_time_s=result.solve_time_s + refit.solve_time_s,
         message=(f"{result.message}; through the simulator (step {refit.step_s:g} s): "
-                 f"{refit.status} after {refit.iterations} iterations, angle MSE "
+                 f"{refit.status.description}, after {refit.iterations} iterations; angle MSE "
                  f"{refit.cost:.4g} rad²"))

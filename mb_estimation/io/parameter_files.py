@@ -20,6 +20,10 @@ from mb_estimation.errors import UserError
 from mb_estimation.io.files import write_text_atomically
 from mb_estimation.message_types import published_std
 
+#: The status of a parameter the data determine in parameters.yaml (the identifiability's
+#: ``DETERMINED``; spelt here so that reading these files needs no JAX).
+DETERMINED = "determined"
+
 __all__ = [
     "ParametersFileError",
     "gravity_tilt",
@@ -83,7 +87,8 @@ def write_parameter_files(directory: str | Path, document: dict, values: Mapping
     ``ros_parameters.yaml`` is ``{node_name: {ros__parameters: {estimate.<name>: value}}}``
     for every parameter of ``values`` in its order (a float, or ``[w, x, y, z]`` for a
     quaternion), then ``estimate_std.<name>`` for each estimated one (``document``'s
-    ``parameters``), −1 where not determined: the keys and convention of the node's
+    ``parameters``), −1 where not determined (an infinite std, or a ``status`` other than
+    determined: a value at its bound is no estimate either): the keys and convention of the node's
     parameters (a controller loading the file can tell a value from a guess). Each file is
     replaced atomically (:func:`~mb_estimation.io.files.write_text_atomically`). The folder is
     created if needed.
@@ -93,11 +98,19 @@ def write_parameter_files(directory: str | Path, document: dict, values: Mapping
     write_text_atomically(directory / "parameters.yaml",
                           yaml.safe_dump(document, sort_keys=False))
     ros = {f"estimate.{name}": plain_value(value) for name, value in values.items()}
-    ros.update({f"estimate_std.{name}": published_std(entry["std"])
+    ros.update({f"estimate_std.{name}": _published(entry)
                 for name, entry in (document.get("parameters") or {}).items()})
     write_text_atomically(directory / "ros_parameters.yaml",
                           yaml.safe_dump({node_name: {"ros__parameters": ros}}, sort_keys=False))
     return directory
+
+
+def _published(entry: dict) -> float | list[float]:
+    """An entry's std as ros_parameters.yaml holds it: −1 for what is not an estimate."""
+    std = entry["std"]
+    if entry.get("status", DETERMINED) != DETERMINED:
+        std = np.full(np.shape(std), np.inf)
+    return published_std(std)
 
 
 def read_parameters(path: str | Path) -> tuple[str | None, dict]:

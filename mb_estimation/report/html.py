@@ -124,7 +124,8 @@ def _verdict_section(verdict) -> str:
             f"{_text(verdict.summary)}</p>" + (f"<ul>{items}</ul>" if items else "") + notes)
 
 
-def _parameter_rows(result: EstimationResult, units: Mapping[str, str]):
+def _parameter_rows(result: EstimationResult, units: Mapping[str, str],
+                    statuses: Mapping[str, str] | None = None):
     rows, classes = [], []
     for name in result.free:
         value = np.asarray(result.parameters[name], dtype=np.float64).ravel()
@@ -138,20 +139,31 @@ def _parameter_rows(result: EstimationResult, units: Mapping[str, str]):
             shown = "[" + ", ".join(_number(v) for v in value) + "]"
             spread = "± (" + ", ".join(_number(s) for s in std) + ") rad"
             relative_text = figures.MISSING
-        excited = bool(result.excited[name])
+        status = (statuses or {}).get(
+            name, "determined" if result.excited[name] else "not determined")
+        determined = status == "determined"
         rows.append([_text(name), _text(shown), _text(spread), _text(units.get(name, "")),
                      _text(relative_text),
-                     "yes" if excited else '<span class="warn">not determined</span>'])
-        classes.append("" if excited else "not-excited")
+                     "yes" if determined else f'<span class="warn">{_text(status)}</span>'])
+        classes.append("" if determined else "not-excited")
     return rows, classes
 
 
-def _parameters_section(result: EstimationResult, units: Mapping[str, str]) -> str:
-    rows, classes = _parameter_rows(result, units)
+def _parameters_section(result: EstimationResult, units: Mapping[str, str],
+                        model_error: bool = False,
+                        statuses: Mapping[str, str] | None = None) -> str:
+    """The parameters' table.
+
+    ``model_error``: the std include the model's error; ``statuses``: what the data determine
+    of each (the identifiability's).
+    """
+    rows, classes = _parameter_rows(result, units, statuses)
     table = _table(["parameter", "value", "± std", "unit", "relative std", "determined"], rows,
                    classes)
-    note = ("<p>Standard deviations from the linearised covariance; a quaternion's are per "
-            "tangent direction (rotation vector) in rad. ∞: not determined by the data.</p>")
+    spread = ("the sandwich covariance with the residuals' correlation in time (they include "
+              "the model's error)" if model_error else "the linearised covariance")
+    note = (f"<p>Standard deviations from {spread}; a quaternion's are per tangent direction "
+            "(rotation vector) in rad. ∞: not determined by the data.</p>")
     return f"<h2>Parameters</h2>{table}{note}"
 
 
@@ -288,7 +300,9 @@ def write_report(directory: Path, calibration, *,
         ["setting", "value"],
         [[_text(k), _text(_setting(v))] for k, v in calibration.method.items()]))
     units = calibration.units
-    parts.append(_parameters_section(result, units))
+    parts.append(_parameters_section(
+        result, units, assessment.model_error_correlation_s is not None,
+        {standing.name: standing.status for standing in assessment.identified.parameters}))
     parts.append(_refinement_section(calibration))
     parts.append(_correlation_section(result, figure_dir))
     parts.append(_convergence_section(result, units, figure_dir))
