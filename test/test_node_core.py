@@ -276,8 +276,11 @@ def test_unconverged_and_costly_windows_are_rejected():
     assert "above node.max_cost" in core.diagnostics()["last_error"] and out.parameters == []
 
 
-def test_a_parameter_left_at_its_bound_and_not_held_rejects_the_window():
-    """J_Azz at its lower bound with a std larger than its configured value: not fused."""
+def test_a_parameter_left_at_its_bound_rejects_the_window():
+    """J_Azz at its lower bound: no estimate, whatever its std (as calibrate's verdict reads it).
+
+    Fused, the bound would pull the estimate there and reach the controllers as a value.
+    """
     import dataclasses
 
     config = _config()
@@ -289,16 +292,14 @@ def test_a_parameter_left_at_its_bound_and_not_held_rejects_the_window():
             return dataclasses.replace(result, std={**result.std, "J_Azz": np.array([std])})
         return estimator
 
-    out = Collect()
-    core = EstimatorCore(config, out.outputs, estimator=at_bound(0.02))
-    _run(core, 5.5)
-    assert core.diagnostics()["last_error"] == (
-        f"window 1: J_Azz at its lower bound {lower:.3g} with std 0.02, above its configured "
-        f"{config.parameters['J_Azz']:.3g}: not determined by this window")
-    assert out.parameters == [] and core.fused is None
-    core = EstimatorCore(config, out.outputs, estimator=at_bound(1e-4))  # held there
-    _run(core, 5.5)
-    assert core.diagnostics()["windows_accepted"] == 1
+    for std in (0.02, 1e-9):  # a large std, and one that holds it there firmly
+        out = Collect()
+        core = EstimatorCore(config, out.outputs, estimator=at_bound(std))
+        _run(core, 5.5)
+        assert core.diagnostics()["last_error"] == (
+            f"window 1: J_Azz at its lower bound {lower:.3g}: the window asks for a value "
+            "beyond it, so it is no estimate")
+        assert out.parameters == [] and core.fused is None
 
 
 def test_a_slow_worker_drops_windows_and_never_blocks_the_callbacks():
@@ -831,6 +832,21 @@ def test_a_blocked_shadow_publisher_does_not_stall_the_worker():
     assert len(published) == 3 * (SHADOW_BACKLOG_WINDOWS + 3 - fanout.dropped)
     assert fanout.with_dropped({"windows_done": 1}) == {
         "windows_done": 1, "shadow_windows_dropped": fanout.dropped}
+
+
+def test_a_window_whose_last_joint_state_is_a_nanosecond_short_of_its_end_is_cut():
+    """Stamps rounded to the nanosecond (a bag spanning 9.999999999 s): both windows."""
+    out = Collect()
+    core = EstimatorCore(_config(), out.outputs, estimator=_fake_estimator)
+    core.start()
+    try:
+        _feed(core, 10.0, rate_hz=500.0)  # the last sample at 9.998 s ...
+        core.on_voltage(T0 + 10 * NS - 1, 1.0)
+        core.on_joint_state(T0 + 10 * NS - 1, NAMES, (0.2 * 10.0, 0.0))  # ... then 10 s − 1 ns
+        _wait_idle(core)
+    finally:
+        core.stop()
+    assert core.diagnostics()["windows_accepted"] == 2
 
 
 def test_a_windows_log_line_says_not_determined_where_its_topic_publishes_minus_one():

@@ -424,6 +424,11 @@ def test_write_fused_reads_back_like_calibrate_output(furuta, tmp_path):
     assert document["parameters"]["J_Axx"]["excited"] is False
     assert document["parameters"]["J_Axx"]["std"] == float("inf")
     assert document["parameters"]["K"]["excited"] is True
+    for name, entry in document["parameters"].items():  # std at most half the value, as calibrate
+        if name != "tilt":
+            assert entry["excited"] is (entry["std"] <= 0.5 * abs(entry["value"])), name
+    assert any(not entry["excited"] and np.isfinite(entry["std"])
+               for entry in document["parameters"].values())  # a finite std can be too wide
     assert document["parameters"]["K"]["unit"] == furuta.rig_spec.parameter("K").unit
     assert document["fit"]["windows"] == 4 and document["fit"]["status"] == "fused"
     assert len(document["parameters"]["tilt"]["std"]) == 3

@@ -41,6 +41,10 @@ def test_windows_are_cut_as_the_node_cuts_them():
     piece = cut_windows(sparse, 5.0, 6.0)[1].recording  # 6..11 s: the sample at 12 s is too far
     np.testing.assert_allclose(piece.time_s, [0.0])
     assert WINDOW_MARGIN_FRACTION * 5.0 < 1.0
+    # a recording spanning 9.999999999 s (stamps rounded to the nanosecond) holds two windows
+    rounded = Recording("n", np.linspace(0.0, 10.0 - 1e-9, 1001), np.zeros((1001, 2)),
+                        np.array([0.0]), inputs[:1])
+    assert len(cut_windows(rounded, 5.0, 5.0)) == 2
     # the input held at each start counts from it; later changes within the window follow
     np.testing.assert_allclose(windows[0].recording.input_time_s, [0.0, 4.0])
     np.testing.assert_allclose(windows[1].recording.input_time_s, [0.0, 1.5])

@@ -28,7 +28,7 @@ from mb_estimation.online.buffers import PublicationOrder, SampleRing
 from mb_estimation.online.diagnostics import NodeDiagnostics
 from mb_estimation.online.jerk_model import JerkFilterSettings
 from mb_estimation.online.kalman import JointStateFilter
-from mb_estimation.online.windows import Window, window_step
+from mb_estimation.online.windows import COVERAGE_TOLERANCE_S, Window, window_step
 from mb_estimation.signals import Recording, recorded_joint_states
 from mb_estimation.stamps import NS_PER_S
 
@@ -366,7 +366,8 @@ class SampleIntake:
     def _schedule(self, stamp_ns: int) -> None:
         window_ns = int(round(self.settings.window_s * NS_PER_S))
         stride_ns = int(round(self.settings.stride_s * NS_PER_S))
-        if stamp_ns < self.next_start_ns + window_ns or self._input_starts_later(stamp_ns):
+        covered_ns = window_ns - int(round(COVERAGE_TOLERANCE_S * NS_PER_S))
+        if stamp_ns < self.next_start_ns + covered_ns or self._input_starts_later(stamp_ns):
             return
         self._cut(self.next_start_ns)
         self.next_start_ns += stride_ns
@@ -388,7 +389,8 @@ class SampleIntake:
         if not len(stamps) or stamps[0] <= self.next_start_ns:
             return False
         self.next_start_ns = int(stamps[0])
-        return stamp_ns < self.next_start_ns + int(round(self.settings.window_s * NS_PER_S))
+        return stamp_ns < self.next_start_ns + int(round(
+            (self.settings.window_s - COVERAGE_TOLERANCE_S) * NS_PER_S))
 
     def _cut(self, start_ns: int) -> Window:
         """The window from ``start_ns`` (its joint states and voltage), given to ``on_window``.

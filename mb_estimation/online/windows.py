@@ -29,6 +29,10 @@ from mb_estimation.online.fusion import ParameterEstimate
 from mb_estimation.setup import PAPER_STEP_S, set_up
 from mb_estimation.signals import Recording
 
+#: How far short of a window's end its joint states may stop and still cover it [s]: stamps
+#: rounded to the nanosecond (a recording that spans 9.999999999 s holds two 5 s windows).
+COVERAGE_TOLERANCE_S = 1e-6
+
 ACCEPTED_STATUSES = (FitStatus.GRADIENT, FitStatus.STEP)
 
 
@@ -128,7 +132,7 @@ def why_rejected(result: EstimationResult, max_cost: float,
     """Why a window's result is not accepted, or None when it is.
 
     With ``config``, also a free parameter that cannot be zero left at the positive lower
-    bound of its box with a std above its configured value (:func:`undetermined_at_bound`).
+    bound of its box (:func:`undetermined_at_bound`).
     """
     if result.status not in ACCEPTED_STATUSES:
         return f"not converged ({result.status} after {result.iterations} iterations)"
@@ -145,21 +149,22 @@ def why_rejected(result: EstimationResult, max_cost: float,
 def undetermined_at_bound(config: Config, result: EstimationResult) -> str | None:
     """The first free parameter that cannot be zero which the window pins at its bound.
 
-    A parameter whose box starts above zero (an inertia, a mass) left at that lower bound with
-    a std above its configured value: the window says nothing of it, and the bound is not a
-    measurement (fused, it would pull the estimate there), e.g. an arm inertia at 1e-12 on data
-    that are not the rig's. A friction at its bound 0 is a value the rig can have.
+    A parameter whose box starts above zero (an inertia, a mass) left at that lower bound: the
+    data ask for a value beyond it, so it is no estimate (as ``calibrate``'s verdict reads it),
+    whatever its std — with a small one the window holds it there firmly, which no rig's inertia
+    is — and the bound is not a measurement (fused, it would pull the estimate there, and a
+    controller would take it), e.g. a pendulum inertia at 1e-12 on data the model does not
+    follow. A friction at its bound 0 is a value the rig can have.
     """
     for name in result.free:
         value = np.asarray(result.parameters[name], dtype=np.float64)
         bounds = config.free.get(name)
         if value.size != 1 or bounds is None or not bounds.lower > 0.0:
             continue
-        value, std = float(value.ravel()[0]), float(np.ravel(result.std[name])[0])
-        scale = abs(float(np.ravel(config.parameters[name])[0]))
-        if value <= bounds.lower and not std < scale:
-            return (f"{name} at its lower bound {value:.3g} with std {std:.2g}, above its "
-                    f"configured {scale:.3g}: not determined by this window")
+        value = float(value.ravel()[0])
+        if value <= bounds.lower:
+            return (f"{name} at its lower bound {value:.3g}: the window asks for a value beyond "
+                    "it, so it is no estimate")
     return None
 
 
@@ -185,7 +190,7 @@ def unusable(config: Config, recording: Recording) -> str | None:
     """Why a window cannot be estimated at all (checked before the worker spends time on it)."""
     settings = config.node
     if len(recording.time_s) < 3 or recording.time_s[0] > 0 or recording.time_s[-1] < \
-            settings.window_s:
+            settings.window_s - COVERAGE_TOLERANCE_S:
         return "joint states do not cover the window"
     if config.rig_spec.inputs:
         if len(recording.input_time_s) == 0:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 import signal
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -203,6 +202,9 @@ def write_fused(directory: str | Path, estimate: ParameterEstimate, config: Conf
     reader never sees half a file); ``states.csv`` is not written (a fused estimate has no states).
     The Furuta rig's ``calibrated.urdf`` (:mod:`mb_estimation.io.urdf_files`) beside them.
     """
+    import numpy as np
+
+    from mb_estimation.estimation.solver import excited_by_data
     from mb_estimation.io.parameter_files import (
         covariance_document,
         plain_value,
@@ -215,12 +217,13 @@ def write_fused(directory: str | Path, estimate: ParameterEstimate, config: Conf
     std = estimate.std
     estimated = {}
     for name in estimate.names:
-        spread = [float(s) for s in std[name]]
+        value = np.asarray(estimate.values[name], dtype=np.float64)
         estimated[name] = {
             "value": plain_value(estimate.values[name]),
             "std": plain_value(std[name]),
             "unit": spec.parameter(name).unit,
-            "excited": bool(all(math.isfinite(s) for s in spread)),
+            "excited": excited_by_data("quaternion" if value.size == 4 else "scalar",
+                                       np.asarray(std[name]), value),
         }
     fixed = {name: plain_value(value) for name, value in config.parameters.items()
              if name not in estimated}

@@ -27,6 +27,7 @@ from mb_estimation.online.drift import DriftingEstimate
 from mb_estimation.online.fusion import ParameterEstimate, fuse
 from mb_estimation.online.intake import WINDOW_MARGIN_FRACTION
 from mb_estimation.online.windows import (
+    COVERAGE_TOLERANCE_S,
     counted_once,
     judged,
     new_data_s,
@@ -103,7 +104,7 @@ def cut_windows(recording: Recording, window_s: float, stride_s: float) -> list[
     margin = WINDOW_MARGIN_FRACTION * window_s
     windows = []
     start = float(time_s[0])
-    while start + window_s <= time_s[-1] + 1e-9:
+    while start + window_s <= time_s[-1] + COVERAGE_TOLERANCE_S:
         end = start + window_s
         joints = _between(time_s, start, end, margin)
         held = np.arange(len(input_time))[_between(input_time, start, end, None)]
