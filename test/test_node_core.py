@@ -862,3 +862,27 @@ def test_a_windows_log_line_says_not_determined_where_its_topic_publishes_minus_
     line = window_message(WindowOutcome(3, 0, True, "accepted", 0.25, result))
     assert line == ("window 3 accepted after 0.25 s (4 iterations, gradient): J_Azz 0.003 ± 2e-06, "
                     "K 1 (not determined)")
+
+
+@pytest.mark.parametrize(("second", "disagrees"), [(0.003 + 1e-5, False), (0.004, True)])
+def test_a_window_that_contradicts_the_fused_estimate_is_said(second, disagrees):
+    """Two windows 0.07 and 7 std of their difference apart: the second one warns, fused still.
+
+    (Windows' std leave the model's error out: on data the model misses, windows can lie far
+    apart, and the fused value between them would say nothing of it.)
+    """
+    from mb_estimation.online.messages import DIAGNOSTIC_OK, DIAGNOSTIC_WARN, diagnostic_level
+
+    values = iter([0.003, second])
+    out = Collect()
+    core = EstimatorCore(_config(), out.outputs,
+                         estimator=lambda c, r: _fake_estimator(c, r, value=next(values)))
+    _run(core, 10.5)
+    snapshot = core.diagnostics()
+    assert snapshot["windows_accepted"] == 2 and len(out.fused) == 2
+    level, text = diagnostic_level(snapshot)
+    if disagrees:
+        assert snapshot["windows_disagreeing"] == 1 and level == DIAGNOSTIC_WARN
+        assert "last accepted: window 2: its values and the fused ones differ beyond" in text
+    else:
+        assert "windows_disagreeing" not in snapshot and level == DIAGNOSTIC_OK, text

@@ -57,6 +57,7 @@ from mb_estimation.online.windows import (
     Window,
     WindowOutcome,
     check_drift_names,
+    disagreeing,
     estimate_window,
     judged,
     nearest_points,
@@ -335,6 +336,12 @@ class EstimatorCore:
                              else (stamp_ns - fused_end[1]) / NS_PER_S)
             self._fused_end = (window.generation, stamp_ns)
             self._last_accepted = estimate
+            disagrees = disagreeing(self.config, self._drifting, estimate, stamp_ns / NS_PER_S)
+            if disagrees is None:
+                self._diagnostics.latest.pop("disagreement", None)
+            else:
+                self._diagnostics.count("windows_disagreeing")
+                self._diagnostics.latest["disagreement"] = f"window {window.index}: {disagrees}"
             drifting = with_window(self.config, self._drifting, estimate, stamp_ns / NS_PER_S,
                                    new_data_s(self.config, since_fused_s))
             self._drifting = drifting

@@ -53,8 +53,8 @@ from mb_estimation.online.fusion import (
 )
 from mb_estimation.pseudo_inverse import mark_undetermined, std_text
 
-__all__ = ["HOUR_S", "DriftSettings", "DriftingEstimate", "alarms", "drift_values",
-           "load_drifting", "per_tangent_entry", "save_drifting", "track"]
+__all__ = ["HOUR_S", "DriftSettings", "DriftingEstimate", "alarms", "disagreement",
+           "drift_values", "load_drifting", "per_tangent_entry", "save_drifting", "track"]
 
 HOUR_S = 3600.0
 
@@ -228,11 +228,8 @@ def track(previous: DriftingEstimate | None, window: ParameterEstimate, time_s: 
         raise ValueError(f"parameters differ: tracked {list(previous_estimate.names)}, the new "
                          f"window has {list(window.names)}")
     elapsed_s = time_s - previous.time_s
-    hours = max(elapsed_s, 0.0) / HOUR_S
     since = previous.exceeding_since_s + min(elapsed_s, 0.0)
-    values = with_step(previous_estimate, hours * previous.rates)
-    predicted = ParameterEstimate(window.names, values, previous_estimate.covariance)
-    information = predicted_information(previous.information, hours, settings.rate_noise)
+    predicted, information = _predicted(previous, time_s, settings)
 
     window_information = window.information
     information[:size, :size] += window_information
@@ -252,6 +249,40 @@ def track(previous: DriftingEstimate | None, window: ParameterEstimate, time_s: 
                                  previous_estimate.windows + window.windows)
     return DriftingEstimate(estimate, rates, information, time_s, _exceeding_since(
         rates, rate_std, since, time_s, settings.alarm_std))
+
+
+def _predicted(previous: DriftingEstimate, time_s: float, settings: DriftSettings
+               ) -> tuple[ParameterEstimate, np.ndarray]:
+    """``previous``'s values moved by their rates to ``time_s`` [s], and its information then."""
+    hours = max(time_s - previous.time_s, 0.0) / HOUR_S
+    estimate = previous.estimate
+    values = with_step(estimate, hours * previous.rates)
+    return (ParameterEstimate(estimate.names, values, estimate.covariance),
+            predicted_information(previous.information, hours, settings.rate_noise))
+
+
+def disagreement(previous: DriftingEstimate, window: ParameterEstimate, time_s: float,
+                 settings: DriftSettings) -> tuple[float, int]:
+    """How far a window's values lie from the fused ones predicted to ``time_s``: ``(χ², dof)``.
+
+    ``χ² = dᵀ (P_fused + P_window)⁺ d`` over the tangent entries both determine (``d``: the
+    window's values less the prediction; ``P_fused`` from the predicted information, so a
+    tracked drift is not a disagreement); χ² on ``dof`` where the rig is the one the fused
+    windows saw and each window's std hold. ``(0, 0)`` with nothing to compare (before a
+    timed estimate).
+    """
+    if np.isnan(previous.time_s):
+        return 0.0, 0
+    size = len(window.covariance)
+    predicted, information = _predicted(previous, time_s, settings)
+    fused = covariance_from_information(information)[:size, :size]
+    both = np.isfinite(np.diagonal(fused)) & np.isfinite(np.diagonal(window.covariance))
+    if not both.any():
+        return 0.0, 0
+    spread = fused[np.ix_(both, both)] + window.covariance[np.ix_(both, both)]
+    inverse, determined = information_pseudo_inverse(0.5 * (spread + spread.T))
+    difference = tangent_difference(predicted, window)[both]
+    return float(difference @ inverse @ difference), int(np.sum(determined))
 
 
 def _exceeding_since(rates: np.ndarray, std: np.ndarray, since: np.ndarray, time_s: float,

@@ -71,6 +71,8 @@ def diagnostic_level(snapshot: dict) -> tuple[int, str]:
     drifting = snapshot.get("drift_alarm")
     if drifting:
         return DIAGNOSTIC_WARN, f"drifting: {drifting}; {text}"
+    if snapshot.get("disagreement"):
+        return DIAGNOSTIC_WARN, f"{text}; last accepted: {snapshot['disagreement']}"
     if last and not last.endswith("accepted"):
         return DIAGNOSTIC_WARN, f"{text}; last: {last}"
     return DIAGNOSTIC_OK, text

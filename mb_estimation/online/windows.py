@@ -13,15 +13,18 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.stats import chi2
 
 from mb_estimation.config import Config, ConfigError
 from mb_estimation.config.sections import drift_noise_by_parameter
 from mb_estimation.errors import first_line
 from mb_estimation.estimation import EstimationResult, FitStatus
+from mb_estimation.estimation.agreement import DISAGREEMENT_P
 from mb_estimation.fitting import fit
 from mb_estimation.online.drift import (
     DriftingEstimate,
     DriftSettings,
+    disagreement,
     per_tangent_entry,
     track,
 )
@@ -239,6 +242,28 @@ def with_window(config: Config, drifting: DriftingEstimate | None,
     estimate = counted_once(config, estimate, new_data_s)
     tracked = track(drifting, estimate, time_s, drift_settings(config, estimate, drifting))
     return dataclasses.replace(tracked, estimate=within_bounds(config, tracked.estimate))
+
+
+def disagreeing(config: Config, drifting: DriftingEstimate | None,
+                estimate: ParameterEstimate, time_s: float) -> str | None:
+    """Why an accepted window's values contradict the fused ones, or None where they agree.
+
+    Its χ² against the fused estimate predicted to its end ``time_s`` [s]
+    (:func:`~.drift.disagreement`) with a probability below
+    :data:`~mb_estimation.estimation.agreement.DISAGREEMENT_P` where they agree: the rig
+    changed at once, or the model misses something it does (a window's std leave the model's
+    error out, where ``calibrate``'s include it). The window is still fused.
+    """
+    if drifting is None:
+        return None
+    chi_square, dof = disagreement(drifting, estimate, time_s,
+                                   drift_settings(config, estimate, drifting))
+    if not dof or chi2.sf(chi_square, dof) >= DISAGREEMENT_P:
+        return None
+    return (f"its values and the fused ones differ beyond their std (χ² = {chi_square:.3g} on "
+            f"{dof}, p = {chi2.sf(chi_square, dof):.2g}): the rig changed, or the model misses "
+            "something it does (a window's std leave the model's error out): calibrate a "
+            "recording of it")
 
 
 def new_data_s(config: Config, since_fused_s: float | None) -> float:
