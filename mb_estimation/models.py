@@ -93,8 +93,7 @@ class Rigid:
             + ([f"the encoders' zero ({', '.join(zeros)} free)"] if zeros else []) \
             + (["the input model (its gain free, recording.input_delay_s)"] if forced else []) \
             + ([f"dry friction ({', '.join(dry_friction)})"] if dry_friction else []) \
-            + (["whether the rig stands level (tilt free: a lean shows once per turn of the "
-                "arm)"] if level else []) \
+            + (["whether the rig stands level (tilt free)"] if level else []) \
             + ["the fixed geometry"]
         return (f"the recordings are read wrongly or the model lacks something this rig does: "
                 f"check {', '.join(checks)}; compliant-hinge refinement does not apply to "

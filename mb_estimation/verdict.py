@@ -161,7 +161,7 @@ def _rig_in_motion(setup: Setup) -> dict:
     ``forced``: an input recorded; ``dry_friction``: the dry friction parameters of the joints
     they move (not held still); ``zeros``: the encoder offsets a comparison could free
     (:data:`~mb_estimation.model_terms.TERMS`) that are fixed; ``level``: the rig is taken to
-    stand level (its ``tilt`` fixed at none: a lean shows once per turn of the arm).
+    stand level (its ``tilt`` fixed at none).
     """
     hinges = DRY_FRICTION_PARAMETERS.get(setup.config.rig, ())
     moving = [j for j in range(len(hinges))

@@ -194,7 +194,7 @@ def test_a_model_that_mispredicts_is_a_finding_unless_its_simulations_follow():
             "user guide, Model conventions; a flipped sign can pass for a delay), the encoders' "
             "zero (encoder_offset2 free), the input model (its gain free, "
             "recording.input_delay_s), dry friction (mu1, coulomb1, mu2, coulomb2), whether the "
-            "rig stands level (tilt free: a lean shows once per turn of the arm), the fixed "
+            "rig stands level (tilt free), the fixed "
             "geometry") in finding.action
     tilt_free = _setup(free=(*FREE, "tilt"))
     (finding,) = verdict(tilt_free, _assessment(mismatch=miss)).findings
