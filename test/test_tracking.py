@@ -254,3 +254,29 @@ def test_a_worker_lost_while_the_set_up_is_broadcast_is_retried():
     client = Client()
     cluster_map(client, 2)
     assert client.registered == 2
+
+
+def test_a_window_that_contradicts_the_fused_estimate_is_said_in_its_reason(tmp_path):
+    """As the node says it: fused all the same, the reason and tracking.yaml say so."""
+    from mb_estimation.online.fusion import ParameterEstimate
+    from mb_estimation.tracking import write_tracking
+    from mb_estimation.tracking.windows import TrackedWindow
+
+    config = apply_overrides(load_config("furuta_synthetic"), free=["J_Azz"])
+
+    def verdict(index, value):
+        estimate = ParameterEstimate(names=("J_Azz",), values={"J_Azz": np.array([value])},
+                                     covariance=np.array([[1e-12]]), windows=1)
+        return TrackedWindow("r", index, 1e9 + 5.0 * index, True, "accepted", estimate, 0.1)
+
+    for second, contradicts in ((0.003 + 1e-7, False), (0.003 + 1e-5, True)):
+        prebuilt = [verdict(1, 0.003), verdict(2, second)]
+        tracking = track_windows(config, [None, None],
+                                 map=lambda _, items, given=prebuilt: given)
+        assert len(tracking.drift) == 2  # fused either way
+        assert [w.contradicts for w in tracking.windows] == [False, contradicts]
+        if contradicts:
+            assert tracking.windows[1].reason.startswith(
+                "accepted; contradicts the fused estimate: its values and the fused ones differ")
+            write_tracking(tmp_path, config, tracking)
+            assert yaml.safe_load((tmp_path / "tracking.yaml").read_text())["contradicting"] == 1

@@ -124,8 +124,12 @@ def track_command(args) -> int:
                         f"no window of {config.node.window_s:g} s fits in the recordings")
     write_tracking(args.output, config, tracking)
     final = tracking.final
+    contradicting = sum(window.contradicts for window in tracking.accepted)
     print(f"{len(tracking.accepted)} of {len(tracking.windows)} windows accepted"
           + (f"; {len(unreadable) + len(short)} recording(s) skipped" if unreadable or short
+             else "")
+          + (f"; {contradicting} contradict the fused estimate (their reason in windows.csv: "
+             "the rig changed, or the model misses something it does)" if contradicting
              else ""))
     if final is None:
         print("no window accepted: nothing tracked", file=sys.stderr)

@@ -9,7 +9,8 @@ determine it, as on the node's topics.
 
 ``tracking.yaml``: the last fused value of each parameter with its std, rate per hour and
 rate std, the drift alarm, each recording's windows fused as a steady parameter, the counts
-and the settings that made them.
+(``contradicting``: accepted windows whose values contradict the fused ones, their reason
+saying so) and the settings that made them.
 
 ``report.html`` and ``drift.png``: each parameter and its rate against time
 (:mod:`mb_estimation.report.tracking`).
@@ -74,6 +75,7 @@ def write_tracking(directory: Path, config: Config, tracking) -> list[Path]:
     node = config.node
     summary = {
         "windows": len(tracking.windows), "accepted": len(accepted),
+        "contradicting": sum(window.contradicts for window in accepted),
         "settings": {"window_s": node.window_s, "stride_s": node.stride_s,
                      "drift_noise": node.drift_noise,
                      "drift_noise_by_parameter": node.drift_noise_by_parameter,

@@ -29,6 +29,7 @@ from mb_estimation.online.intake import WINDOW_MARGIN_FRACTION
 from mb_estimation.online.windows import (
     COVERAGE_TOLERANCE_S,
     counted_once,
+    disagreeing,
     judged,
     new_data_s,
     result_estimate,
@@ -52,6 +53,10 @@ class WindowToFit:
     recording: Recording
 
 
+#: How an accepted window's reason says that it contradicts the fused estimate.
+CONTRADICTS = "contradicts the fused estimate"
+
+
 @dataclass(frozen=True)
 class TrackedWindow:
     """A window's verdict: accepted (with its estimate) or why not, and its fit's time [s]."""
@@ -63,6 +68,11 @@ class TrackedWindow:
     reason: str
     estimate: ParameterEstimate | None
     elapsed_s: float
+
+    @property
+    def contradicts(self) -> bool:
+        """Accepted, its values contradict the fused ones before it (its reason says how)."""
+        return CONTRADICTS in self.reason
 
 
 @dataclass(frozen=True)
@@ -161,7 +171,8 @@ def track_windows(config: Config, windows: Iterable[WindowToFit], *,
     has no time limit (its iteration limit holds), so that its verdict depends on the window
     alone, not on which worker ran it, when, or how busy the machine was. The drift settings
     are the node's (``node.drift_noise``, ``drift_prior``, ``drift_alarm_*``), scaled as the
-    node scales them.
+    node scales them; an accepted window that contradicts the fused estimate is fused and its
+    reason says so (:func:`~.online.windows.disagreeing`), as the node's diagnostics do.
     """
     method = dataclasses.replace(config.method, time_limit_s=math.inf)
     config = dataclasses.replace(config, method=method)
@@ -172,9 +183,14 @@ def track_windows(config: Config, windows: Iterable[WindowToFit], *,
             progress(verdict)
     verdicts.sort(key=lambda w: (w.end_s, w.source, w.index))
     drift, by_source, fused_end_s = [], {}, {}
-    for verdict in verdicts:
+    for position, verdict in enumerate(verdicts):
         if not verdict.accepted:
             continue
+        contradiction = disagreeing(config, drift[-1] if drift else None, verdict.estimate,
+                                    verdict.end_s)
+        if contradiction is not None:  # fused all the same, as the node does: said
+            verdicts[position] = dataclasses.replace(
+                verdict, reason=f"{verdict.reason}; {CONTRADICTS}: {contradiction}")
         previous = fused_end_s.get(verdict.source)
         new_s = new_data_s(config, None if previous is None else verdict.end_s - previous)
         fused_end_s[verdict.source] = verdict.end_s
