@@ -28,7 +28,8 @@ DT = 0.02
 GAP = slice(20, 25)  # unobserved grid points of the second recording
 NAMES = ("rec one", "a<b>")
 UNITS = {"J_Azz": "kg m^2", "b1": "N m s/rad", "tilt": "quaternion"}
-METHOD = {"dt": DT, "kappa": 100.0, "filter_cutoff_hz": 10.0, "max_iterations": 60}
+METHOD = {"dt": DT, "kappa": 100.0, "filter_cutoff_hz": 10.0, "max_iterations": 60,
+          "step_s": None, "refit": False, "advanced": {"refinement_levels": 2, "joint": True}}
 # correlation, cost, parameters per iteration + (shadow, residuals, open loop) per recording
 EXPECTED_FIGURES = 3 + 3 * len(NAMES)
 
@@ -164,6 +165,9 @@ def test_report_content(report):
     assert f">{figures.MISSING}<" in text  # correlations of b1
     assert "converged: yes (gradient)" in text and "steps: 100" in text
     assert ">filter_cutoff_hz<" in text
+    # settings as read, not as Python prints them
+    assert "<td>none</td>" in text and "<td>no</td>" in text
+    assert "<td>refinement_levels: 2, joint: yes</td>" in text and "None" not in text
     assert "Standard deviations from the linearised covariance;" in text
 
 

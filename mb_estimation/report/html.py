@@ -69,7 +69,18 @@ def _number(value: float, fmt: str = ".4g") -> str:
 
 
 def _setting(value: object) -> str:
-    return _number(value) if isinstance(value, float) else str(value)
+    """A method setting as read: numbers, yes/no, none, a mapping as ``key: value`` pairs."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if value is None:
+        return "none"
+    if isinstance(value, float):
+        return _number(value)
+    if isinstance(value, dict):
+        return ", ".join(f"{key}: {_setting(item)}" for key, item in value.items())
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_setting(item) for item in value)
+    return str(value)
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]],
