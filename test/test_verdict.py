@@ -337,8 +337,7 @@ def test_the_printed_table_gives_each_parameters_status_as_the_verdict_reads_it(
     from mb_estimation.cli.printing import print_parameters
 
     result = _result(b1=0.0)
-    print_parameters(result, statuses={"J_Azz": DETERMINED, "J_Byy": DETERMINED,
-                                       "b1": AT_LOWER_BOUND, "b2": NOT_DETERMINED})
+    print_parameters(result, _identified(b1=AT_LOWER_BOUND, b2=NOT_DETERMINED))
     lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
     assert lines["b1"].endswith("   at its lower bound")
     assert lines["b2"].endswith("   not determined")

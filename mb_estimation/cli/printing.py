@@ -64,14 +64,15 @@ def print_notes(notes) -> None:
         print(f"note: {note}", flush=True)
 
 
-def print_parameters(result, truth=None, statuses=None) -> None:
-    """Each free parameter ± its std (and the truth), flagged when not determined.
+def print_parameters(result, identified, truth=None) -> None:
+    """Each free parameter ± its std (and the truth), and its status where not determined.
 
-    ``statuses``: each one's identifiability status (``not determined``, ``at its lower
-    bound`` …, shown where it is not ``determined``); without them, the fit's own flag.
+    ``identified``: what the data determine (the status ``not determined``, ``at its lower
+    bound`` …, as the verdict reads it).
     """
     import numpy as np
 
+    from mb_estimation.estimation.identifiability import DETERMINED
     from mb_estimation.io.parameter_files import gravity_tilt
 
     for name in result.free:
@@ -89,11 +90,9 @@ def print_parameters(result, truth=None, statuses=None) -> None:
         line = f"  {name:8s} {text} ± {spread}"
         if truth is not None:
             line += f"   (truth {' '.join(f'{v:.6g}' for v in np.ravel(truth[name]))})"
-        status = (statuses or {}).get(name)
-        if status is not None and status != "determined":
+        status = identified.standing(name).status
+        if status != DETERMINED:
             line += f"   {status}"
-        elif status is None and not result.excited[name]:
-            line += "   not determined"
         print(line)
 
 
@@ -181,8 +180,7 @@ def print_calibration(calibration, truth=None, *, notes: bool = True) -> None:
     if notes:
         print_notes(calibration.notes)
     print(calibration.result.message)
-    print_parameters(calibration.result, truth, {
-        standing.name: standing.status for standing in assessment.identified.parameters})
+    print_parameters(calibration.result, assessment.identified, truth)
     print_step_dependence(calibration)
     print_predictions(assessment.predictions, assessment.note)
     print_open_loop(assessment.replays)

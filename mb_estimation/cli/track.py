@@ -124,7 +124,7 @@ def track_command(args) -> int:
                         f"no window of {config.node.window_s:g} s fits in the recordings")
     write_tracking(args.output, config, tracking)
     final = tracking.final
-    contradicting = sum(window.contradicts for window in tracking.accepted)
+    contradicting = tracking.contradicting
     print(f"{len(tracking.accepted)} of {len(tracking.windows)} windows accepted"
           + (f"; {len(unreadable) + len(short)} recording(s) skipped" if unreadable or short
              else "")

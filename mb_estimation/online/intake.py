@@ -367,7 +367,8 @@ class SampleIntake:
         window_ns = int(round(self.settings.window_s * NS_PER_S))
         stride_ns = int(round(self.settings.stride_s * NS_PER_S))
         covered_ns = window_ns - int(round(COVERAGE_TOLERANCE_S * NS_PER_S))
-        if stamp_ns < self.next_start_ns + covered_ns or self._input_starts_later(stamp_ns):
+        if stamp_ns < self.next_start_ns + covered_ns or self._input_starts_later(stamp_ns,
+                                                                                  covered_ns):
             return
         self._cut(self.next_start_ns)
         self.next_start_ns += stride_ns
@@ -375,8 +376,10 @@ class SampleIntake:
             self.next_start_ns = stamp_ns
             self.diagnostics.count("time_gaps")
 
-    def _input_starts_later(self, stamp_ns: int) -> bool:
+    def _input_starts_later(self, stamp_ns: int, covered_ns: int) -> bool:
         """Whether the next window waits: its start moved to the first voltage after it.
+
+        ``covered_ns``: how far after its start a joint state covers a window.
 
         The voltage can begin after the joint states (a driver that starts publishing it
         later, a middleware that delivers its first messages late): a window from before it
@@ -389,8 +392,7 @@ class SampleIntake:
         if not len(stamps) or stamps[0] <= self.next_start_ns:
             return False
         self.next_start_ns = int(stamps[0])
-        return stamp_ns < self.next_start_ns + int(round(
-            (self.settings.window_s - COVERAGE_TOLERANCE_S) * NS_PER_S))
+        return stamp_ns < self.next_start_ns + covered_ns
 
     def _cut(self, start_ns: int) -> Window:
         """The window from ``start_ns`` (its joint states and voltage), given to ``on_window``.

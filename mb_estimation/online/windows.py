@@ -258,10 +258,11 @@ def disagreeing(config: Config, drifting: DriftingEstimate | None,
         return None
     chi_square, dof = disagreement(drifting, estimate, time_s,
                                    drift_settings(config, estimate, drifting))
-    if not dof or chi2.sf(chi_square, dof) >= DISAGREEMENT_P:
+    probability = float(chi2.sf(chi_square, dof)) if dof else 1.0
+    if probability >= DISAGREEMENT_P:
         return None
     return (f"its values and the fused ones differ beyond their std (χ² = {chi_square:.3g} on "
-            f"{dof}, p = {chi2.sf(chi_square, dof):.2g}): the rig changed, or the model misses "
+            f"{dof}, p = {probability:.2g}): the rig changed, or the model misses "
             "something it does (a window's std leave the model's error out): calibrate a "
             "recording of it")
 

@@ -135,8 +135,10 @@ def _verdict_section(verdict) -> str:
             f"{_text(verdict.summary)}</p>" + (f"<ul>{items}</ul>" if items else "") + notes)
 
 
-def _parameter_rows(result: EstimationResult, units: Mapping[str, str],
-                    statuses: Mapping[str, str] | None = None):
+def _parameter_rows(result: EstimationResult, units: Mapping[str, str], identified):
+    """The parameters' rows, each with its status where the data do not determine it."""
+    from mb_estimation.estimation.identifiability import DETERMINED
+
     rows, classes = [], []
     for name in result.free:
         value = np.asarray(result.parameters[name], dtype=np.float64).ravel()
@@ -150,9 +152,8 @@ def _parameter_rows(result: EstimationResult, units: Mapping[str, str],
             shown = "[" + ", ".join(_number(v) for v in value) + "]"
             spread = "± (" + ", ".join(_number(s) for s in std) + ") rad"
             relative_text = figures.MISSING
-        status = (statuses or {}).get(
-            name, "determined" if result.excited[name] else "not determined")
-        determined = status == "determined"
+        status = identified.standing(name).status
+        determined = status == DETERMINED
         rows.append([_text(name), _text(shown), _text(spread), _text(units.get(name, "")),
                      _text(relative_text),
                      "yes" if determined else f'<span class="warn">{_text(status)}</span>'])
@@ -160,15 +161,14 @@ def _parameter_rows(result: EstimationResult, units: Mapping[str, str],
     return rows, classes
 
 
-def _parameters_section(result: EstimationResult, units: Mapping[str, str],
-                        model_error: bool = False,
-                        statuses: Mapping[str, str] | None = None) -> str:
+def _parameters_section(result: EstimationResult, units: Mapping[str, str], identified,
+                        model_error: bool) -> str:
     """The parameters' table.
 
-    ``model_error``: the std include the model's error; ``statuses``: what the data determine
-    of each (the identifiability's).
+    ``identified``: what the data determine of each; ``model_error``: the std include the
+    model's error.
     """
-    rows, classes = _parameter_rows(result, units, statuses)
+    rows, classes = _parameter_rows(result, units, identified)
     table = _table(["parameter", "value", "± std", "unit", "relative std", "determined"], rows,
                    classes)
     spread = ("the sandwich covariance with the residuals' correlation in time (they include "
@@ -311,9 +311,8 @@ def write_report(directory: Path, calibration, *,
         ["setting", "value"],
         [[_text(k), _text(_setting(v))] for k, v in calibration.method.items()]))
     units = calibration.units
-    parts.append(_parameters_section(
-        result, units, assessment.model_error_correlation_s is not None,
-        {standing.name: standing.status for standing in assessment.identified.parameters}))
+    parts.append(_parameters_section(result, units, assessment.identified,
+                                     assessment.model_error_correlation_s is not None))
     parts.append(_refinement_section(calibration))
     parts.append(_correlation_section(result, figure_dir))
     parts.append(_convergence_section(result, units, figure_dir))

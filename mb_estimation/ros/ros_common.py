@@ -192,7 +192,8 @@ def write_fused(directory: str | Path, estimate: ParameterEstimate, config: Conf
     :func:`~mb_estimation.io.parameter_files.read_parameters` and ``--parameters`` read it):
     ``rig``; ``parameters`` (the estimated ones: ``value``, ``std`` --
     three tangent entries [rad] for a quaternion, ``.inf`` where not determined -- ``unit``, and
-    ``excited`` = every std finite); ``fixed`` (the config's other values); ``fit`` (no cost or
+    ``excited`` as ``calibrate`` judges it: a std at most half the value, a tilt's
+    two directions within 0.1 rad); ``fixed`` (the config's other values); ``fit`` (no cost or
     states: ``status: fused``, the number of fused ``windows`` and the node's window settings);
     ``covariance`` (``rows``, ``matrix``: the fused one, a quaternion's rows its tangent's);
     ``method`` (as each window was fitted). ``ros_parameters.yaml`` is ``{node_name:

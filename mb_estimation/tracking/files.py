@@ -75,7 +75,7 @@ def write_tracking(directory: Path, config: Config, tracking) -> list[Path]:
     node = config.node
     summary = {
         "windows": len(tracking.windows), "accepted": len(accepted),
-        "contradicting": sum(window.contradicts for window in accepted),
+        "contradicting": tracking.contradicting,
         "settings": {"window_s": node.window_s, "stride_s": node.stride_s,
                      "drift_noise": node.drift_noise,
                      "drift_noise_by_parameter": node.drift_noise_by_parameter,

@@ -93,6 +93,11 @@ class Tracking:
         return tuple(w for w in self.windows if w.accepted)
 
     @property
+    def contradicting(self) -> int:
+        """How many accepted windows contradict the fused estimate before them."""
+        return sum(window.contradicts for window in self.accepted)
+
+    @property
     def final(self) -> DriftingEstimate | None:
         """The drift after the last accepted window (None when none was accepted)."""
         return self.drift[-1] if self.drift else None
