@@ -128,7 +128,8 @@ def track_command(args) -> int:
     print(f"{len(tracking.accepted)} of {len(tracking.windows)} windows accepted"
           + (f"; {len(unreadable) + len(short)} recording(s) skipped" if unreadable or short
              else "")
-          + (f"; {contradicting} contradict the fused estimate (their reason in windows.csv: "
+          + (f"; {contradicting} contradict{'s' if contradicting == 1 else ''} the fused "
+             "estimate (their reason in windows.csv: "
              "the rig changed, or the model misses something it does)" if contradicting
              else ""))
     if final is None:
