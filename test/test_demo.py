@@ -16,8 +16,9 @@ from mb_estimation.cli import main
 from mb_estimation.cli.simulate import DEMO_EXPERIMENT, DEMO_FREE, DEMO_GUESS
 from mb_estimation.config import apply_overrides, builtin_file, load_config
 from mb_estimation.config.schema import ConfigError
-from mb_estimation.excitation import at_peak, multisine, predicted_response
+from mb_estimation.excitation import predicted_response
 from mb_estimation.io.excitation_files import read_excitation
+from mb_estimation.multisines import at_peak, multisine
 from mb_estimation.setup import rig_of
 
 

@@ -18,17 +18,19 @@ from mb_estimation.errors import SimulationError
 from mb_estimation.excitation import (
     ARM_LIMIT_SHARE,
     EXCITATION_FREQUENCIES_HZ,
+    EXPERIMENT_AMPLIFICATION,
+    SCALE_AIM,
+    SCALE_TRIALS,
     Limits,
     Response,
     _against_goals,
     _overshoot,
-    at_peak,
+    _scale_within,
     design_excitation,
     design_grid,
-    multisine,
-    schroeder_phases,
 )
 from mb_estimation.fade import RAMP_S
+from mb_estimation.multisines import at_peak, low_crest_phases, multisine, schroeder_phases
 from mb_estimation.online.exciter import excitation_run
 from mb_estimation.report.excitation import excitation_document, multisine_input
 from mb_estimation.scenarios import MULTISINE_FREQUENCIES_HZ
@@ -58,18 +60,53 @@ def test_the_design_beats_the_multisine_at_the_same_bound(rig_and_values):
     assert design.scale == BOUND and design.multisine_scale == BOUND
     assert design.time_s[-1] == pytest.approx(3.0) and len(design.inputs) == 601
     assert design.design.worst_relative_std < design.multisine.worst_relative_std
-    assert design.design.amplification <= FOLLOWED_AMPLIFICATION
+    assert design.design.amplification <= EXPERIMENT_AMPLIFICATION < FOLLOWED_AMPLIFICATION
     _, values = rig_and_values
     relative = {name: std / abs(float(values[name])) for name, std in design.design.std.items()}
     assert max(relative.values()) == pytest.approx(design.design.worst_relative_std)
-    # the input is the multisine of the design's amplitudes at the bound, faded in and out over
-    # the exciter's ramp (as it plays it), held between samples
+    # the input is the multisine of the design's amplitudes and low-crest phases at the bound,
+    # faded in and out over the exciter's ramp (as it plays it), held between samples
+    np.testing.assert_array_equal(design.phases, low_crest_phases(
+        design.amplitudes, EXCITATION_FREQUENCIES_HZ, 3.0))
     expected = at_peak(multisine(design.time_s, design.amplitudes, EXCITATION_FREQUENCIES_HZ,
-                                 schroeder_phases(len(EXCITATION_FREQUENCIES_HZ))), BOUND)
+                                 design.phases), BOUND)
     ramp = int(RAMP_S * 200.0)
     np.testing.assert_allclose(design.inputs[ramp:-ramp], expected[ramp:-ramp], rtol=0,
                                atol=1e-15)
     assert abs(design.inputs[0]) < 1e-3 * BOUND and abs(design.inputs[-1]) < 1e-3 * BOUND
+
+
+def _crest(signal):
+    return np.max(np.abs(signal)) / np.sqrt(np.mean(signal**2))
+
+
+def test_low_crest_phases_give_more_power_at_the_same_peak_than_schroeders():
+    """Equal and uneven amplitudes alike: the clipped-and-projected phases lower the crest."""
+    time_s = np.arange(8001) / 1000.0
+    tones = EXCITATION_FREQUENCIES_HZ
+    for amplitudes in (np.ones(len(tones)), np.exp(np.random.default_rng(1).normal(
+            0.0, 0.8, len(tones)))):
+        phases = low_crest_phases(amplitudes, tones, 8.0)
+        low = _crest(multisine(time_s, amplitudes, tones, phases))
+        schroeder = _crest(multisine(time_s, amplitudes, tones, schroeder_phases(len(tones))))
+        assert low < 0.85 * schroeder, (low, schroeder)
+        np.testing.assert_array_equal(phases, low_crest_phases(amplitudes, tones, 8.0))
+
+
+def test_the_search_scales_a_candidate_to_the_arms_limits_in_a_few_replays():
+    """The arm's excursion grows faster than the input: the secant steps find the peak."""
+    limits = Limits(2.0, max_arm_rad=1.0)
+    replays = []
+
+    def arm_ratio(scale):  # the arm at its limit's share at a peak of 0.7
+        replays.append(scale)
+        return (scale / 0.7) ** 1.7
+
+    scale = _scale_within(arm_ratio, limits)
+    assert SCALE_AIM ** (1 / 1.7) * 0.7 <= scale <= 0.7 and len(replays) <= 1 + SCALE_TRIALS
+    assert _scale_within(lambda scale: 0.5, limits) == 2.0  # within its limits at the bound
+    assert _scale_within(lambda scale: 0.1, Limits(2.0)) == 2.0
+    assert _scale_within(lambda scale: 3.0, limits) == pytest.approx(0.05 * 2.0)  # never within
 
 
 def _response(std, relative_std, amplification=1.0):
@@ -93,10 +130,13 @@ def test_the_criterion_lowers_the_worst_relative_std_within_each_parameters_cap(
 
 def test_a_motion_that_amplifies_its_start_beyond_what_a_calibration_follows_is_a_limit(
         rig_and_values):
-    within = _response({"a": 1.0}, {"a": 0.01}, 0.5 * FOLLOWED_AMPLIFICATION)
-    beyond = _response({"a": 1.0}, {"a": 0.01}, 4.0 * FOLLOWED_AMPLIFICATION)
+    within = _response({"a": 1.0}, {"a": 0.01}, 0.5 * EXPERIMENT_AMPLIFICATION)
+    beyond = _response({"a": 1.0}, {"a": 0.01}, 4.0 * EXPERIMENT_AMPLIFICATION)
     assert _overshoot(within, Limits(BOUND)) == 0.0
     assert _overshoot(beyond, Limits(BOUND)) == pytest.approx(np.log(4.0))
+    # the multisine it is compared with may go as far as a calibration follows
+    assert 4.0 * EXPERIMENT_AMPLIFICATION < FOLLOWED_AMPLIFICATION
+    assert _overshoot(beyond, Limits(BOUND), FOLLOWED_AMPLIFICATION) == 0.0
     # the bound measures it: a pendulum released near upright against one swinging low
     rig, values = rig_and_values
     time_s = np.arange(401) / 200.0
@@ -126,8 +166,10 @@ def test_the_arm_stays_within_its_limits_or_the_design_says_it_cannot(rig_and_va
                     max_arm_rate=0.8 * free.design.arm_rate_peak)
     shown = []
     limited = _design(rig_and_values, limits, 5, lambda *seen: shown.append(seen))
-    assert shown[0][2] > 1.0  # the search starts beyond the limits, and its progress says so
+    assert shown[0][2] == 1.0  # each candidate ranked at a peak within the limits
     assert [seen[0] for seen in shown] == [1, 2, 3, 4, 5]
+    assert limited.improved and (limited.design.worst_relative_std
+                                 < limited.multisine.worst_relative_std)
     # within the design's share of the limits: a rig moving a little more is not stopped
     assert limited.design.arm_peak_rad <= ARM_LIMIT_SHARE * limits.max_arm_rad
     assert limited.design.arm_rate_peak <= ARM_LIMIT_SHARE * limits.max_arm_rate

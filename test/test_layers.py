@@ -21,7 +21,8 @@ DEVELOPMENT_DOC = PACKAGE.parent / "docs" / "development.md"
 
 # Low to high. A room may import its own layer and those below.
 LAYERS = (
-    ("numerics", "stamps", "message_types", "errors", "signals", "pseudo_inverse", "fade"),
+    ("numerics", "stamps", "message_types", "errors", "signals", "pseudo_inverse", "fade",
+     "multisines"),
     ("lie",),
     ("multibody",),
     ("rigs", "model_terms"),

@@ -1,7 +1,7 @@
 """The designed experiment realised: the design against the multisine, over noise seeds.
 
     python benchmarks/studies/bench_excitation.py --rig synthetic|peer [--seeds 10]
-        [--first-seed 0] [--evaluations 120] [--work DIR] [--json FILE] [--linear DRAWS]
+        [--first-seed 0] [--evaluations N] [--work DIR] [--json FILE] [--linear DRAWS]
 
 For the rig (``synthetic``: §4.7's ``furuta_synthetic.yaml`` on rigid hinges, bound 0.4;
 ``peer``: the shipped ODrive example config, bound 2 command units, the arm within ±π), J_Azz,
@@ -54,9 +54,9 @@ def _config(rig: str):
     return apply_overrides(load_config(path), hinges="rigid", free=FREE)
 
 
-def designed_inputs(rig: str, evaluations: int) -> dict:
+def designed_inputs(rig: str, evaluations: int | None) -> dict:
     """``{"design": inputs, "multisine": inputs}`` at 1 kHz, and the design's prediction."""
-    from mb_estimation.excitation import Limits, design_excitation
+    from mb_estimation.excitation import MAX_EVALUATIONS, Limits, design_excitation
     from mb_estimation.report.excitation import multisine_input
     from mb_estimation.setup import rig_of
 
@@ -66,7 +66,7 @@ def designed_inputs(rig: str, evaluations: int) -> dict:
     design = design_excitation(rig_of(config), config.parameters, FREE, duration_s=DURATION_S,
                                rate_hz=RATE_HZ, limits=Limits(bound, max_arm_rad=arm),
                                start=np.zeros(4), noise_rad=NOISE_RAD,
-                               max_evaluations=evaluations)
+                               max_evaluations=evaluations or MAX_EVALUATIONS)
     elapsed = time.perf_counter() - started
     plain = multisine_input(design)
     predicted = {label: {"worst_relative_std": response.worst_relative_std,
@@ -195,7 +195,8 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--first-seed", type=int, default=0,
                         help="the noise seeds are FIRST-SEED, FIRST-SEED + 1, ... (default 0)")
-    parser.add_argument("--evaluations", type=int, default=120)
+    parser.add_argument("--evaluations", type=int, default=None,
+                        help="the search's evaluations (default: excite's)")
     parser.add_argument("--work", type=Path)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--linear", type=int, metavar="DRAWS",

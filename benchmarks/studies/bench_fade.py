@@ -19,8 +19,9 @@ import numpy as np
 import yaml
 
 from mb_estimation.config import apply_overrides, load_config
-from mb_estimation.excitation import at_peak, multisine, predicted_response, schroeder_phases
+from mb_estimation.excitation import predicted_response
 from mb_estimation.fade import fade
+from mb_estimation.multisines import at_peak, multisine, schroeder_phases
 from mb_estimation.scenarios import MULTISINE_FREQUENCIES_HZ
 from mb_estimation.setup import rig_of
 

@@ -12,8 +12,9 @@ def add_excite(commands) -> None:
     """The excite command and its options."""
     excite = commands.add_parser(
         "excite", help="design an input that determines the free parameters best",
-        description="Design a multisine input for the config's free parameters at the "
-        "config's values (or a previous calibration's, --from): its amplitudes lower the "
+        description="Design a multisine input (low-crest phases) for the config's free "
+        "parameters at the config's values (or a previous calibration's, --from): its "
+        "amplitudes, chosen by an evolution strategy, lower the "
         "worst relative standard deviation the Cramér–Rao bound predicts for the rigid model's "
         "simulated response towards half the plain multisine's, no parameter's std above 1.2 "
         "times its std under the multisine; its peak is --max-input, and the arm's simulated "
@@ -43,7 +44,7 @@ def add_excite(commands) -> None:
                         help="angle noise assumed on each joint [rad]: scales every predicted "
                         "std alike (default: the config's simulation.noise_rad, else 1e-3)")
     excite.add_argument("--max-evaluations", type=int, default=None, metavar="N",
-                        help="criterion evaluations the search may make (default 120; each "
+                        help="criterion evaluations the search may make (default 600; each "
                         "simulates the rig a few times)")
     excite.add_argument("--output", required=True, metavar="DIR", help="output folder")
     excite.add_argument("--quiet", action="store_true", help="no progress output")

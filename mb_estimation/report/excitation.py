@@ -23,11 +23,10 @@ from mb_estimation.excitation import (
     ExcitationDesign,
     Limits,
     Response,
-    played,
-    schroeder_phases,
 )
 from mb_estimation.fade import RAMP_S
 from mb_estimation.io.files import write_text_atomically
+from mb_estimation.multisines import played, schroeder_phases
 from mb_estimation.report.figures import JOINT_LABELS, new_figure, png_bytes
 from mb_estimation.scenarios import MULTISINE_FREQUENCIES_HZ
 
