@@ -317,7 +317,10 @@ def design_excitation(rig: Rig, values: Mapping[str, object], names: Sequence[st
         scale = scale_within(amplitudes)
         _, inputs, designed = response(amplitudes, scale)
         if _overshoot(designed, limits) > 0.0:
-            scale, (_, inputs, designed) = _within_limits(response, amplitudes, limits)
+            try:
+                scale, (_, inputs, designed) = _within_limits(response, amplitudes, limits)
+            except SimulationError:
+                continue  # no peak plays this one within the limits at the experiment's rate
         if chosen is None or _against_goals(designed, plain) < _against_goals(chosen[3], plain):
             chosen = (amplitudes, scale, inputs, designed)
     if chosen is None or not _against_goals(chosen[3], plain) < _against_goals(plain, plain):
@@ -371,7 +374,7 @@ def _distinct_best(searched: list[tuple[float, np.ndarray]], count: int) -> list
     kept: list[tuple[float, np.ndarray]] = []
     for value, amplitudes in sorted(searched, key=lambda item: item[0]):
         if not np.isfinite(value):
-            break
+            continue
         if all(not np.allclose(amplitudes, other) for _, other in kept):
             kept.append((value, amplitudes))
         if len(kept) == count:
