@@ -476,8 +476,9 @@ def design_names(config: Config, *, duration_s: float, limits: Limits,
                           "is not computed; leave it out of --free")
     zero = [name for name in names if float(np.ravel(config.parameters[name])[0]) == 0.0]
     if zero:
-        raise ConfigError(f"excite: {', '.join(zero)} is 0 in the config: a relative std needs "
-                          "a nonzero value (give a guess with --set or --from)")
+        raise ConfigError(f"excite: {', '.join(zero)} is 0 at the values designed at (the "
+                          "config's, with --set and --from): a relative std needs a nonzero "
+                          "value (give a guess with --set or --from)")
     if limits.max_input <= 0 or duration_s <= 0 or (rate_hz is not None and rate_hz <= 0):
         raise ConfigError("excite: --max-input, --duration and --rate must be positive")
     return names

@@ -89,8 +89,12 @@ WORST_STD_GOAL = 0.5
 STD_CAP = 1.2
 #: Penalty per unit of log overshoot of a limit, added to the log criterion.
 LIMIT_PENALTY = 20.0
-#: A design scaled down to meet the arm's limits stops at this fraction of the input bound.
+#: A design scaled down to meet the arm's limits stops at this fraction of the input bound; the
+#: multisine it is compared with at this one (its lowest tones turn a light arm far: it may have
+#: to play far below a bound the design's higher tones use whole), in this many bisections.
 SMALLEST_SCALE = 0.05
+SMALLEST_MULTISINE_SCALE = 1e-3
+BISECTIONS = 8
 #: The largest start-state amplification a design's motion may have: a fifth of what the
 #: calibration's simulation-error stage follows in one piece (:data:`FOLLOWED_AMPLIFICATION`).
 #: Nearer that, the stage's continuation to whole-recording segments stops short on some noise
@@ -289,7 +293,8 @@ def design_excitation(rig: Rig, values: Mapping[str, object], names: Sequence[st
     search_rate = min(SEARCH_RATE_HZ, rate_hz)
     _, (*_, plain_searched) = _within_limits(  # the goals, on the search's grid
         lambda a, scale: plain_response(a, scale, search_rate, SEARCH_STEP_S),
-        np.ones(plain_count), limits, FOLLOWED_AMPLIFICATION)
+        np.ones(plain_count), limits, FOLLOWED_AMPLIFICATION, SMALLEST_MULTISINE_SCALE,
+        "plain multisine")
     evaluations, best, best_worst, best_beyond = 0, np.inf, np.inf, 1.0
     searched: list[tuple[float, np.ndarray]] = []
 
@@ -311,7 +316,8 @@ def design_excitation(rig: Rig, values: Mapping[str, object], names: Sequence[st
     evolution_strategy(criterion, np.zeros(len(frequencies_hz)), max_evaluations)
     # the multisine scenario's input (mb_estimation.scenarios.multisine_torque) at this bound
     plain_scale, (time_s, plain_inputs, plain) = _within_limits(
-        plain_response, np.ones(plain_count), limits, FOLLOWED_AMPLIFICATION)
+        plain_response, np.ones(plain_count), limits, FOLLOWED_AMPLIFICATION,
+        SMALLEST_MULTISINE_SCALE, "plain multisine")
     chosen = None  # the finalists ranked again on the experiment's grid
     for _, amplitudes in _distinct_best(searched, FINALISTS):
         scale = scale_within(amplitudes)
@@ -429,11 +435,15 @@ def _scale_within(arm_ratio: Callable[[float], float], limits: Limits) -> float:
 
 
 def _within_limits(response, amplitudes, limits: Limits,
-                   amplification: float = EXPERIMENT_AMPLIFICATION):
+                   amplification: float = EXPERIMENT_AMPLIFICATION,
+                   smallest: float = SMALLEST_SCALE, name: str = "design"):
     """The largest scale (at most the bound) whose response keeps the arm within its limits.
 
-    Bisection on the log scale (the arm's excursion grows with the input, not in proportion).
-    Returns ``(scale, (time_s, inputs, Response))``.
+    Bisection on the log scale down to :data:`SMALLEST_SCALE` of the bound, or below it down to
+    ``smallest`` where even that goes beyond them (the arm's excursion grows with the input, not
+    in proportion). Returns ``(scale, (time_s, inputs, Response))``; raises
+    :class:`~mb_estimation.errors.SimulationError` naming the input (``name``) where even that
+    smallest scale goes beyond the limits.
     """
     scale = limits.max_input
     outcome = response(amplitudes, scale)
@@ -441,15 +451,18 @@ def _within_limits(response, amplitudes, limits: Limits,
         return scale, outcome
     low, high = SMALLEST_SCALE * scale, scale
     lowest = response(amplitudes, low)
+    if _overshoot(lowest[-1], limits, amplification) > 0.0 and smallest < SMALLEST_SCALE:
+        low, high = smallest * scale, low  # further down, for the multisine
+        lowest = response(amplitudes, low)
     if _overshoot(lowest[-1], limits, amplification) > 0.0:
         raise SimulationError(
-            f"no input within {SMALLEST_SCALE:.0%} of the bound keeps the arm within its limits "
-            f"(at {low:.3g}: {lowest[-1].arm_peak_rad:.3g} rad, {lowest[-1].arm_rate_peak:.3g} "
-            f"rad/s, a start-state change amplified {lowest[-1].amplification:.3g}× where a "
-            f"design may amplify it {amplification:g}×); raise --max-arm-rad/--max-arm-rate "
-            "or lower --max-input")
+            f"no input within {smallest:.1%} of the bound keeps the arm within its limits (the "
+            f"{name} at {low:.3g}: {lowest[-1].arm_peak_rad:.3g} rad, "
+            f"{lowest[-1].arm_rate_peak:.3g} rad/s, a start-state change amplified "
+            f"{lowest[-1].amplification:.3g}× where it may be {amplification:g}×); raise "
+            "--max-arm-rad/--max-arm-rate or lower --max-input")
     outcome = lowest
-    for _ in range(8):
+    for _ in range(BISECTIONS):
         middle = np.sqrt(low * high)
         trial = response(amplitudes, middle)
         if _overshoot(trial[-1], limits, amplification) <= 0.0:

@@ -96,6 +96,9 @@ def excite_command(args) -> int:
     if design.scale < args.max_input * (1.0 - 1e-9):
         print(f"the input's peak is {design.scale:.3g}, below the bound {args.max_input:g}: "
               "scaled down so that the simulated arm stays within its limits")
+    if design.multisine_scale < args.max_input * (1.0 - 1e-9):
+        print(f"the multisine it is compared with plays at a peak of "
+              f"{design.multisine_scale:.3g}: the arm's limits need it")
     if not design.improved:
         print("the search found no input that predicts better than the multisine at the "
               "experiment's rate: the design written is the multisine")
