@@ -430,6 +430,7 @@ def write_simulated_bag(config: Config, scenario: str | Scenario, output: str | 
 def design_experiment(config: Config, output: str | Path, *, duration_s: float,
                       limits: Limits, noise_rad: float | None = None,
                       rate_hz: float | None = None, max_evaluations: int = MAX_EVALUATIONS,
+                      seed: int = 0,
                       progress: Callable[[int, float, float], None] | None = None
                       ) -> tuple[ExcitationDesign, tuple[Path, ...]]:
     """An input for the config's free parameters at its values (excite), and its files.
@@ -437,7 +438,8 @@ def design_experiment(config: Config, output: str | Path, *, duration_s: float,
     :func:`~mb_estimation.excitation.design_excitation` at ``rate_hz`` [Hz] (default: the
     config's ``simulation.rate_hz``) from rest, hanging (the ``multisine`` scenario's start),
     the angle noise ``noise_rad`` (default: the config's ``simulation.noise_rad``, else 1e-3
-    rad); writes excitation.csv, excitation.yaml and excitation.png into ``output``
+    rad), the search's ``seed``; writes excitation.csv, excitation.yaml and excitation.png into
+    ``output``
     (:mod:`mb_estimation.report.excitation`).
     """
     names = design_names(config, duration_s=duration_s, limits=limits, rate_hz=rate_hz)
@@ -451,7 +453,7 @@ def design_experiment(config: Config, output: str | Path, *, duration_s: float,
     design = design_excitation(rig, config.parameters, names, duration_s=duration_s,
                                rate_hz=rate_hz or config.simulation.rate_hz, limits=limits,
                                start=start,
-                               noise_rad=noise_rad, max_evaluations=max_evaluations,
+                               noise_rad=noise_rad, max_evaluations=max_evaluations, seed=seed,
                                progress=progress)
     designed_at = {name: float(np.ravel(config.parameters[name])[0]) for name in names}
     return design, write_excitation(folder, design, limits, noise_rad, designed_at)

@@ -158,7 +158,8 @@ class ExcitationDesign:
     peak ``multisine_scale`` (the bound, or less where the arm's limits ask for it);
     ``evaluations`` the criterion evaluations made. ``improved`` is False where the search
     found nothing that predicts better than the multisine at the experiment's rate: the
-    design is then the multisine itself (its tones, amplitudes and phases).
+    design is then the multisine itself (its tones, amplitudes and phases). ``seed``: the
+    search's (:func:`design_excitation`).
     """
 
     time_s: np.ndarray
@@ -172,6 +173,7 @@ class ExcitationDesign:
     multisine_scale: float
     evaluations: int
     improved: bool = True
+    seed: int = 0
 
 
 def design_grid(time_s: np.ndarray, inputs: np.ndarray, joints: int) -> GridData:
@@ -242,7 +244,7 @@ def design_excitation(rig: Rig, values: Mapping[str, object], names: Sequence[st
                       duration_s: float, rate_hz: float, limits: Limits,
                       start: np.ndarray, noise_rad: float = 1e-3,
                       frequencies_hz: np.ndarray = EXCITATION_FREQUENCIES_HZ,
-                      max_evaluations: int = MAX_EVALUATIONS,
+                      max_evaluations: int = MAX_EVALUATIONS, seed: int = 0,
                       progress: Callable[[int, float, float], None] | None = None
                       ) -> ExcitationDesign:
     """The multisine on ``frequencies_hz`` that best meets the criterion's goals (module doc).
@@ -250,7 +252,8 @@ def design_excitation(rig: Rig, values: Mapping[str, object], names: Sequence[st
     ``values``: the rig's parameters (the design is for these: a previous calibration's, for a
     sequential design); ``names``: the free ones (scalars); ``start``: the joint state it starts
     from; ``noise_rad``: the angle noise assumed on each joint (it scales every std alike, so it
-    does not change the design). ``progress(evaluation, worst relative std, beyond)`` after
+    does not change the design); ``seed``: the search's first run's (:func:`evolution_strategy`:
+    the same seed, the same design). ``progress(evaluation, worst relative std, beyond)`` after
     each evaluation, of the best candidate so far (ranked with the penalty of a limit
     exceeded; ``beyond``: how far its motion goes beyond its limits, the largest ratio to
     one, 1 within them: a candidate further beyond ranks lower even where its std are
@@ -313,7 +316,8 @@ def design_excitation(rig: Rig, values: Mapping[str, object], names: Sequence[st
             progress(evaluations, best_worst, best_beyond)
         return value
 
-    evolution_strategy(criterion, np.zeros(len(frequencies_hz)), max_evaluations)
+    evolution_strategy(criterion, np.zeros(len(frequencies_hz)), max_evaluations,
+                       seed=seed)
     # the multisine scenario's input (mb_estimation.scenarios.multisine_torque) at this bound
     plain_scale, (time_s, plain_inputs, plain) = _within_limits(
         plain_response, np.ones(plain_count), limits, FOLLOWED_AMPLIFICATION,
@@ -335,15 +339,16 @@ def design_excitation(rig: Rig, values: Mapping[str, object], names: Sequence[st
         return ExcitationDesign(time_s, plain_inputs, np.ones(plain_count),
                                 np.asarray(MULTISINE_FREQUENCIES_HZ),
                                 schroeder_phases(plain_count), plain_scale, plain, plain,
-                                plain_scale, evaluations, improved=False)
+                                plain_scale, evaluations, improved=False, seed=seed)
     amplitudes, scale, inputs, designed = chosen
     return ExcitationDesign(time_s, inputs, amplitudes, np.asarray(frequencies_hz),
                             low_crest_phases(amplitudes, frequencies_hz, duration_s), scale,
-                            designed, plain, plain_scale, evaluations)
+                            designed, plain, plain_scale, evaluations, seed=seed)
 
 
 def evolution_strategy(criterion: Callable[[np.ndarray], float], mean: np.ndarray,
-                       max_evaluations: int, *, restarts: int = RESTARTS) -> None:
+                       max_evaluations: int, *, seed: int = 0,
+                       restarts: int = RESTARTS) -> None:
     """Lower ``criterion`` from ``mean`` within ``max_evaluations`` calls (results: the caller's).
 
     A (μ/μ_w, λ) evolution strategy (Hansen, "The CMA evolution strategy: a tutorial", 2016,
@@ -353,15 +358,16 @@ def evolution_strategy(criterion: Callable[[np.ndarray], float], mean: np.ndarra
     one-fifth rule). It tolerates a rough, kinked criterion (a limit's penalty, the largest
     of several ratios, motions sensitive to the input) where a simplex or gradient search
     stalls (measured). Run ``restarts`` times from ``mean``, each with an equal share of the
-    evaluations and its own seed (0, 1, …): a run settles in one basin within about a hundred
-    evaluations, and where it settles depends on its draws. Deterministic.
+    evaluations and its own seed (``seed``, ``seed + 1``, …): a run settles in one basin within
+    about a hundred evaluations, and where it settles depends on its draws. Deterministic for
+    ``seed``.
     """
     first = criterion(mean)  # every run starts here
     left = max_evaluations - 1
     restarts = max(min(restarts, left), 1)
-    for seed in range(restarts):
-        share = left // restarts + (left % restarts if seed == 0 else 0)
-        rng = np.random.default_rng(seed)
+    for run in range(restarts):
+        share = left // restarts + (left % restarts if run == 0 else 0)
+        rng = np.random.default_rng(seed + run)
         point, best, step, evaluations = mean, first, INITIAL_STEP, 0
         while evaluations < share:  # the last generation as many as are left
             count = min(OFFSPRING, share - evaluations)

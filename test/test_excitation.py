@@ -29,6 +29,7 @@ from mb_estimation.excitation import (
     _scale_within,
     design_excitation,
     design_grid,
+    evolution_strategy,
 )
 from mb_estimation.fade import RAMP_S
 from mb_estimation.multisines import at_peak, low_crest_phases, multisine, schroeder_phases
@@ -75,6 +76,25 @@ def test_the_design_beats_the_multisine_at_the_same_bound(rig_and_values):
     np.testing.assert_allclose(design.inputs[ramp:-ramp], expected[ramp:-ramp], rtol=0,
                                atol=1e-15)
     assert abs(design.inputs[0]) < 1e-3 * BOUND and abs(design.inputs[-1]) < 1e-3 * BOUND
+
+
+def test_the_search_lowers_a_criterion_and_the_same_seed_draws_the_same_points():
+    def run(seed):
+        seen = []
+
+        def criterion(point):
+            seen.append(point)
+            return float(np.sum((point - 0.3) ** 2))
+
+        evolution_strategy(criterion, np.zeros(15), 200, seed=seed)
+        return np.array(seen)
+
+    first, again, other = run(0), run(0), run(5)
+    assert len(first) == 200  # every evaluation allowed, and no more
+    np.testing.assert_array_equal(first, again)
+    assert not np.array_equal(first, other)
+    values = np.sum((first - 0.3) ** 2, axis=1)
+    assert values[0] == pytest.approx(15 * 0.3**2) and np.min(values) < 0.8 * values[0]
 
 
 def _crest(signal):
@@ -180,7 +200,7 @@ def test_the_arm_stays_within_its_limits_or_the_design_says_it_cannot(rig_and_va
     assert np.max(np.abs(limited.inputs)) <= limited.scale
     document = yaml.safe_load(yaml.safe_dump(excitation_document(  # plain numbers: written
         limited, limits, 1e-3, {name: 1.0 for name in FREE})))
-    assert document["multisine"]["peak"] == limited.multisine_scale
+    assert document["multisine"]["peak"] == limited.multisine_scale and document["seed"] == 0
     with pytest.raises(SimulationError, match=r"^no input within 0.1% of the bound keeps the arm "
                                               r"within its limits .*--max-arm-rad"):
         _design(rig_and_values, Limits(BOUND, max_arm_rad=1e-6), 1)
@@ -240,7 +260,7 @@ def test_excite_writes_the_input_what_it_predicts_and_a_figure(tmp_path, capsys)
     out = tmp_path / "design"
     assert main(["excite", "--config", "furuta_synthetic", "--free", ",".join(FREE),
                  "--duration", "2", "--rate", "500", "--max-input", str(BOUND),
-                 "--max-evaluations", "3", "--output", str(out)]) == 0
+                 "--max-evaluations", "3", "--seed", "2", "--output", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "worst relative std: design" in printed
     assert "evaluation    1/3: the best so far, worst relative std" in printed
@@ -249,7 +269,7 @@ def test_excite_writes_the_input_what_it_predicts_and_a_figure(tmp_path, capsys)
     inputs = np.array([float(line.split(",")[1]) for line in lines[1:]])
     assert np.max(np.abs(inputs)) <= BOUND
     document = yaml.safe_load((out / "excitation.yaml").read_text())
-    assert document["criterion"].startswith("worst relative std")
+    assert document["criterion"].startswith("worst relative std") and document["seed"] == 2
     values = load_config("furuta_synthetic").parameters
     assert document["designed_at"] == {name: values[name] for name in FREE}
     assert document["limits"] == {"max_input": BOUND, "max_arm_rad": None,

@@ -46,6 +46,9 @@ def add_excite(commands) -> None:
     excite.add_argument("--max-evaluations", type=int, default=None, metavar="N",
                         help="criterion evaluations the search may make (default 600; each "
                         "simulates the rig a few times)")
+    excite.add_argument("--seed", type=int, default=0, metavar="N",
+                        help="the search's random seed: the same seed, the same design "
+                        "(default 0)")
     excite.add_argument("--output", required=True, metavar="DIR", help="output folder")
     excite.add_argument("--quiet", action="store_true", help="no progress output")
     excite.set_defaults(handler=excite_command)
@@ -81,7 +84,7 @@ def excite_command(args) -> int:
               f"(bound {args.max_input:g}), at most {evaluations} evaluations")
     design, paths = design_experiment(
         config, args.output, duration_s=args.duration, limits=limits, noise_rad=args.noise,
-        rate_hz=args.rate, max_evaluations=evaluations, progress=progress)
+        rate_hz=args.rate, max_evaluations=evaluations, seed=args.seed, progress=progress)
     print(f"{'parameter':10s} {'design std':>12s} {'multisine std':>14s}")
     for name, relative in design.design.relative_std.items():
         plain = design.multisine.relative_std[name]

@@ -68,6 +68,7 @@ def excitation_document(design: ExcitationDesign, limits: Limits, noise_rad: flo
                   "frequencies_hz": [round(f, 12) for f in design.frequencies_hz.tolist()],
                   "amplitudes": design.amplitudes.tolist(), "phases_rad": design.phases.tolist()},
         "evaluations": design.evaluations,
+        "seed": design.seed,
         "improved_on_the_multisine": design.improved,
         "design": _predicted(design.design),
         "multisine": {"peak": design.multisine_scale, **_predicted(design.multisine)},
