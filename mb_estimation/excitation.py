@@ -267,18 +267,16 @@ def design_excitation(rig: Rig, values: Mapping[str, object], names: Sequence[st
     def grid(rate):
         return np.arange(int(round(duration_s * rate)) + 1) / rate
 
-    def response(amplitudes, scale, rate=rate_hz, step=SENSITIVITY_DT,
-                 frequencies=frequencies_hz, phases=None):
+    def response(amplitudes, phases, scale, rate=rate_hz, step=SENSITIVITY_DT,
+                 frequencies=frequencies_hz):
         time_s = grid(rate)
-        if phases is None:
-            phases = low_crest_phases(amplitudes, frequencies, duration_s)
         inputs = played(time_s, np.abs(amplitudes), frequencies, phases, scale)
         noise = noise_rad * np.sqrt(rate / rate_hz)  # as much information as rate_hz's samples
         return time_s, inputs, predicted_response(rig, values, names, time_s, inputs, start,
                                                   noise, step)
 
-    def scale_within(amplitudes, rate=rate_hz, step=SENSITIVITY_DT):
-        time_s, phases = grid(rate), low_crest_phases(amplitudes, frequencies_hz, duration_s)
+    def scale_within(amplitudes, phases, rate=rate_hz, step=SENSITIVITY_DT):
+        time_s = grid(rate)
 
         def arm_ratio(scale):
             inputs = played(time_s, np.abs(amplitudes), frequencies_hz, phases, scale)
@@ -290,8 +288,8 @@ def design_excitation(rig: Rig, values: Mapping[str, object], names: Sequence[st
     plain_count = len(MULTISINE_FREQUENCIES_HZ)
 
     def plain_response(amplitudes, scale, rate=rate_hz, step=SENSITIVITY_DT):
-        return response(amplitudes, scale, rate, step, MULTISINE_FREQUENCIES_HZ,
-                        schroeder_phases(plain_count))
+        return response(amplitudes, schroeder_phases(plain_count), scale, rate, step,
+                        MULTISINE_FREQUENCIES_HZ)
 
     search_rate = min(SEARCH_RATE_HZ, rate_hz)
     _, (*_, plain_searched) = _within_limits(  # the goals, on the search's grid
@@ -304,8 +302,9 @@ def design_excitation(rig: Rig, values: Mapping[str, object], names: Sequence[st
     def criterion(log_amplitudes):
         nonlocal evaluations, best, best_worst, best_beyond
         amplitudes = np.exp(log_amplitudes)
-        scale = scale_within(amplitudes, search_rate, SEARCH_STEP_S)
-        *_, outcome = response(amplitudes, scale, search_rate, SEARCH_STEP_S)
+        phases = low_crest_phases(amplitudes, frequencies_hz, duration_s)
+        scale = scale_within(amplitudes, phases, search_rate, SEARCH_STEP_S)
+        *_, outcome = response(amplitudes, phases, scale, search_rate, SEARCH_STEP_S)
         overshoot = _overshoot(outcome, limits)
         value = np.log(_against_goals(outcome, plain_searched)) + LIMIT_PENALTY * overshoot
         evaluations += 1
@@ -324,26 +323,29 @@ def design_excitation(rig: Rig, values: Mapping[str, object], names: Sequence[st
         SMALLEST_MULTISINE_SCALE, "plain multisine")
     chosen = None  # the finalists ranked again on the experiment's grid
     for _, amplitudes in _distinct_best(searched, FINALISTS):
-        scale = scale_within(amplitudes)
-        _, inputs, designed = response(amplitudes, scale)
+        phases = low_crest_phases(amplitudes, frequencies_hz, duration_s)
+        scale = scale_within(amplitudes, phases)
+        _, inputs, designed = response(amplitudes, phases, scale)
         if _overshoot(designed, limits) > 0.0:
             try:
-                scale, (_, inputs, designed) = _within_limits(response, amplitudes, limits)
+                scale, (_, inputs, designed) = _within_limits(
+                    lambda a, scale, phases=phases: response(a, phases, scale), amplitudes,
+                    limits)
             except SimulationError:
                 continue  # no peak plays this one within the limits at the experiment's rate
-        if chosen is None or _against_goals(designed, plain) < _against_goals(chosen[3], plain):
-            chosen = (amplitudes, scale, inputs, designed)
-    if chosen is None or not _against_goals(chosen[3], plain) < _against_goals(plain, plain):
+        goal = _against_goals(designed, plain)
+        if chosen is None or goal < chosen[0]:
+            chosen = (goal, amplitudes, phases, scale, inputs, designed)
+    if chosen is None or not chosen[0] < _against_goals(plain, plain):
         # nothing found predicts better than the multisine at the experiment's rate (the
         # search ranks on a coarser grid). Never worse than the multisine.
         return ExcitationDesign(time_s, plain_inputs, np.ones(plain_count),
                                 np.asarray(MULTISINE_FREQUENCIES_HZ),
                                 schroeder_phases(plain_count), plain_scale, plain, plain,
                                 plain_scale, evaluations, improved=False, seed=seed)
-    amplitudes, scale, inputs, designed = chosen
-    return ExcitationDesign(time_s, inputs, amplitudes, np.asarray(frequencies_hz),
-                            low_crest_phases(amplitudes, frequencies_hz, duration_s), scale,
-                            designed, plain, plain_scale, evaluations, seed=seed)
+    _, amplitudes, phases, scale, inputs, designed = chosen
+    return ExcitationDesign(time_s, inputs, amplitudes, np.asarray(frequencies_hz), phases,
+                            scale, designed, plain, plain_scale, evaluations, seed=seed)
 
 
 def evolution_strategy(criterion: Callable[[np.ndarray], float], mean: np.ndarray,
