@@ -27,6 +27,7 @@ import scipy.linalg
 
 from mb_estimation.errors import SimulationError
 from mb_estimation.multibody import joint_angles, joint_rates
+from mb_estimation.multisines import schroeder_phases
 from mb_estimation.numerics import jax
 from mb_estimation.rigs.furuta import rest_inertia
 
@@ -77,7 +78,7 @@ def multisine_torque(time_s):
     """Multisine torque [N m] at ``time_s``: equal amplitudes, Schroeder phases (low crest)."""
     freqs = MULTISINE_FREQUENCIES_HZ
     count = len(freqs)
-    phases = -np.pi * np.arange(count) * (np.arange(count) + 1) / count
+    phases = schroeder_phases(count)
     amplitude = MULTISINE_PEAK_TORQUE / np.sqrt(count)
     t = jnp.asarray(time_s)[..., None]
     return amplitude * jnp.sum(jnp.sin(2 * np.pi * freqs * t + phases), axis=-1)
