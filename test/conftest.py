@@ -166,11 +166,20 @@ def _release_the_machine() -> None:
 
 
 @pytest.fixture(scope="module")
-def alone_on_the_machine(ros_network):
+def compiled_beforehand() -> None:
+    """What a module compiles before it takes the machine alone; a module overrides it.
+
+    Compiling is not timed, so it runs beside the other workers
+    (``processes.compile_node_programs``).
+    """
+
+
+@pytest.fixture(scope="module")
+def alone_on_the_machine(ros_network, compiled_beforehand):
     """The module's tests run with the other workers paused (one process: nothing to do).
 
     Request it before the module's other fixtures (``pytest.mark.usefixtures``), so that a
-    node they start runs alone too.
+    node they start runs alone too; ``compiled_beforehand`` runs first.
     """
     if WORKER:
         _WANTED.write_text(WORKER)

@@ -1,5 +1,6 @@
 """Background processes for the end-to-end tests: output collected line by line."""
 
+import os
 import subprocess
 import sys
 import threading
@@ -12,6 +13,18 @@ REPO = Path(__file__).resolve().parents[1]
 def mb_estimation(*args: str) -> list[str]:
     """The argv of ``mb-estimation ARGS`` run by this interpreter."""
     return [sys.executable, "-m", "mb_estimation.cli", *args]
+
+
+def compile_node_programs(cache_dir: str, *node_args: str) -> None:
+    """``mb-estimation node NODE_ARGS --compile-only`` into ``cache_dir``.
+
+    A node started afterwards with that cache loads its solver instead of compiling it: run it
+    before a module takes the machine alone (conftest's ``compiled_beforehand``).
+    """
+    done = subprocess.run([*mb_estimation("node", *node_args, "--compile-only")],
+                          env=dict(os.environ, MB_ESTIMATION_CACHE_DIR=cache_dir),
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and "compiled the solver" in done.stdout, done.stderr
 
 
 def wait_until(predicate, timeout: float, period: float = 0.1) -> bool:

@@ -19,12 +19,13 @@ import sys
 import threading
 import time
 from collections import defaultdict
+from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 from configs import TABLE_1, TABLE_1_SET, TRUTH, write_config
-from processes import Process, mb_estimation, wait_until
+from processes import Process, compile_node_programs, mb_estimation, wait_until
 
 rclpy = pytest.importorskip("rclpy")
 pytest.importorskip("diagnostic_msgs")
@@ -135,15 +136,27 @@ def _errors(fused):
 
 
 @pytest.fixture(scope="module")
-def running(ros_network, node_compile_cache, tmp_path_factory):
-    """rig-sim → estimator node → probe, until the fused estimate is within 3 % (≤ 180 s)."""
+def config_path(tmp_path_factory):
+    """The node's config (its folder also holds the fused state file)."""
     folder = tmp_path_factory.mktemp("ros_e2e")
     # rig-sim's swing-up is one continuous motion (every 10 s the controller lets go and swings
     # the pendulum up again), so windows may start anywhere.
-    config_path = write_config(folder / "furuta_push.yaml", node={
+    return write_config(folder / "furuta_push.yaml", node={
         "window_s": WINDOW_S, "stride_s": 5.0, "push_target_node": CONTROLLER,
         "push_mapping": ",".join(f"{k}:{v}" for k, v in PUSHED.items()),
         "state_file": str(folder / "fused.yaml")})
+
+
+@pytest.fixture(scope="module")
+def compiled_beforehand(config_path, node_compile_cache):
+    compile_node_programs(node_compile_cache, "--config", str(config_path), "--free", FREE,
+                          "--set", TABLE_1_SET)
+
+
+@pytest.fixture(scope="module")
+def running(ros_network, node_compile_cache, config_path):
+    """rig-sim → estimator node → probe, until the fused estimate is within 3 % (≤ 180 s)."""
+    folder = Path(config_path).parent
     env = dict(os.environ, ROS_DOMAIN_ID=str(DOMAIN), MB_ESTIMATION_CACHE_DIR=node_compile_cache)
 
     context = rclpy.context.Context()

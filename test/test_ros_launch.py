@@ -309,6 +309,41 @@ def test_mb_estimation_node_remaps_the_inputs_to_the_configs_topics(tmp_path, mo
     assert len(started) == 2
 
 
+
+def test_compile_only_warms_the_config_the_node_makes(ros_context, tmp_path, monkeypatch):
+    """``--compile-only`` runs the warm-up of the very config the node makes of its parameters.
+
+    The same config compiles the same programs, so a node started afterwards loads them; with
+    the cache off there is nothing to keep: one line, exit 2, and no rclpy either way.
+    """
+    from rclpy.node import Node
+    from rclpy.parameter import Parameter
+
+    from mb_estimation import numerics
+    from mb_estimation.cli import main as cli
+    from mb_estimation.cli import node as node_command
+    from mb_estimation.online.core import EstimatorCore
+    from mb_estimation.ros.ros_parameters import declare_node_parameters
+
+    warmed = []
+    monkeypatch.setattr(EstimatorCore, "warm_up", lambda core: warmed.append(core.config))
+    monkeypatch.setattr(numerics, "configure_jax", lambda: tmp_path / "xla")
+    monkeypatch.setattr(node_command, "ros_transport", lambda args: pytest.fail("rclpy started"))
+    config = write_config(tmp_path / "rig.yaml")
+    overrides = {"free": "J_Azz,K,b1", "set": "J_Azz=0.012,b1=2e-4", "compliance": 1e-6}
+    assert cli(["node", "--config", config, "--free", overrides["free"], "--set",
+                overrides["set"], "--compliance", "1e-6", "--compile-only"]) == 0
+    node = Node("compile_only_check", context=ros_context, parameter_overrides=[
+        Parameter(name, value=value) for name, value in overrides.items()])
+    try:
+        made = declare_node_parameters(node, load_config(config)).config
+    finally:
+        node.destroy_node()
+    assert warmed == [made] and tuple(made.free) == ("J_Azz", "K", "b1")
+    monkeypatch.setattr(numerics, "configure_jax", lambda: None)
+    assert cli(["node", "--config", config, "--compile-only"]) == 2
+    assert len(warmed) == 1
+
 def test_config_topics(tmp_path, monkeypatch):
     assert ros_common.config_topics(REPO / "config" / "furuta.yaml") == \
         ("/joint_states", "/control_voltage")

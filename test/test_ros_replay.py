@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 from configs import write_config
-from processes import Process, mb_estimation, wait_until
+from processes import Process, compile_node_programs, mb_estimation, wait_until
 from ros_listener import listening
 
 rclpy = pytest.importorskip("rclpy")
@@ -71,14 +71,12 @@ def test_looped_replay_of_a_simulated_bag_over_rclpy(diagnostics, node_compile_c
     assert persisted, node.tail()
 
 
-@pytest.mark.skipif(not HUMBLE.is_dir(), reason="../shared/data not present")
-# a 500 Hz best-effort replay loses messages beside a worker that compiles (the looped one
-# above counts windows and jumps, not samples: it shares the machine)
-@pytest.mark.usefixtures("alone_on_the_machine")
-def test_replay_of_a_humble_bag_reaches_the_rclpy_node(diagnostics, tmp_path):
-    state_file = tmp_path / "fused.yaml"
-    path = write_config(
-        tmp_path / "humble.yaml", "examples/odrive_furuta.yaml",
+@pytest.fixture(scope="module")
+def humble_config(tmp_path_factory):
+    """The Humble bag's rig as its README describes it; the node's state file beside it."""
+    folder = tmp_path_factory.mktemp("humble")
+    return write_config(
+        folder / "humble.yaml", "examples/odrive_furuta.yaml",
         parameters={"K": 1.0},  # the script gives the torque [N m]: volts of a 1 N m/V motor
         recording={
             "joint_states_topic": "joint_states",  # as recorded: no leading slash
@@ -87,11 +85,26 @@ def test_replay_of_a_humble_bag_reaches_the_rclpy_node(diagnostics, tmp_path):
             "voltage_script": [[0.0, 0.43], [0.002, 0.0]]},
         # 4.5 s windows: the bag's 10.000 s of stamps hold two of them even when a best-effort
         # sample or two at either end is lost (5 s windows needed both the first and the last)
-        node={"warm_up": False, "state_file": str(state_file), "window_s": 4.5,
+        node={"warm_up": False, "state_file": str(folder / "fused.yaml"), "window_s": 4.5,
               "stride_s": 4.5},
         # what an impulse determines (its pendulum inertia ends at its bound: no estimate)
         free={"J_Azz": {}, "K": {}})
-    env = _environment("")
+
+
+@pytest.fixture(scope="module")
+def compiled_beforehand(humble_config, node_compile_cache):
+    compile_node_programs(node_compile_cache, "--config", humble_config)
+
+
+@pytest.mark.skipif(not HUMBLE.is_dir(), reason="../shared/data not present")
+# a 500 Hz best-effort replay loses messages beside a worker that compiles (the looped one
+# above counts windows and jumps, not samples: it shares the machine)
+@pytest.mark.usefixtures("alone_on_the_machine")
+def test_replay_of_a_humble_bag_reaches_the_rclpy_node(diagnostics, humble_config,
+                                                       node_compile_cache):
+    state_file = Path(humble_config).parent / "fused.yaml"
+    path = humble_config
+    env = _environment(node_compile_cache)
     node = Process(mb_estimation("node", "--config", path), env)
     try:
         node.wait_for("mb_estimation node ready", 120)

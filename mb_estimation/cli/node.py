@@ -27,6 +27,11 @@ def add_node(commands) -> None:
     node.add_argument("--output-dir", metavar="DIR",
                       help="write the fused estimate there after each accepted window and at "
                       "the stop (parameters.yaml, ros_parameters.yaml, calibrated.urdf)")
+    node.add_argument("--compile-only", action="store_true",
+                      help="compile the solver for this config's windows into the compile "
+                      "cache ($MB_ESTIMATION_CACHE_DIR, else ~/.cache/mb_estimation/xla) and "
+                      "exit, without ROS: run it once where the rig's computer is set up, and "
+                      "the node starts without compiling")
     add_domain_option(node)
     node.set_defaults(handler=node_command)
 
@@ -37,6 +42,8 @@ def node_command(args) -> int:
     The command line becomes its ROS parameters; it is named after the config's ``node.name``.
     """
     loaded = load_config(args)  # a bad config or override: one line, exit 2, before rclpy
+    if args.compile_only:
+        return compile_only(args)
     ros_node = ros_transport(args)
     config = Path(args.config).resolve() if Path(args.config).exists() else args.config
     parameters = [f"config:={config}", "autostart:=true"]
@@ -57,3 +64,32 @@ def node_command(args) -> int:
     for parameter in parameters:
         argv += ["-p", parameter]
     return ros_node.main(argv)
+
+
+def compile_only(args) -> int:
+    """Compile the node's solver into the compile cache as its start-up would; no rclpy.
+
+    The config is made as the node makes it from the same parameters
+    (:func:`~mb_estimation.ros.ros_common.apply_node_overrides`), so its warm-up finds every
+    program in the cache.
+    """
+    import time
+
+    from mb_estimation.cli.common import UserError
+    from mb_estimation.config import load_config as load_config_file
+    from mb_estimation.numerics import configure_jax
+    from mb_estimation.online.core import EstimatorCore
+    from mb_estimation.ros.ros_common import apply_node_overrides
+
+    config = apply_node_overrides(load_config_file(args.config), free=args.free or "",
+                                  set_text=args.set_values or "",
+                                  compliance=args.compliance or 0.0)
+    cache = configure_jax()
+    if cache is None:
+        raise UserError("--compile-only keeps nothing: the compile cache is off "
+                        "(MB_ESTIMATION_CACHE_DIR is empty)")
+    started = time.perf_counter()
+    EstimatorCore(config).warm_up()
+    print(f"compiled the solver for {config.node.window_s:g} s windows of "
+          f"{', '.join(config.free)} in {time.perf_counter() - started:.1f} s into {cache}")
+    return 0
