@@ -101,6 +101,11 @@ def prediction_mismatch(noise_rad: np.ndarray, checks: Sequence[PredictionCheck]
     return worst
 
 
+def predicts_within_the_noise(mismatch: PredictionMismatch | None) -> bool:
+    """Whether a :func:`prediction_mismatch` is at most :data:`PREDICTION_NOISE_RATIO`."""
+    return mismatch is None or mismatch.ratio <= PREDICTION_NOISE_RATIO
+
+
 @dataclass(frozen=True)
 class StageFollowing:
     """How closely the simulation-error stage's simulations follow the recordings.
@@ -299,7 +304,7 @@ def kept_fit(setup: Setup, fit: Fit, noise_rad: np.ndarray | None = None) -> Kep
             f"against {before.ratio:.1f}× for the joint fit), so the joint fit is kept"))
     before_checks = predicted(joint)
     mismatch = prediction_mismatch(noise, before_checks)
-    if mismatch is None or mismatch.ratio <= PREDICTION_NOISE_RATIO:
+    if predicts_within_the_noise(mismatch):
         return Kept(_with_the_time_of(joint, refined), False, before_checks)
     after_checks = predicted(refined)
     after = prediction_mismatch(noise, after_checks)
@@ -360,12 +365,20 @@ class Assessment:
 def with_model_error(result: EstimationResult) -> EstimationResult:
     """``result`` with the std and covariance that include its model's error.
 
-    Those of ``result.correlated`` (the residuals' correlation in time); what the data
-    determine follows from them.
+    Those of ``result.correlated`` (the residuals' correlation in time), each std at least the
+    model-is-right one (a model's error adds to what the noise leaves open: a sandwich below
+    it is its own sampling error; the covariance is scaled with it, its correlations kept).
     """
-    correlated = result.correlated
-    return _with_std(result, {name: np.atleast_1d(np.asarray(correlated.std[name], dtype=float))
-                              for name in result.free}, correlated.covariance)
+    correlated, std = result.correlated, {}
+    factor = np.ones(len(correlated.covariance))
+    for name in result.free:
+        plain = np.atleast_1d(np.asarray(result.std[name], dtype=float))
+        own = np.atleast_1d(np.asarray(correlated.std[name], dtype=float))
+        std[name] = np.maximum(plain, own)
+        finite = np.isfinite(std[name]) & (own > 0)
+        factor[result.tangent_rows[name][finite]] = std[name][finite] / own[finite]
+    widened = _with_std(result, std, correlated.covariance * np.outer(factor, factor))
+    return dataclasses.replace(widened, std_include_model_error=True)
 
 
 def _with_std(result: EstimationResult, std: dict, covariance: np.ndarray) -> EstimationResult:
@@ -463,7 +476,7 @@ def assess(setup: Setup, fit: Fit) -> Assessment:
     mismatch = prediction_mismatch(noise, predictions)
     # Where the model does not follow the data, its error is in the residuals: the std say so.
     follows = (kept.following.follows if kept.refit_kept else
-               mismatch is None or mismatch.ratio <= PREDICTION_NOISE_RATIO)
+               predicts_within_the_noise(mismatch))
     model_error_s = None
     if not follows and result.correlated is not None:
         result, model_error_s = with_model_error(result), result.correlated.correlation_s

@@ -858,18 +858,23 @@ def test_a_windows_log_line_says_not_determined_where_its_topic_publishes_minus_
 
     result = SimpleNamespace(iterations=4, status="gradient", free=("J_Azz", "K"),
                              parameters={"J_Azz": 0.003, "K": 1.0},
-                             std={"J_Azz": 2e-6, "K": np.inf})
+                             std={"J_Azz": 2e-6, "K": np.inf}, std_include_model_error=False)
     line = window_message(WindowOutcome(3, 0, True, "accepted", 0.25, result))
     assert line == ("window 3 accepted after 0.25 s (4 iterations, gradient): J_Azz 0.003 ± 2e-06, "
                     "K 1 (not determined)")
+    # the std that include the model's error are said to
+    result.std, result.std_include_model_error = {"J_Azz": 9e-6, "K": np.inf}, True
+    line = window_message(WindowOutcome(3, 0, True, "accepted", 0.25, result))
+    assert line.endswith("J_Azz 0.003 ± 9e-06, K 1 (not determined) (std with the model's "
+                         "error: its predictions miss the window beyond the noise)")
 
 
 @pytest.mark.parametrize(("second", "disagrees"), [(0.003 + 1e-5, False), (0.004, True)])
 def test_a_window_that_contradicts_the_fused_estimate_is_said(second, disagrees):
     """Two windows 0.07 and 7 std of their difference apart: the second one warns, fused still.
 
-    (Windows' std leave the model's error out: on data the model misses, windows can lie far
-    apart, and the fused value between them would say nothing of it.)
+    (A model error the windows' std do not hold lets them lie far apart, and the fused value
+    between them would say nothing of it.)
     """
     from mb_estimation.online.messages import DIAGNOSTIC_OK, DIAGNOSTIC_WARN, diagnostic_level
 

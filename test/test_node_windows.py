@@ -7,11 +7,14 @@ windows from Table 1's start values on the consistent path at its fixed 1 ms ste
 such data lands on shadow values (benchmarks/RESULTS.md, issues 3 and 5).
 """
 
+from pathlib import Path
+
 import numpy as np
 import pytest
-from configs import TABLE_1, TRUTH
+from configs import TABLE_1, TRUTH, write_config
 
 from mb_estimation.config import apply_overrides, load_config
+from mb_estimation.io.recordings import read_recording
 from mb_estimation.online.core import EstimatorCore
 from mb_estimation.online.windows import (
     estimate_window,
@@ -22,8 +25,10 @@ from mb_estimation.online.windows import (
 from mb_estimation.setup import rig_of
 from mb_estimation.signals import Recording
 from mb_estimation.simulation import simulate_recording
+from mb_estimation.tracking.windows import cut_windows
 
 RATE_HZ = 100.0
+HUMBLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "rosbag2-humble-furuta"
 
 
 def _window(sim, start_s: float, window_s: float) -> Recording:
@@ -61,3 +66,36 @@ def test_node_windows_estimate_the_rig_s_own_inertias_with_the_program_of_its_wa
     later = estimate_window(config, _window(sim, 2.5, window_s))  # other data, same program
     assert later.compile_time_s == 0.0
     assert np.all(np.isfinite(later.recordings[0].joint_angles))
+
+    # a window its model follows (the rigid rig it fits, at 1 kHz): the model-is-right std
+    rigid = simulate_recording(rig_of(truth), truth.parameters, "multisine",
+                               duration_s=window_s, dt=1e-3, rate_hz=1000.0, rigid=True,
+                               noise_rad=truth.simulation.noise_rad)
+    followed = estimate_window(config, _window(rigid, 0.0, window_s))
+    assert why_rejected(followed, config.node.max_cost) is None
+    assert not followed.std_include_model_error
+
+
+@pytest.mark.skipif(not HUMBLE.is_dir(), reason="../shared/data not present")
+def test_windows_of_a_rig_the_model_misses_carry_its_error_in_their_std(tmp_path):
+    """A real ROS 2 bag the rigid model does not follow: each window's std include its error.
+
+    The peer simulator's impulse response (../shared/data/rosbag2-humble-furuta) through the
+    example ODrive rig's model with the impulse its README gives: the windows' predictions miss
+    by hundreds of times the noise. With the model-is-right std their J_Azz lay tens of std
+    apart; with the model's error in them, as ``calibrate`` reports them, they agree.
+    """
+    config = load_config(write_config(
+        tmp_path / "humble.yaml", "examples/odrive_furuta.yaml", parameters={"K": 1.0},
+        recording={"joint_states_topic": "joint_states",
+                   "joints": {"arm": {"name": "joint0"}, "pendulum": {"name": "joint1"}},
+                   "voltage_script": [[0.0, 0.43], [0.002, 0.0]]},
+        node={"window_s": 4.5, "stride_s": 4.5}, free={"J_Azz": {}, "K": {}}))
+    recording = read_recording(HUMBLE / "impulse_response_de", config)
+    results = [estimate_window(config, window.recording)
+               for window in cut_windows(recording, 4.5, 4.5)]
+    assert len(results) == 2
+    assert all(result.std_include_model_error for result in results)
+    first, second = (float(result.parameters["J_Azz"]) for result in results)
+    spread = np.hypot(*(float(result.std["J_Azz"][0]) for result in results))
+    assert abs(first - second) < 2 * spread

@@ -342,3 +342,27 @@ def test_the_printed_table_gives_each_parameters_status_as_the_verdict_reads_it(
     assert lines["b1"].endswith("   at its lower bound")
     assert lines["b2"].endswith("   not determined")
     assert not lines["J_Azz"].endswith("determined")
+
+
+def test_std_with_the_model_s_error_are_never_below_the_model_is_right_ones():
+    """The larger of the two per parameter, the covariance scaled with it.
+
+    The residuals' correlation widens the std; where its sandwich comes out below the
+    model-is-right std (its own sampling error), that one is kept, the correlations too.
+    """
+    from mb_estimation.assess import with_model_error
+    from mb_estimation.estimation.covariance import CorrelatedCovariance
+
+    result = _result()
+    plain = np.array([float(result.std[name][0]) for name in FREE])
+    own = plain * np.array([3.0, 0.5, 2.0, 0.8])
+    correlation = np.eye(4)
+    correlation[0, 1] = correlation[1, 0] = 0.5
+    result = dataclasses.replace(result, correlated=CorrelatedCovariance(
+        correlation * np.outer(own, own), {name: own[[i]] for i, name in enumerate(FREE)}, 0.2))
+    widened = with_model_error(result)
+    expected = np.maximum(plain, own)
+    assert widened.std_include_model_error and not result.std_include_model_error
+    np.testing.assert_allclose([widened.std[name][0] for name in FREE], expected, rtol=1e-14)
+    np.testing.assert_allclose(np.sqrt(np.diag(widened.covariance)), expected, rtol=1e-14)
+    assert widened.covariance[0, 1] / (expected[0] * expected[1]) == pytest.approx(0.5)

@@ -119,6 +119,9 @@ class EstimationResult:
         correlated: ``covariance`` and ``std`` again with the residuals' correlation in time
             (what a model error moves the values by); the calibration reports them where the
             model does not follow the data (None: not computed).
+        std_include_model_error: whether ``std`` and ``covariance`` include the model's error
+            (set where the model does not follow the data:
+            :func:`~mb_estimation.assess.with_model_error`).
         shares: per recording, its share of the fit's normal equations at the fitted values
             (:class:`~mb_estimation.estimation.agreement.RecordingShare`): how far each
             recording's own fit would go from the pooled values.
@@ -141,6 +144,7 @@ class EstimationResult:
     solve_time_s: float = 0.0
     correlated: CorrelatedCovariance | None = None
     shares: tuple[RecordingShare, ...] = ()
+    std_include_model_error: bool = False
 
     @property
     def converged(self) -> bool:

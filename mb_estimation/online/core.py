@@ -336,6 +336,8 @@ class EstimatorCore:
                              else (stamp_ns - fused_end[1]) / NS_PER_S)
             self._fused_end = (window.generation, stamp_ns)
             self._last_accepted = estimate
+            if result.std_include_model_error:
+                self._diagnostics.count("windows_model_error")
             disagrees = disagreeing(self.config, self._drifting, estimate, stamp_ns / NS_PER_S)
             if disagrees is None:
                 self._diagnostics.latest.pop("disagreement", None)

@@ -99,7 +99,11 @@ def window_message(outcome) -> str:
         if value.size == 1:  # as the topics: no std where the window does not determine it
             values.append(f"{name} {value[0]:.5g} ± {spread[0]:.2g}" if np.isfinite(spread[0])
                           else f"{name} {value[0]:.5g} (not determined)")
-    return f"{head}: {', '.join(values)}" if values else head
+    if not values:
+        return head
+    model_error = (" (std with the model's error: its predictions miss the window beyond the "
+                   "noise)" if result.std_include_model_error else "")
+    return f"{head}: {', '.join(values)}{model_error}"
 
 
 def warm_up_message(snapshot: dict) -> str | None:

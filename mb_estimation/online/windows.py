@@ -15,6 +15,12 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.stats import chi2
 
+from mb_estimation.assess import (
+    fit_noise_rad,
+    prediction_mismatch,
+    predicts_within_the_noise,
+    with_model_error,
+)
 from mb_estimation.config import Config, ConfigError
 from mb_estimation.config.sections import drift_noise_by_parameter
 from mb_estimation.errors import first_line
@@ -29,7 +35,7 @@ from mb_estimation.online.drift import (
     track,
 )
 from mb_estimation.online.fusion import ParameterEstimate
-from mb_estimation.setup import PAPER_STEP_S, set_up
+from mb_estimation.setup import PAPER_STEP_S, Setup, set_up
 from mb_estimation.signals import Recording
 
 #: How far short of a window's end its joint states may stop and still cover it [s]: stamps
@@ -113,12 +119,32 @@ def estimate_window(config: Config, recording: Recording) -> EstimationResult:
 
     The config's estimator on :func:`window_config`'s terms. The grid covers exactly
     ``[0, window_s]`` of the recording's time at :func:`window_step`, so every window has the
-    same number of steps and the compiled solver is reused.
+    same number of steps and the compiled solver is reused. Where the model's predictions miss
+    the window by more than its noise allows, the std include the model's error, as
+    ``calibrate`` reports them (:func:`joint_fit_std`; the result's
+    ``std_include_model_error``).
     """
     first = float(recording.time_s[0])
     # a window of a driven rig: the node's motion rules judge it, no joint is taken as held
-    return fit(set_up(window_config(config), [recording], start_s=-first,
-                      end_s=config.node.window_s - first, held={recording.name: ()})).joint
+    setup = set_up(window_config(config), [recording], start_s=-first,
+                   end_s=config.node.window_s - first, held={recording.name: ()})
+    return joint_fit_std(setup, fit(setup).joint)
+
+
+def joint_fit_std(setup: Setup, result: EstimationResult) -> EstimationResult:
+    """A joint fit's result with the std its data support, as ``calibrate`` reports them.
+
+    Where its model's predictions miss the recordings by more than the noise allows
+    (:func:`~mb_estimation.assess.predicts_within_the_noise`), the std and covariance include
+    the model's error (:func:`~mb_estimation.assess.with_model_error`); else ``result``.
+    """
+    if result.correlated is None:
+        return result
+    noise = fit_noise_rad(setup.grids, result)
+    checks = setup.model.predictions(result.parameters, setup.grids, result.recordings)
+    if predicts_within_the_noise(prediction_mismatch(noise, checks)):
+        return result
+    return with_model_error(result)
 
 
 def result_estimate(result: EstimationResult, windows: int = 1) -> ParameterEstimate:
