@@ -866,7 +866,7 @@ def test_a_windows_log_line_says_not_determined_where_its_topic_publishes_minus_
     result.std, result.std_include_model_error = {"J_Azz": 9e-6, "K": np.inf}, True
     line = window_message(WindowOutcome(3, 0, True, "accepted", 0.25, result))
     assert line.endswith("J_Azz 0.003 ± 9e-06, K 1 (not determined) (std with the model's "
-                         "error: its predictions miss the window beyond the noise)")
+                         "error: the residuals stay correlated in time)")
 
 
 @pytest.mark.parametrize(("second", "disagrees"), [(0.003 + 1e-5, False), (0.004, True)])

@@ -81,9 +81,9 @@ def test_windows_of_a_rig_the_model_misses_carry_its_error_in_their_std(tmp_path
     """A real ROS 2 bag the rigid model does not follow: each window's std include its error.
 
     The peer simulator's impulse response (../shared/data/rosbag2-humble-furuta) through the
-    example ODrive rig's model with the impulse its README gives: the windows' predictions miss
-    by hundreds of times the noise. With the model-is-right std their J_Azz lay tens of std
-    apart; with the model's error in them, as ``calibrate`` reports them, they agree.
+    example ODrive rig's model with the impulse its README gives (its predictions miss by
+    hundreds of times the noise). With the model-is-right std the two windows' J_Azz lie
+    several std apart; with the model's error in them they agree.
     """
     config = load_config(write_config(
         tmp_path / "humble.yaml", "examples/odrive_furuta.yaml", parameters={"K": 1.0},

@@ -101,8 +101,8 @@ def window_message(outcome) -> str:
                           else f"{name} {value[0]:.5g} (not determined)")
     if not values:
         return head
-    model_error = (" (std with the model's error: its predictions miss the window beyond the "
-                   "noise)" if result.std_include_model_error else "")
+    model_error = (" (std with the model's error: the residuals stay correlated in time)"
+                   if result.std_include_model_error else "")
     return f"{head}: {', '.join(values)}{model_error}"
 
 

@@ -15,12 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.stats import chi2
 
-from mb_estimation.assess import (
-    fit_noise_rad,
-    prediction_mismatch,
-    predicts_within_the_noise,
-    with_model_error,
-)
+from mb_estimation.assess import with_model_error
 from mb_estimation.config import Config, ConfigError
 from mb_estimation.config.sections import drift_noise_by_parameter
 from mb_estimation.errors import first_line
@@ -35,7 +30,7 @@ from mb_estimation.online.drift import (
     track,
 )
 from mb_estimation.online.fusion import ParameterEstimate
-from mb_estimation.setup import PAPER_STEP_S, Setup, set_up
+from mb_estimation.setup import PAPER_STEP_S, set_up
 from mb_estimation.signals import Recording
 
 #: How far short of a window's end its joint states may stop and still cover it [s]: stamps
@@ -92,6 +87,11 @@ def window_step(config: Config) -> float:
 #: that takes two strides to fail makes the worker meet only windows of its own phase.
 WINDOW_TIME_LIMIT_STRIDES = 1.5
 
+#: A window whose residuals' correlation in time makes some std this many times the
+#: model-is-right one carries its model's error in its std (:func:`with_the_model_s_error`):
+#: above what the sandwich's own spread gives on windows of a rig the model follows.
+MODEL_ERROR_STD_RATIO = 3.0
+
 
 def window_config(config: Config) -> Config:
     """The config the node estimates a window with.
@@ -119,30 +119,32 @@ def estimate_window(config: Config, recording: Recording) -> EstimationResult:
 
     The config's estimator on :func:`window_config`'s terms. The grid covers exactly
     ``[0, window_s]`` of the recording's time at :func:`window_step`, so every window has the
-    same number of steps and the compiled solver is reused. Where the model's predictions miss
-    the window by more than its noise allows, the std include the model's error, as
-    ``calibrate`` reports them (:func:`joint_fit_std`; the result's
+    same number of steps and the compiled solver is reused. Where its residuals show a model
+    error, the std include it (:func:`with_the_model_s_error`; the result's
     ``std_include_model_error``).
     """
     first = float(recording.time_s[0])
     # a window of a driven rig: the node's motion rules judge it, no joint is taken as held
     setup = set_up(window_config(config), [recording], start_s=-first,
                    end_s=config.node.window_s - first, held={recording.name: ()})
-    return joint_fit_std(setup, fit(setup).joint)
+    return with_the_model_s_error(fit(setup).joint)
 
 
-def joint_fit_std(setup: Setup, result: EstimationResult) -> EstimationResult:
-    """A joint fit's result with the std its data support, as ``calibrate`` reports them.
+def with_the_model_s_error(result: EstimationResult) -> EstimationResult:
+    """A window's result with std that include its model's error where its residuals show one.
 
-    Where its model's predictions miss the recordings by more than the noise allows
-    (:func:`~mb_estimation.assess.predicts_within_the_noise`), the std and covariance include
-    the model's error (:func:`~mb_estimation.assess.with_model_error`); else ``result``.
+    Where the residuals' correlation in time (``result.correlated``) makes some std
+    :data:`MODEL_ERROR_STD_RATIO` times the model-is-right one or more, the model's error is
+    in them: the std and covariance are :func:`~mb_estimation.assess.with_model_error`'s; else
+    ``result``. (``calibrate`` decides by the model's predictions; per window they would cost
+    more than its fit, and a start-up compile.)
     """
-    if result.correlated is None:
+    correlated = result.correlated
+    if correlated is None:
         return result
-    noise = fit_noise_rad(setup.grids, result)
-    checks = setup.model.predictions(result.parameters, setup.grids, result.recordings)
-    if predicts_within_the_noise(prediction_mismatch(noise, checks)):
+    ratios = [np.asarray(correlated.std[name]) / np.asarray(result.std[name])
+              for name in result.free if np.all(np.isfinite(result.std[name]))]
+    if not ratios or max(float(np.max(ratio)) for ratio in ratios) < MODEL_ERROR_STD_RATIO:
         return result
     return with_model_error(result)
 
