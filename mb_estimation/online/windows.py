@@ -136,14 +136,15 @@ def with_the_model_s_error(result: EstimationResult) -> EstimationResult:
     Where the residuals' correlation in time (``result.correlated``) makes some std
     :data:`MODEL_ERROR_STD_RATIO` times the model-is-right one or more, the model's error is
     in them: the std and covariance are :func:`~mb_estimation.assess.with_model_error`'s; else
-    ``result``. (``calibrate`` decides by the model's predictions; per window they would cost
-    more than its fit, and a start-up compile.)
+    ``result``. (``calibrate`` decides by the model's predictions; per window they would add
+    a third of its fit's time, and their compile to every start.)
     """
     correlated = result.correlated
     if correlated is None:
         return result
     ratios = [np.asarray(correlated.std[name]) / np.asarray(result.std[name])
-              for name in result.free if np.all(np.isfinite(result.std[name]))]
+              for name in result.free
+              if np.all(np.isfinite(result.std[name])) and np.all(result.std[name] > 0)]
     if not ratios or max(float(np.max(ratio)) for ratio in ratios) < MODEL_ERROR_STD_RATIO:
         return result
     return with_model_error(result)
