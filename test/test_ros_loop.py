@@ -17,14 +17,7 @@ import threading
 import numpy as np
 import pytest
 from configs import TABLE_1, TABLE_1_SET, TRUTH, write_config
-from processes import (
-    LAUNCH_SCRIPT,
-    REPO,
-    Process,
-    compile_node_programs,
-    mb_estimation,
-    wait_until,
-)
+from processes import LAUNCH_SCRIPT, REPO, Process, mb_estimation, wait_until
 
 rclpy = pytest.importorskip("rclpy")
 pytest.importorskip("launch_ros")
@@ -54,23 +47,12 @@ def _window_lines(process):
     return [line for line in process.lines if "]: window " in line]
 
 
-@pytest.fixture(scope="module")
-def config(tmp_path_factory):
-    """The rig's config: rigid hinges, 4 s windows."""
-    return write_config(tmp_path_factory.mktemp("loop") / "rig.yaml", hinges="rigid",
-                        node={"window_s": 4.0, "stride_s": 4.0})
-
-
-@pytest.fixture(scope="module")
-def compiled_beforehand(config, node_compile_cache):
-    compile_node_programs(node_compile_cache, "--config", config, "--free", FREE,
-                          "--set", TABLE_1_SET)
-
-
-def test_an_experiment_run_on_the_rig_calibrates_it(ros_network, node_compile_cache, config,
+def test_an_experiment_run_on_the_rig_calibrates_it(ros_network, node_compile_cache,
                                                      ament_prefix, tmp_path):
     from mb_estimation.scenarios import multisine_torque
 
+    config = write_config(tmp_path / "rig.yaml", hinges="rigid",
+                          node={"window_s": 4.0, "stride_s": 4.0})
     time_s = np.arange(int(DURATION_S * RATE_HZ)) / RATE_HZ
     inputs = np.asarray(multisine_torque(time_s))  # furuta_synthetic's K is 1: torque [N m]
     excitation = tmp_path / "excitation.csv"
