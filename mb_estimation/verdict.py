@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mb_estimation.assess import PREDICTION_NOISE_RATIO, Assessment
+from mb_estimation.assess import PREDICTION_NOISE_RATIO, Assessment, predicts_within_the_noise
 from mb_estimation.estimation import EstimationResult
 from mb_estimation.estimation.identifiability import (
     AT_LOWER_BOUND,
@@ -233,8 +233,7 @@ def verdict(setup: Setup, assessment: Assessment) -> Verdict:
                                 "estimation step: shadow values of the method",
                                 model.still_moves_action))
     followed = following is not None and following.follows
-    missed = (prediction is not None and prediction.ratio > PREDICTION_NOISE_RATIO
-              and not followed)
+    missed = not predicts_within_the_noise(prediction) and not followed
     if delay is not None and abs(delay.delay_s) > 3 * delay.std_s:  # std ≥ a quarter step
         sign_first = ("; but the model also misses the recordings (below): check each joint's "
                       "sign in recording.joints first, as a flipped one can pass for a delay"

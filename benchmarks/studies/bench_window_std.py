@@ -35,8 +35,8 @@ from mb_estimation.fitting import fit  # noqa: E402
 from mb_estimation.io.recordings import read_recording  # noqa: E402
 from mb_estimation.numerics import configure_jax  # noqa: E402
 from mb_estimation.online.windows import (  # noqa: E402
-    estimate_window,
     window_config,
+    with_the_model_s_error,
 )
 from mb_estimation.setup import rig_of, set_up  # noqa: E402
 from mb_estimation.signals import Recording  # noqa: E402
@@ -48,10 +48,18 @@ RIGS = (("multisine", 1000.0, True), ("multisine", 100.0, True), ("swingup", 100
         ("multisine", 1000.0, False))
 
 
-def widening(config, recording: Recording) -> float:
-    """The largest correlated-to-plain std ratio of the window's joint fit."""
-    result = fit(set_up(window_config(config), [recording], start_s=0.0,
-                        end_s=config.node.window_s, held={recording.name: ()})).joint
+def joint_fit(config, recording: Recording):
+    """The window's joint fit as the node runs it, before its std take in the model's error.
+
+    (``online.windows.estimate_window`` without its last step.)
+    """
+    first = float(recording.time_s[0])
+    return fit(set_up(window_config(config), [recording], start_s=-first,
+                      end_s=config.node.window_s - first, held={recording.name: ()})).joint
+
+
+def widening(result) -> float:
+    """The largest correlated-to-plain std ratio of a joint fit's result."""
     return max(float(np.max(np.asarray(result.correlated.std[name]) / result.std[name]))
                for name in result.free if np.all(np.isfinite(result.std[name])))
 
@@ -72,9 +80,9 @@ def simulated(seeds: int) -> None:
                 inside = ((sim.time_s >= k * window_s - 1e-9)
                           & (sim.time_s <= (k + 1) * window_s + 1e-9))
                 time_s = sim.time_s[inside] - k * window_s
-                ratios.append(widening(config, Recording(
+                ratios.append(widening(joint_fit(config, Recording(
                     f"window {k}", time_s, sim.measured_angles[inside], time_s,
-                    sim.inputs[inside])))
+                    sim.inputs[inside]))))
         print(f"{'rigid' if rigid else 'compliant'} rig, {scenario} at {rate_hz:g} Hz: "
               f"{len(ratios)} windows, ratio {min(ratios):.2f}–{max(ratios):.2f} "
               f"(median {np.median(ratios):.2f})", flush=True)
@@ -93,9 +101,9 @@ def humble() -> None:
                        "voltage_script": [[0.0, 0.43], [0.002, 0.0]]},
             node={"window_s": 4.5, "stride_s": 4.5}, free={"J_Azz": {}, "K": {}}))
     for window in cut_windows(read_recording(HUMBLE, config), 4.5, 4.5):
-        ratio = widening(config, window.recording)
-        result = estimate_window(config, window.recording)
-        print(f"humble window {window.index}: ratio {ratio:.2f}, J_Azz "
+        plain = joint_fit(config, window.recording)
+        result = with_the_model_s_error(plain)  # as estimate_window reports it
+        print(f"humble window {window.index}: ratio {widening(plain):.2f}, J_Azz "
               f"{float(result.parameters['J_Azz']):.4g} ± {float(result.std['J_Azz'][0]):.2g}, "
               f"model's error in the std: {result.std_include_model_error}", flush=True)
 
