@@ -196,28 +196,24 @@ def test_launch_files_drive_the_node_lifecycle(path):
     assert not _calls(tree, "OnProcessIO")  # nothing reads the node's log
 
 
-def test_drive_lifecycle_configures_then_activates_then_runs_the_actions(ament_prefix):
+def test_drive_lifecycle_runs_the_actions_once_its_node_answered_active(ament_prefix):
     pytest.importorskip("launch_ros")
-    from launch.actions import EmitEvent, LogInfo
+    from launch.actions import LogInfo, OpaqueFunction, RegisterEventHandler
     from launch_ros.actions import LifecycleNode
-    from lifecycle_msgs.msg import Transition
 
-    from mb_estimation.ros.ros_launch import drive_lifecycle
+    from mb_estimation.ros.ros_launch import _Activated, drive_lifecycle
 
-    node = LifecycleNode(package="mb_estimation", executable="estimator_node", name="n",
-                         namespace="")
+    def lifecycle_node(name):
+        return LifecycleNode(package="mb_estimation", executable="estimator_node", name=name,
+                             namespace="")
+
+    node, other = lifecycle_node("n"), lifecycle_node("m")
     marker = LogInfo(msg="active")
-    actions = drive_lifecycle(node, when_active=[marker])
-    first = actions[-1]
-    assert isinstance(first, EmitEvent)
-    assert first.event.transition_id == Transition.TRANSITION_CONFIGURE
-    handlers = [action.event_handler for action in actions[:-1]]
-    entities = [list(handler.entities) for handler in handlers]
-    assert entities[0][0].event.transition_id == Transition.TRANSITION_ACTIVATE
-    (failed,) = entities[1]
-    with pytest.raises(RuntimeError, match="the estimator node could not be configured"):
-        failed.execute(None)  # the launch system's exit status 1 (tested below, launched)
-    assert entities[2] == [marker]
+    when_active, start = drive_lifecycle(node, when_active=[marker])
+    assert isinstance(when_active, RegisterEventHandler) and isinstance(start, OpaqueFunction)
+    handler = when_active.event_handler
+    assert handler.matches(_Activated(node)) and not handler.matches(_Activated(other))
+    assert list(handler.entities) == [marker]
 
 
 def test_setup_installs_the_launch_files_into_share():
@@ -829,11 +825,93 @@ def test_a_launch_whose_node_cannot_be_configured_exits_non_zero(ros_context, am
                       f"config:={missing}", "node_name:=refused_estimator"], env)
     try:
         launch.process.wait(120)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the launch still ran after 120 s:\n{launch.tail(40)}")
     finally:
         status = launch.stop()
     log = launch.tail(40)
     assert status == 1, log
     assert "the estimator node could not be configured" in log and str(missing) in log, log
+
+
+#: A lifecycle node as the launch sees it, publishing no transition events: it answers
+#: ``change_state`` requests (refusing those in ``REFUSED``) and logs each answer.
+SILENT_LIFECYCLE_NODE = """
+import sys
+import rclpy
+from lifecycle_msgs.srv import ChangeState
+from rclpy.executors import ExternalShutdownException
+
+REFUSED = {refused}
+rclpy.init(args=sys.argv)
+node = rclpy.create_node("silent")
+
+def answer(request, response):
+    response.success = request.transition.id not in REFUSED
+    print(f"transition {{request.transition.id}} answered {{response.success}}", flush=True)
+    return response
+
+node.create_service(ChangeState, "~/change_state", answer)
+try:
+    rclpy.spin(node)
+except (KeyboardInterrupt, ExternalShutdownException):
+    pass
+"""
+
+SILENT_LAUNCH = """
+from launch import LaunchDescription
+from launch.actions import LogInfo
+from launch_ros.actions import LifecycleNode
+
+from mb_estimation.ros.ros_launch import drive_lifecycle
+
+
+def generate_launch_description():
+    node = LifecycleNode(package="mb_estimation", executable="silent_lifecycle",
+                         name="silent_lifecycle", namespace="", output="screen")
+    return LaunchDescription([node, *drive_lifecycle(node, what="the silent node",
+                                                     when_active=[LogInfo(msg="WHEN ACTIVE")])])
+"""
+
+
+@pytest.mark.parametrize("refused", [(), (1,)], ids=["accepted", "configure_refused"])
+def test_the_launch_follows_the_node_s_answers_not_its_transition_events(
+        ros_context, ament_prefix, tmp_path, refused):
+    """The lifecycle is driven by ``change_state``'s answers: a transition event can be lost.
+
+    A node that publishes none (as a launch sees one whose events went out before its
+    subscription was matched): activated, then the launch's actions run; configure refused,
+    the launch exits 1 at once.
+    """
+    pytest.importorskip("launch_ros")
+    from processes import Process
+
+    executable = ament_prefix / "lib" / "mb_estimation" / "silent_lifecycle"
+    node_script = tmp_path / "silent_lifecycle.py"
+    node_script.write_text(SILENT_LIFECYCLE_NODE.format(refused=set(refused) or "set()"))
+    executable.write_text(f'#!/bin/sh\nexec {sys.executable} {node_script} "$@"\n')
+    executable.chmod(0o755)
+    launch_file = tmp_path / "silent.launch.py"
+    launch_file.write_text(SILENT_LAUNCH)
+    domain = int(os.environ.get("MB_TEST_ROS_DOMAIN", "77")) + 3
+    launch = Process([sys.executable, "-c", LAUNCH_SCRIPT, str(launch_file)],
+                     dict(os.environ, ROS_DOMAIN_ID=str(domain)))
+    try:
+        if refused:
+            try:
+                launch.process.wait(60)
+            except subprocess.TimeoutExpired:
+                pytest.fail(f"the launch still ran after 60 s:\n{launch.tail(40)}")
+        else:
+            launch.wait_for("WHEN ACTIVE", 60)
+    finally:
+        status = launch.stop(signal.SIGINT)
+    log = launch.tail(40)
+    if refused:
+        assert status == 1 and "the silent node could not be configured" in log, log
+        assert "transition 1 answered False" in log and "transition 3" not in log, log
+    else:
+        assert "transition 1 answered True" in log and "transition 3 answered True" in log, log
 
 
 def test_bag_calibration_launch_turns_a_bag_into_parameters_yaml(ros_network, ament_prefix,

@@ -5,45 +5,99 @@ Needs the ROS 2 launch system (``launch``, ``launch_ros``): only the launch file
 
 from __future__ import annotations
 
-from launch.actions import EmitEvent, OpaqueFunction, RegisterEventHandler
-from launch.events import matches_action
+import threading
+from collections.abc import Callable
+
+from launch.actions import OpaqueFunction, RegisterEventHandler
+from launch.event import Event
+from launch.event_handler import EventHandler
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import LifecycleNode
-from launch_ros.event_handlers import OnStateTransition
-from launch_ros.events.lifecycle import ChangeState
+from launch_ros.ros_adapters import get_ros_node
 from lifecycle_msgs.msg import Transition
+from lifecycle_msgs.srv import ChangeState
 
 from mb_estimation.ros.ros_common import config_topics, input_remappings
+
+#: The transitions :func:`drive_lifecycle` asks for, in order, and what a refusal means.
+TRANSITIONS = ((Transition.TRANSITION_CONFIGURE, "could not be configured (its log says why)"),
+               (Transition.TRANSITION_ACTIVATE, "could not be activated (its log says why)"))
+_POLL_S = 1.0  # how often a wait looks whether the launch is shutting down
+
+
+class _Activated(Event):
+    """Emitted by :func:`drive_lifecycle` once its node answered that it is active."""
+
+    name = "mb_estimation.ros.ros_launch.Activated"
+
+    def __init__(self, node: LifecycleNode) -> None:
+        super().__init__()
+        self.node = node
 
 
 def drive_lifecycle(node: LifecycleNode, *, what: str = "the estimator node",
                     when_active=()) -> list:
     """Actions that configure ``node``, activate it once configured, then run ``when_active``.
 
-    A failed configure (the node logs why; ``what`` names the node in the launch's line) shuts
-    the launch down with a non-zero exit status. Place them after ``node``.
+    Each transition is asked for through the node's ``change_state`` service and judged by
+    the service's answer. A refused one (the node logs why; ``what`` names the node in the
+    launch's line) shuts the launch down with a non-zero exit status. Not by the node's
+    ``transition_event`` messages, as launch_ros's ``OnStateTransition`` is: a node whose
+    configure fails at once (a missing config) may publish its event before the launch's
+    subscription has been matched to it, and the launch then waited for ever. Place them
+    after ``node``.
     """
-    def change(transition_id: int) -> EmitEvent:
-        return EmitEvent(event=ChangeState(lifecycle_node_matcher=matches_action(node),
-                                           transition_id=transition_id))
+    def start(context) -> None:
+        ros_node = get_ros_node(context)
+        service = f"{node.node_name}/change_state"
 
-    def on(start_state: str, goal_state: str, entities: list) -> RegisterEventHandler:
-        return RegisterEventHandler(OnStateTransition(
-            target_lifecycle_node=node, start_state=start_state, goal_state=goal_state,
-            entities=entities))
+        def run() -> None:
+            refused = change_states(ros_node, service, [t for t, _ in TRANSITIONS],
+                                    stopped=lambda: context.is_shutdown)
+            if refused is not None:
+                raise RuntimeError(f"{what} {dict(TRANSITIONS)[refused]}")
+            if not context.is_shutdown:
+                context.asyncio_loop.call_soon_threadsafe(
+                    lambda: context.emit_event_sync(_Activated(node)))
+
+        context.add_completion_future(context.asyncio_loop.run_in_executor(None, run))
 
     return [
-        on("configuring", "inactive", [change(Transition.TRANSITION_ACTIVATE)]),
-        on("configuring", "unconfigured", [OpaqueFunction(function=_not_configured,
-                                                          args=[what])]),
-        on("activating", "active", list(when_active)),
-        change(Transition.TRANSITION_CONFIGURE),
+        RegisterEventHandler(EventHandler(
+            matcher=lambda event: isinstance(event, _Activated) and event.node is node,
+            entities=list(when_active))),
+        OpaqueFunction(function=start),
     ]
 
 
-def _not_configured(context, what: str) -> None:
-    """Fail the launch: the launch system shuts down and exits 1 on an action's exception."""
-    raise RuntimeError(f"{what} could not be configured (its log says why)")
+def change_states(ros_node, service: str, transitions: list[int],
+                  stopped: Callable[[], bool]) -> int | None:
+    """Ask ``service`` (a ``lifecycle_msgs/ChangeState``) for each transition in turn.
+
+    Returns the first transition the node refused, or None: all made, or ``stopped()`` became
+    true while waiting for the service or an answer (the launch shutting down). ``ros_node``
+    is spun elsewhere (the launch's own node is).
+    """
+    client = ros_node.create_client(ChangeState, service)
+    try:
+        while not client.wait_for_service(timeout_sec=_POLL_S):
+            if stopped():
+                return None
+        for transition in transitions:
+            answered = threading.Event()
+            request = ChangeState.Request()
+            request.transition.id = transition
+            future = client.call_async(request)
+            future.add_done_callback(lambda _, answered=answered: answered.set())
+            while not answered.wait(_POLL_S):
+                if stopped():
+                    future.cancel()
+                    return None
+            if not future.result().success:
+                return transition
+        return None
+    finally:
+        ros_node.destroy_client(client)
 
 
 def rig_remappings(context) -> list[tuple[str, str]]:
