@@ -31,7 +31,12 @@ from std_msgs.msg import Float64  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
 
 from mb_estimation.online.exciter import ExcitationRun  # noqa: E402
-from mb_estimation.ros.ros_exciter import PARAMETERS, SETTLE_S, ExciterNode  # noqa: E402
+from mb_estimation.ros.ros_exciter import (  # noqa: E402
+    ESTIMATOR_SEEN_S,
+    PARAMETERS,
+    SETTLE_S,
+    ExciterNode,
+)
 
 DOMAIN = int(os.environ.get("MB_TEST_ROS_EXCITER_DOMAIN", "90"))
 pytestmark = pytest.mark.usefixtures("alone_on_the_machine")  # the zeros are timed
@@ -295,6 +300,51 @@ def test_shut_down_it_zeroes_the_input_and_publishes_nothing_more(exciter, rig):
     assert values and values[-1] == 0.0, values
     time.sleep(0.3)
     assert len(rig.received(down)) == len(values)
+
+
+class WarningsKept:
+    """A node's logger that also keeps its warnings."""
+
+    def __init__(self, logger):
+        self.logger, self.warnings = logger, []
+
+    def warning(self, message):
+        self.warnings.append(message)
+        return self.logger.warning(message)
+
+    def __getattr__(self, name):
+        return getattr(self.logger, name)
+
+
+@pytest.mark.parametrize("estimator", [ESTIMATOR, "/exciter_test_nobody"])
+def test_an_estimator_not_running_soon_after_activation_is_warned_of(context, rig, files,
+                                                                      estimator):
+    """Seen 2 s after activation: quiet; not seen: a warning that the run goes uncalibrated."""
+    now = [100.0]
+    node = ExciterNode(context=context, node_name="exciter_test_lonely", clock=lambda: now[0],
+                       parameter_overrides=[Parameter("config", value=files["config"]),
+                                            Parameter("excitation", value=files["excitation"]),
+                                            Parameter("estimator", value=estimator)])
+    logger = WarningsKept(node.get_logger())
+    node.get_logger = lambda: logger
+    try:
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        if estimator == ESTIMATOR:
+            assert wait_until(node._calibrate_client.service_is_ready, 5.0)
+        assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
+        now[0] += ESTIMATOR_SEEN_S - 0.1
+        node._tick()
+        assert logger.warnings == []
+        now[0] += 0.2
+        node._tick()
+        node._tick()
+        if estimator == ESTIMATOR:
+            assert logger.warnings == []
+        else:
+            (warning,) = logger.warnings
+            assert f"{estimator}/calibrate_now is not available 2 s after activation" in warning
+    finally:
+        node.destroy_node()
 
 
 def test_a_configuration_it_cannot_play_fails_to_configure(context, files, tmp_path):

@@ -62,6 +62,9 @@ READY_MARKER = "mb_estimation exciter ready"
 #: After the input's end, the estimator is asked to calibrate this much later [s], so that
 #: the last joint states are in its buffer.
 SETTLE_S = 0.5
+#: This long after activation the estimator's ``~/calibrate_now`` must be seen [s] (DDS
+#: discovery takes a fraction of it); else a warning says the run will not be calibrated.
+ESTIMATOR_SEEN_S = 2.0
 SPIN_PERIOD_S = 0.05
 #: How long the last zero is given to leave before its publisher is destroyed [s].
 ZERO_SETTLE_S = 0.05
@@ -106,6 +109,7 @@ class ExciterNode(LifecycleNode):
         self._calibration = None  # the pending ~/calibrate_now call
         self._calibrate_client = None
         self._ended_s: float | None = None
+        self._estimator_due_s: float | None = None  # when to look for the estimator (once)
         self._watchdog = None
 
     def _parameter(self, name):
@@ -154,6 +158,8 @@ class ExciterNode(LifecycleNode):
         """A fresh run: subscribe to the joint states and start the timers; the input plays."""
         run = self._run
         self.exciter, self._ended_s, self._calibration = Exciter(run), None, None
+        if self._calibrate_client is not None:
+            self._estimator_due_s = self._monotonic() + ESTIMATOR_SEEN_S
         # a lost stream is seen when the watchdog, restarted by every joint state, runs out
         self._watchdog = self.create_timer(run.timeout_s + WATCHDOG_MARGIN_S, self._tick)
         self._active = [
@@ -244,6 +250,9 @@ class ExciterNode(LifecycleNode):
         if value is not None:
             self._publish(value)
         self._report(was)
+        if self._estimator_due_s is not None and now >= self._estimator_due_s:
+            self._estimator_due_s = None
+            self._warn_without_estimator()
         if (self._ended_s is not None and now - self._ended_s >= SETTLE_S
                 and self._calibrate_client is not None and self._calibration is None):
             self._calibration = self._calibrate()
@@ -261,6 +270,15 @@ class ExciterNode(LifecycleNode):
                 f"exciter done: {exciter.run.duration_s:g} s played, the arm at most "
                 f"{exciter.arm_peak_rad:.3g} rad from its start and {exciter.arm_rate_peak:.3g} "
                 "rad/s; input zero")
+
+    def _warn_without_estimator(self) -> None:
+        """Warn where the estimator asked to calibrate at the run's end is not running."""
+        client = self._calibrate_client
+        if client is not None and not client.service_is_ready():
+            self.get_logger().warning(
+                f"exciter: {client.srv_name} is not available {ESTIMATOR_SEEN_S:g} s after "
+                "activation: the run plays, but is calibrated at its end only if the estimator "
+                "runs by then (else record the run and calibrate the bag)")
 
     def _calibrate(self):
         """Call the estimator's ``~/calibrate_now``; its answer is logged when it comes."""
