@@ -34,7 +34,11 @@ from mb_estimation.excitation import (
 from mb_estimation.fade import RAMP_S
 from mb_estimation.multisines import at_peak, low_crest_phases, multisine, schroeder_phases
 from mb_estimation.online.exciter import excitation_run
-from mb_estimation.report.excitation import excitation_document, multisine_input
+from mb_estimation.report.excitation import (
+    excitation_document,
+    excitation_figure,
+    multisine_input,
+)
 from mb_estimation.scenarios import MULTISINE_FREQUENCIES_HZ
 from mb_estimation.setup import rig_of
 from mb_estimation.validation import recording_sensitivities, rigid_replay, rigid_systems
@@ -201,6 +205,13 @@ def test_the_arm_stays_within_its_limits_or_the_design_says_it_cannot(rig_and_va
     document = yaml.safe_load(yaml.safe_dump(excitation_document(  # plain numbers: written
         limited, limits, 1e-3, {name: 1.0 for name in FREE})))
     assert document["multisine"]["peak"] == limited.multisine_scale and document["seed"] == 0
+    angles = excitation_figure(limited, limits).axes[1]  # the limits and the share drawn
+    start = limited.design.angles[0, 0]
+    drawn = sorted(line.get_ydata()[0] - start for line in angles.lines
+                   if line.get_linestyle() in ("--", ":"))
+    share = ARM_LIMIT_SHARE * limits.max_arm_rad
+    np.testing.assert_allclose(drawn, [-limits.max_arm_rad, -share, share, limits.max_arm_rad])
+    assert f"largest rate {limited.design.arm_rate_peak:.3g} rad/s" in angles.get_title()
     with pytest.raises(SimulationError, match=r"^no input within 0.1% of the bound keeps the arm "
                                               r"within its limits .*--max-arm-rad"):
         _design(rig_and_values, Limits(BOUND, max_arm_rad=1e-6), 1)

@@ -83,7 +83,11 @@ def multisine_input(design: ExcitationDesign) -> np.ndarray:
 
 
 def excitation_figure(design: ExcitationDesign, limits: Limits):
-    """The input, the simulated angles (arm limits dashed), the predicted relative stds."""
+    """The input, the simulated angles and the predicted relative stds.
+
+    The arm's limits dashed, the share the design keeps within dotted, its largest rate (and
+    limit) in the angles' title.
+    """
     figure = new_figure(8.0)
     input_axes, angle_axes, std_axes = figure.subplots(3, 1)
     input_axes.plot(design.time_s, multisine_input(design), color="0.6", linewidth=0.8,
@@ -103,10 +107,16 @@ def excitation_figure(design: ExcitationDesign, limits: Limits):
     if limits.max_arm_rad is not None:
         start = design.design.angles[0, 0]
         for side in (-1, 1):
-            angle_axes.axhline(start + side * limits.max_arm_rad, color="0.4", linestyle="--",
-                               linewidth=0.8)
+            for share, style in ((1.0, "--"), (ARM_LIMIT_SHARE, ":")):
+                angle_axes.axhline(start + side * share * limits.max_arm_rad, color="0.4",
+                                   linestyle=style, linewidth=0.8)
+    share = f"{100 * ARM_LIMIT_SHARE:g} %"
+    rate = f"the arm's largest rate {design.design.arm_rate_peak:.3g} rad/s"
+    if limits.max_arm_rate is not None:
+        rate += f" (limit {limits.max_arm_rate:g}, kept within {share})"
     angle_axes.set(xlabel="time [s]", ylabel="angle [rad]",
-                   title="simulated response (rigid model; arm limits dashed)")
+                   title=f"simulated response, rigid model (arm limits dashed, {share} of "
+                         f"them dotted)\n{rate}")
     angle_axes.legend(loc="upper right", fontsize="small")
     names = list(design.design.std)
     positions = np.arange(len(names))
