@@ -198,16 +198,16 @@ def input_delay(setup: Setup, result: EstimationResult) -> InputDelay | None:
         if any(grid.locked):
             continue
         recording = delayed_input(setup.config, recording)
-        delay = apparent_input_delay(system, states.time_s, states.joint_angles,
-                                     states.joint_rates, recording.input_time_s,
-                                     recording.inputs)
+        delay = apparent_input_delay(system, states.time_s, states.joint_angles, states.joint_rates,
+                                     recording.input_time_s, recording.inputs)
         if delay is not None and np.isfinite(delay.std_s) and delay.std_s > 0:
             found.append(delay)
     if not found:
         return None
     weights = np.array([1.0 / d.std_s**2 for d in found])
     mean = float(np.sum(weights * [d.delay_s for d in found]) / np.sum(weights))
-    return InputDelay(mean, float(1.0 / np.sqrt(np.sum(weights))))
+    return InputDelay(mean, float(1.0 / np.sqrt(np.sum(weights))),
+                      at_edge=any(d.at_edge for d in found))
 
 
 def rest_inertia_offsets(setup: Setup, result: EstimationResult) -> dict[str, float]:

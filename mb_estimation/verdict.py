@@ -21,6 +21,7 @@ from mb_estimation.estimation.identifiability import (
     AT_UPPER_BOUND,
     NOT_DETERMINED,
 )
+from mb_estimation.estimation.input_delay import DELAY_RANGE_S
 from mb_estimation.model_terms import TERMS
 from mb_estimation.rigs.parameters import DRY_FRICTION_PARAMETERS
 from mb_estimation.setup import Setup
@@ -238,11 +239,18 @@ def verdict(setup: Setup, assessment: Assessment) -> Verdict:
         sign_first = ("; but the model also misses the recordings (below): check each joint's "
                       "sign in recording.joints first, as a flipped one can pass for a delay"
                       if missed else "")
-        findings.append(Finding(
-            f"the input acts {1e3 * delay.delay_s:.3g} ms (± {1e3 * delay.std_s:.2g}) "
-            f"{'after' if delay.delay_s > 0 else 'before'} its recorded stamps",
-            f"state it in the config: recording.input_delay_s: {delay.delay_s:.4g}"
-            + sign_first))
+        side = "after" if delay.delay_s > 0 else "before"
+        total = setup.config.recording.input_delay_s + delay.delay_s  # the check's is beyond it
+        action = f"state it in the config: recording.input_delay_s: {total:.4g}"
+        if delay.at_edge:
+            low, high = (1e3 * d for d in DELAY_RANGE_S)
+            finding = (f"the input acts at least {1e3 * abs(delay.delay_s):.3g} ms {side} its "
+                       f"recorded stamps (the edge of the delays tried, {low:g} to {high:g} ms)")
+            action += ", and calibrate again: the check then measures what is left"
+        else:
+            finding = (f"the input acts {1e3 * delay.delay_s:.3g} ms (± "
+                       f"{1e3 * delay.std_s:.2g}) {side} its recorded stamps")
+        findings.append(Finding(finding, action + sign_first))
     if setup.drives_conflict is not None:
         findings.append(Finding(
             setup.drives_conflict,

@@ -20,6 +20,7 @@ from mb_estimation.api import calibrate, write_simulated_bag
 from mb_estimation.assess import input_delay
 from mb_estimation.config import apply_overrides, load_config
 from mb_estimation.estimation.identifiability import AT_LOWER_BOUND, DETERMINED, NOT_DETERMINED
+from mb_estimation.estimation.input_delay import DELAY_RANGE_S
 from mb_estimation.fitting import fit
 from mb_estimation.io.bags import write_rig_bag
 from mb_estimation.rigs.furuta import rest_inertia
@@ -316,8 +317,14 @@ def test_an_input_acting_late_is_named(rigid_rig, tmp_path):
     # the delay is read from the joint fit's states: measured without the stage after it
     joint = apply_overrides(config, simulation_refinement="off")
     setup = set_up(joint, [recording])
-    delay = input_delay(setup, fit(setup).joint)
-    assert delay is not None and abs(delay.delay_s - 0.01) < 2e-3, delay
+    states = fit(setup).joint
+    delay = input_delay(setup, states)
+    assert delay is not None and abs(delay.delay_s - 0.01) < 2e-3 and not delay.at_edge, delay
+    # stated 70 ms early, it acts 80 ms after that: beyond the delays tried, a bound at the edge
+    early = dataclasses.replace(setup, config=dataclasses.replace(joint, recording=(
+        dataclasses.replace(joint.recording, input_delay_s=-0.07))))
+    edge = input_delay(early, states)
+    assert edge.at_edge and edge.delay_s == pytest.approx(DELAY_RANGE_S[1]), edge
     run = calibrate(config, [_write(tmp_path, recording)], tmp_path / "out")
     assert any("the input acts" in f.problem and "input_delay_s" in f.action
                for f in run.verdict.findings), run.verdict.lines()

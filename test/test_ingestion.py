@@ -70,6 +70,31 @@ def test_plotjuggler_csv_maps_joints_holds_voltage_and_trims(tmp_path):
     np.testing.assert_allclose(grid.inputs[-1, 0], 3.0)
 
 
+def test_columns_without_the_leading_slash_and_a_voltage_on_another_clock(tmp_path):
+    """Other loggers write ``joint_states/<joint>/position``; a voltage far off is refused."""
+    stamps, receive, positions = _joint_samples()
+    path = _write_csv(tmp_path / "r.csv", stamps, receive, positions,
+                      voltage_times=[T0 + 0.1005, T0 + 0.3], voltages=[2.0, 3.0])
+    lines = path.read_text().splitlines()
+    (tmp_path / "bare.csv").write_text("\n".join(
+        [",".join(" " + name.lstrip("/") for name in lines[0].split(",")), *lines[1:]]) + "\n")
+    config = _config(voltage_topic="effort_control",
+                     voltage_type="std_msgs/msg/Float64MultiArray")
+    plain, bare = read_recording(path, config), read_recording(tmp_path / "bare.csv", config)
+    np.testing.assert_array_equal(bare.joint_angles, plain.joint_angles)
+    np.testing.assert_array_equal(bare.inputs, plain.inputs)
+    # the voltage stamped from zero, the joint states from the epoch: no overlap at all
+    far = _write_csv(tmp_path / "far.csv", stamps, receive, positions,
+                     voltage_times=[0.1005, 0.3], voltages=[2.0, 3.0])
+    with pytest.raises(BagError, match=r"far.csv: the voltage's stamps end 1.71e\+09 s before "
+                                       r"the first joint state: .* different clocks"):
+        read_recording(far, config)
+    # held from a little before the first joint state: read as it is
+    early = _write_csv(tmp_path / "early.csv", stamps, receive, positions,
+                       voltage_times=[T0 - 5.0], voltages=[2.0])
+    np.testing.assert_allclose(read_recording(early, config).input_time_s, [-5.0], atol=1e-6)
+
+
 def test_stamps_on_another_clock_fall_back_to_receive_time():
     receive = np.arange(100, dtype=np.int64) * 2_000_000 + 1_690_000_000 * 10**9
     sim_time = np.arange(100, dtype=np.int64) * 2_000_000 + 18 * 10**9

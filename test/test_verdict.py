@@ -181,6 +181,20 @@ def test_an_input_acting_late_is_named_with_the_setting_that_states_it():
                                               "recording.input_delay_s: 0.06; but the model "
                                               "also misses the recordings (below): check each "
                                               "joint's sign"), both.findings[0].action
+    # the check measures beyond the delay the config states: the setting is their sum; a
+    # delay at the edge of those tried is a bound, measured again once stated
+    stated = _setup()
+    stated = dataclasses.replace(stated, config=dataclasses.replace(
+        stated.config, recording=dataclasses.replace(stated.config.recording,
+                                                     input_delay_s=-0.02)))
+    (finding,) = verdict(stated, _assessment(delay=InputDelay(-0.0086, 0.0005))).findings
+    assert finding.action == "state it in the config: recording.input_delay_s: -0.0286"
+    (edge,) = verdict(_setup(), _assessment(delay=InputDelay(-0.02, 0.0005,
+                                                             at_edge=True))).findings
+    assert edge.problem == ("the input acts at least 20 ms before its recorded stamps (the "
+                            "edge of the delays tried, -20 to 60 ms)")
+    assert edge.action == ("state it in the config: recording.input_delay_s: -0.02, and "
+                           "calibrate again: the check then measures what is left")
 
 
 def test_a_model_that_mispredicts_is_a_finding_unless_its_simulations_follow():

@@ -39,10 +39,15 @@ DELAY_RESOLUTION_S = 1e-4
 
 @dataclass(frozen=True)
 class InputDelay:
-    """The input's apparent delay after its recorded stamps [s] and its standard deviation."""
+    """The input's apparent delay after its recorded stamps [s] and its standard deviation.
+
+    ``at_edge``: the least sum of squares lay at an end of :data:`DELAY_RANGE_S`, so the delay
+    may be further out than ``delay_s``.
+    """
 
     delay_s: float
     std_s: float
+    at_edge: bool = False
 
 
 #: The check's program, compiled once (and kept on disk with the compiled-code cache: a later
@@ -122,7 +127,8 @@ def apparent_input_delay(system, time_s, angles, rates, input_time_s, inputs
     variance = costs[best] / max(balance.size - 1, 1)
     curvature = _curvature(delays, costs, best)
     std = float(np.sqrt(2.0 * variance / curvature)) if curvature > 0 else float("inf")
-    return InputDelay(float(delays[best]), max(std, 0.25 * h))
+    return InputDelay(float(delays[best]), max(std, 0.25 * h),
+                      at_edge=best in (0, len(delays) - 1))
 
 
 def delay_costs(balance, gain, held, input_time_s, inputs, time_s, delays) -> np.ndarray:

@@ -4,7 +4,8 @@ PlotJuggler writes one row per received message: ``__time`` (receive time [s]) a
 message field, ``<topic>/<field path>``; a row fills only its own topic's columns. Joint states
 appear per joint name: ``<topic>/header/stamp``, ``<topic>/<joint>/position`` (``velocity``,
 ``effort``); a Float64 as ``<topic>/data``, a Float64MultiArray as ``<topic>/data.<index>``.
-Columns are picked by name; all others are ignored.
+Columns are picked by name (a topic's leading slash may be left out, as other loggers do); all
+others are ignored.
 """
 
 from __future__ import annotations
@@ -43,10 +44,12 @@ class PlotJugglerCsv:
                 rows = list(csv.reader(handle))
         except (OSError, UnicodeDecodeError, csv.Error) as exc:
             raise BagError(f"{self.path} is not a readable CSV file ({exc})") from None
-        if not rows or RECEIVE_TIME_COLUMN not in rows[0]:
+        names = [name.strip() for name in rows[0]] if rows else []
+        if RECEIVE_TIME_COLUMN not in names:
             raise BagError(f"{self.path} is not a PlotJuggler CSV export: no "
                            f"{RECEIVE_TIME_COLUMN!r} column in its header line")
-        self.header = rows[0]
+        self.header = [name if name == RECEIVE_TIME_COLUMN else _topic_prefix(name)
+                       for name in names]
         self._rows = rows[1:]
         self._index = {name: k for k, name in enumerate(self.header)}
 

@@ -56,6 +56,9 @@ class Unforced:
 _S_PER_NS = 1 / NS_PER_S
 # Header stamps and receive times further apart than this [s] are on different clocks.
 CLOCK_MISMATCH_S = 1.0
+#: Voltage stamps all this far [s] before or after the joint states' are on another clock (a
+#: voltage held from a little before the first joint state is not).
+VOLTAGE_CLOCK_GAP_S = 60.0
 #: A missing voltage topic this alike to one the recording has (difflib's ratio) is a typo.
 NEAR_MISS_RATIO = 0.8
 
@@ -166,6 +169,16 @@ def _sorted_without_duplicates(what: str, time_s, values, notes: list[str]):
     return time_s, values
 
 
+def _refuse_another_clock(name: str, time_s, input_time_s) -> None:
+    """A :class:`BagError` where the voltage's stamps lie far from every joint state's."""
+    before, after = time_s[0] - input_time_s[-1], input_time_s[0] - time_s[-1]
+    if max(before, after) > VOLTAGE_CLOCK_GAP_S:
+        where = (f"end {before:.3g} s before the first joint state" if before > after
+                 else f"begin {after:.3g} s after the last joint state")
+        raise BagError(f"{name}: the voltage's stamps {where}: are the two stamped on "
+                       "different clocks? (recording.stamp_source)")
+
+
 def assemble_recording(name: str, joints: JointStates, voltage, settings: RecordingSettings,
                        rig) -> Recording:
     """A :class:`Recording` from raw samples, following ``settings``. Pure (no I/O).
@@ -233,6 +246,8 @@ def assemble_recording(name: str, joints: JointStates, voltage, settings: Record
     time_s, angles = _finite_rows(name, "joint-state", time_s, angles, notes)
     time_s, angles = _sorted_without_duplicates("joint-state", time_s, angles, notes)
     angles, rates = angles[:, :joints_count], angles[:, joints_count:]
+    if uses_voltage_topic:
+        _refuse_another_clock(name, time_s, input_time_s)
     if len(input_time_s) and input_time_s[0] > time_s[0] + 0.5 * np.median(np.diff(time_s)):
         notes.append(f"voltage unknown before its first message at {input_time_s[0]:.3f} s: "
                      "the data before it is not used")
