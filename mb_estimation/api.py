@@ -55,8 +55,8 @@ from mb_estimation.simulation import sample_step
 from mb_estimation.verdict import verdict
 
 __all__ = ["SIMULATED_START_TIME_S", "ModelComparison", "SimulatedBag", "SweepPoint", "SweepRun",
-           "calibrate", "compare_models", "cross_validate", "mean_score", "read_recordings",
-           "sweep", "sweep_and_write", "write_simulated_bag"]
+           "calibrate", "compare_models", "cross_validate", "design_experiment", "mean_score",
+           "read_recordings", "sweep", "sweep_and_write", "write_simulated_bag"]
 
 # Simulated bags start at this wall-clock time [s since the Unix epoch]: a stamp of 0 means
 # "unset" to many ROS tools.
@@ -90,8 +90,9 @@ def calibrate(config: Config, sources: Sequence[str | Path], output: str | Path,
     fit), fits the plan of stages the config asks for (``progress`` sees its
     events), assesses the fit kept (predictions 0.5 s ahead from the estimated states, open-loop
     replays, the Cramér–Rao bound, what the data determine), judges it and writes
-    parameters.yaml, ros_parameters.yaml, states.csv and report.html (figures in figures/)
-    into ``output``. Bad input raises a :class:`~mb_estimation.errors.UserError` before any fit.
+    parameters.yaml, ros_parameters.yaml, states.csv, calibrated.urdf (the Furuta rig) and
+    report.html (figures in figures/) into ``output``. Bad input raises a
+    :class:`~mb_estimation.errors.UserError` before any fit.
     """
     from mb_estimation.report import write_report  # matplotlib: only where a report is written
 

@@ -294,11 +294,13 @@ def verdict(setup: Setup, assessment: Assessment) -> Verdict:
         loose = [f"{name} {ratio:.0f}×" for name, ratio in
                  _std_to_bound(identified, result, bound) if ratio > PRECISION_RATIO]
         if loose:
+            stage = (f"it did not run: {assessment.note}" if assessment.note else
+                     "method.simulation_refinement, on unless set off; kept where the rigid "
+                     "model follows the recordings")
             advice.append(
                 f"the data allow tighter values than this fit gives ({', '.join(loose)} the "
                 "Cramér–Rao bound): the simulation-error stage through the rigid model gets "
-                "near it where the model follows the data (method.simulation_refinement, on "
-                "unless set off; kept where the rigid model follows the recordings)")
+                f"near it where the model follows the data ({stage})")
     if findings:
         summary = "the values below are the data's, not yet the rig's"
     else:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import platform
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -13,6 +15,8 @@ from examples_loader import EXAMPLES, load_example
 from mb_estimation.cli import main
 from mb_estimation.config import load_config
 from mb_estimation.io.parameter_files import read_parameters
+
+GUIDE = Path(__file__).resolve().parents[1] / "docs" / "user-guide.md"
 
 
 def test_calibrate_and_crossval_write_their_files(tmp_path, capsys):
@@ -53,6 +57,21 @@ def test_calibrate_and_crossval_write_their_files(tmp_path, capsys):
                             str(consistent)], capture_output=True, text=True, timeout=60)
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.startswith(f"J_Azz = {entry['value']} ± {entry['std']} kg m^2")
+    # the user guide's Python example on the same bag: the command's values, its verdict
+    example = re.search(r"### From Python.*?```python\n(.*?)```", GUIDE.read_text(),
+                        re.S).group(1)
+    for mine, ours in (('"my_rig.yaml"', '"furuta_synthetic"'),
+                       ('free=["J_Azz", "J_Byy", "K", "b1", "b2"]',
+                        'free=["J_Azz"], set_values={"J_Azz": 0.005}'),
+                       ('["run1.mcap", "run2.csv"]', f"[{str(bag)!r}]"),
+                       ('"results"', repr(str(tmp_path / "from_python")))):
+        assert mine in example
+        example = example.replace(mine, ours)
+    capsys.readouterr()
+    exec(compile(example, "user-guide.md", "exec"), {})
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0] == f"J_Azz {entry['value']} {entry['std']}"
+    assert printed[1].startswith("verdict: ")
 
     # the paper's single fit, on request
     out = tmp_path / "fit"

@@ -271,6 +271,10 @@ def test_a_std_far_above_the_bound_is_advice_not_a_finding():
     (advice,) = judged.advice
     assert advice.startswith("the data allow tighter values than this fit gives (J_Azz 5×, "
                              "J_Byy 5× the Cramér–Rao bound)")
+    assert "(method.simulation_refinement, on unless set off;" in advice
+    short = "the recordings (0.998 s) are shorter than one segment …: the joint fit is kept"
+    (advice,) = verdict(_setup(), _assessment(result, bound=bound, note=short)).advice
+    assert advice.endswith(f"where the model follows the data (it did not run: {short})")
     refitted = verdict(_setup(), _assessment(result, bound=bound, refit_kept=True,
                                              step_dependence=()))
     assert not refitted.advice
