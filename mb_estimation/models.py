@@ -89,7 +89,8 @@ class Rigid:
         taken to stand level (its lean, ``tilt``, could be freed).
         """
         checks = ["each joint's sign and offset in recording.joints (the model's directions: "
-                  "user guide, Model conventions; a flipped sign can pass for a delay)"] \
+                  "user guide, Model conventions; a flipped sign can pass for a delay) and "
+                  "that the angles are in radians"] \
             + ([f"the encoders' zero ({', '.join(zeros)} free)"] if zeros else []) \
             + (["the input model (its gain free, recording.input_delay_s)"] if forced else []) \
             + ([f"dry friction ({', '.join(dry_friction)})"] if dry_friction else []) \

@@ -205,7 +205,8 @@ def test_a_model_that_mispredicts_is_a_finding_unless_its_simulations_follow():
                                       "model (the rigid model in joint coordinates")
     assert "misses rec by 15× the fit's noise" in finding.problem
     assert ("check each joint's sign and offset in recording.joints (the model's directions: "
-            "user guide, Model conventions; a flipped sign can pass for a delay), the encoders' "
+            "user guide, Model conventions; a flipped sign can pass for a delay) and that the "
+            "angles are in radians, the encoders' "
             "zero (encoder_offset2 free), the input model (its gain free, "
             "recording.input_delay_s), dry friction (mu1, coulomb1, mu2, coulomb2), whether the "
             "rig stands level (tilt free), the fixed "
