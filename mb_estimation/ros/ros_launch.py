@@ -44,8 +44,8 @@ def drive_lifecycle(node: LifecycleNode, *, what: str = "the estimator node",
     launch's line) shuts the launch down with a non-zero exit status. Not by the node's
     ``transition_event`` messages, as launch_ros's ``OnStateTransition`` is: a node whose
     configure fails at once (a missing config) may publish its event before the launch's
-    subscription has been matched to it, and the launch then waited for ever. Place them
-    after ``node``.
+    subscription is matched to it, and a launch waiting for that event would wait for ever.
+    Place them after ``node``.
     """
     def start(context) -> None:
         ros_node = get_ros_node(context)
