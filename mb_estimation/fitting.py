@@ -87,7 +87,8 @@ class Progress:
     starts (``steps``: the grid steps it fits over ``recordings`` recordings), else the
     iteration, numbered on over the joint stages; ``cost``: the joint fits' objective per step,
     or the simulation fit's mean squared angle error [rad²]; ``record``: a joint or paper fit's
-    iteration; ``values``: a simulation fit's current free values.
+    iteration; ``values``: a simulation fit's current free values; ``shooting``: its segment
+    length and simulation step [s].
     """
 
     index: int
@@ -98,6 +99,7 @@ class Progress:
     cost: float = float("nan")
     record: IterationRecord | None = None
     values: Mapping[str, float] = field(default_factory=dict)
+    shooting: tuple[float, float] | None = None
 
     @property
     def stage(self) -> Stage:
@@ -254,7 +256,8 @@ def _iterations_to(progress, index: int, stages, offset: int):
 
 def _shots_to(progress, index: int, stages):
     """A simulation fit's iterations as :class:`Progress` events."""
-    def relay(iteration: int, cost: float, values: dict) -> None:
-        progress(Progress(index, stages, iteration=iteration, cost=cost, values=values))
+    def relay(iteration: int, cost: float, values: dict, shooting: tuple) -> None:
+        progress(Progress(index, stages, iteration=iteration, cost=cost, values=values,
+                          shooting=shooting))
     return relay
 

@@ -27,6 +27,7 @@ from mb_estimation.assess import (
     prediction_mismatch,
     step_dependence,
 )
+from mb_estimation.cli.printing import fit_progress
 from mb_estimation.config import apply_overrides, load_config
 from mb_estimation.estimation import kappa_per_step, refinement_steps
 from mb_estimation.estimation.formulations import JointCoordinates, joint_motion_on
@@ -825,7 +826,7 @@ def test_joint_levels_warm_start_and_extend_each_other(truth):
         float(coarse.result.parameters["J_Azz"]))
 
 
-def test_automatic_simulation_refinement_decides_by_the_prediction(truth):
+def test_automatic_simulation_refinement_decides_by_the_prediction(truth, capsys):
     """``simulation_refinement: auto`` refits only on a misprediction, keeps only a better one.
 
     On a fast rigid release the config's simulator (hinges with τ = 0.02 s) mispredicts the
@@ -854,6 +855,18 @@ def test_automatic_simulation_refinement_decides_by_the_prediction(truth):
     shots = [e for e in events
              if e.iteration is not None and e.stage.kind is StageKind.SIMULATION]
     assert shots and all(set(e.values) <= set(FREE) and e.record is None for e in shots)
+    # each with its segment length and simulation step, as the progress lines show them
+    assert all(e.shooting[0] >= 0.5 and 0 < e.shooting[1] <= e.stage.dt for e in shots), \
+        {e.shooting for e in shots}
+    show = fit_progress(False, config)
+    for event in events:
+        show(event)
+    shootings = [e.shooting for e in shots]
+    changes = [now for before, now in zip([None, *shootings[:-1]], shootings, strict=True)
+               if now != before]
+    assert [line for line in capsys.readouterr().out.splitlines()
+            if line.startswith("  segments of")] == [
+        f"  segments of {length:g} s, simulation step {step:.3g} s" for length, step in changes]
     before = re.search(r"misses the angles of .* by (\d+)× the fit's noise", note)
     assert before is not None and float(before.group(1)) > PREDICTION_NOISE_RATIO, note
     after = prediction_mismatch(fit_noise_rad(setup.grids, result), kept.predictions)

@@ -6,7 +6,8 @@ from __future__ import annotations
 def fit_progress(quiet: bool, config, states_only: bool = False):
     """What a fit's :class:`~mb_estimation.fitting.Progress` events print.
 
-    A line as each stage starts and a line per iteration; None (nothing) with ``quiet``.
+    A line as each stage starts and a line per iteration (the simulation fit's segment length
+    and step each time they change); None (nothing) with ``quiet``.
     ``states_only``: the fit estimates the states alone (crossval).
     """
     if quiet:
@@ -14,7 +15,13 @@ def fit_progress(quiet: bool, config, states_only: bool = False):
     free = ("the states" if states_only else
             f"{len(config.free)} parameters ({', '.join(config.free)}) and the states")
 
+    shooting = [None]  # the segment length and step of the last shooting line
+
     def show(event) -> None:
+        if event.shooting is not None and event.shooting != shooting[0]:
+            shooting[0] = event.shooting
+            print(f"  segments of {event.shooting[0]:g} s, simulation step "
+                  f"{event.shooting[1]:.3g} s", flush=True)
         if event.iteration is None:
             print(_stage_line(event, free), flush=True)
         elif event.record is not None:

@@ -165,7 +165,8 @@ def fit_by_shooting(rig: Rig, parameters: dict, names: Sequence[str], lower: dic
     ``grids``: the recordings on the grid (one step for all); ``joint_motion``: per recording
     ``(angles [n, j], rates [n, j])`` on that grid, the start of each segment's state;
     ``simulation_dt`` [s]: the simulator's step (rounded to divide the grid step).
-    ``progress(iteration, cost, values)`` after each accepted iterate.
+    ``progress(iteration, cost, values, (segment_s, step_s))`` after each accepted iterate: the
+    fit's segment length and simulation step [s].
 
     Segments as long as the simulator follows the data: first ``settings.segment_s``, then
     twice as long, and so on up to ``longest_segment_s`` (for the rigid model, last, the
@@ -453,7 +454,8 @@ def _shoot(rig: Rig, parameters: dict, names: tuple[str, ...], lower: dict, uppe
     def record(iterate: _ShootingState):
         if progress is not None and iterate.iteration > 0:
             progress(iterate.iteration, iterate.cost / scored,
-                     dict(zip(names, iterate.values.tolist(), strict=True)))
+                     dict(zip(names, iterate.values.tolist(), strict=True)),
+                     (settings.segment_s, segments.dt / substeps))
 
     state, status = solve(problem, state, record)
     if not state.fresh and statistics:  # the covariance at the last iterate, not an earlier one
