@@ -95,6 +95,19 @@ def test_columns_without_the_leading_slash_and_a_voltage_on_another_clock(tmp_pa
     np.testing.assert_allclose(read_recording(early, config).input_time_s, [-5.0], atol=1e-6)
 
 
+def test_a_voltage_topic_in_a_namespace_is_found_in_a_csv(tmp_path):
+    """``/rig/effort_control/data.0``: the topic ``/rig/effort_control``, not ``/rig``."""
+    stamps, receive, positions = _joint_samples()
+    path = _write_csv(tmp_path / "r.csv", stamps, receive, positions,
+                      voltage_times=[T0 + 0.1005, T0 + 0.3], voltages=[2.0, 3.0])
+    text = path.read_text().replace("/effort_control/", "/rig/effort_control/")
+    (tmp_path / "ns.csv").write_text(text)
+    recording = read_recording(tmp_path / "ns.csv", _config(
+        voltage_topic="/rig/effort_control", voltage_type="std_msgs/msg/Float64MultiArray"))
+    np.testing.assert_allclose(recording.inputs[:, 0], [2.0, 3.0])
+    assert not any("unforced" in note for note in recording.notes)
+
+
 def test_stamps_on_another_clock_fall_back_to_receive_time():
     receive = np.arange(100, dtype=np.int64) * 2_000_000 + 1_690_000_000 * 10**9
     sim_time = np.arange(100, dtype=np.int64) * 2_000_000 + 18 * 10**9

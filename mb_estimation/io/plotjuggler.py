@@ -58,9 +58,15 @@ class PlotJugglerCsv:
         k = self._index[name]
         return np.array([_float(row[k]) if k < len(row) else np.nan for row in self._rows])
 
-    def topics(self) -> list[str]:
-        """Topic-like column prefixes, for messages (``/a/b/c`` → ``/a``)."""
+    def topics(self, *named: str) -> list[str]:
+        """Topic-like column prefixes (``/a/b/c`` → ``/a``), and each of ``named`` a column has.
+
+        A column's path does not say where its topic ends: a topic in a namespace
+        (``/rig/motor_cmd``) is found by its name.
+        """
         names = {"/" + c.strip("/").split("/")[0] for c in self.header if c.startswith("/")}
+        names |= {_topic_prefix(topic) for topic in named
+                  if any(c.startswith(_topic_prefix(topic) + "/") for c in self.header)}
         return sorted(names)
 
     def joint_states(self, topic: str) -> JointStates:

@@ -74,7 +74,8 @@ def read_recording(path: str | Path, config: Config) -> Recording:
     needs_voltage = bool(RIGS[config.rig].inputs) and settings.voltage_script is None
     if path.suffix.lower() == ".csv":
         export = PlotJugglerCsv(path)
-        joints, topics = export.joint_states(settings.joint_states_topic), export.topics()
+        joints = export.joint_states(settings.joint_states_topic)
+        topics = export.topics(settings.voltage_topic)
         read_voltage = export.float64
     else:
         joints = read_joint_states(path, settings.joint_states_topic)
