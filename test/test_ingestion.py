@@ -9,6 +9,7 @@ import pytest
 
 from mb_estimation.config import ConfigError, JointMapping, load_config, parse_config
 from mb_estimation.io.bags import BagError, read_joint_states, write_rig_bag
+from mb_estimation.io.plotjuggler import PlotJugglerCsv
 from mb_estimation.io.recordings import assemble_recording, choose_stamps, read_recording
 from mb_estimation.rigs.parameters import RIGS
 from mb_estimation.signals import Recording, prepare_recording
@@ -76,11 +77,13 @@ def test_columns_without_the_leading_slash_and_a_voltage_on_another_clock(tmp_pa
     path = _write_csv(tmp_path / "r.csv", stamps, receive, positions,
                       voltage_times=[T0 + 0.1005, T0 + 0.3], voltages=[2.0, 3.0])
     lines = path.read_text().splitlines()
-    (tmp_path / "bare.csv").write_text("\n".join(
-        [",".join(" " + name.lstrip("/") for name in lines[0].split(",")), *lines[1:]]) + "\n")
+    (tmp_path / "bare.csv").write_text("\n".join(  # and a trailing comma: no topic "/"
+        [",".join(" " + name.lstrip("/") for name in lines[0].split(",")) + ",",
+         *lines[1:]]) + "\n")
     config = _config(voltage_topic="effort_control",
                      voltage_type="std_msgs/msg/Float64MultiArray")
     plain, bare = read_recording(path, config), read_recording(tmp_path / "bare.csv", config)
+    assert PlotJugglerCsv(tmp_path / "bare.csv").topics() == ["/effort_control", "/joint_states"]
     np.testing.assert_array_equal(bare.joint_angles, plain.joint_angles)
     np.testing.assert_array_equal(bare.inputs, plain.inputs)
     # the voltage stamped from zero, the joint states from the epoch: no overlap at all

@@ -48,8 +48,8 @@ class PlotJugglerCsv:
         if RECEIVE_TIME_COLUMN not in names:
             raise BagError(f"{self.path} is not a PlotJuggler CSV export: no "
                            f"{RECEIVE_TIME_COLUMN!r} column in its header line")
-        self.header = [name if name == RECEIVE_TIME_COLUMN else _topic_prefix(name)
-                       for name in names]
+        self.header = [name if name in (RECEIVE_TIME_COLUMN, "") else _topic_prefix(name)
+                       for name in names]  # an empty name (a trailing comma) names no topic
         self._rows = rows[1:]
         self._index = {name: k for k, name in enumerate(self.header)}
 
