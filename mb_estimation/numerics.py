@@ -1,4 +1,4 @@
-"""JAX set-up shared by the numerical core: float64, compiled-code cache, buffer reuse.
+"""JAX set-up shared by the numerical core: float64, XLA's options, compiled-code cache, buffers.
 
 Every core module imports ``jax`` through here so that ``jax_enable_x64`` is switched on before
 the first array is made. Every entry point (``mb-estimation``, ``estimator_node``) calls
@@ -29,7 +29,12 @@ CACHE_ENVIRONMENT_VARIABLE = "MB_ESTIMATION_CACHE_DIR"
 #: compiles in 5.3 s instead of 9.3 s on one core (measured). Passed
 #: per compilation rather than through ``XLA_FLAGS``, which XLA reads once, when its backend
 #: starts: an import that makes an array first would silently drop it.
-COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
+#: XLA's CPU backend also hands small matrix products to its YNNPACK library as custom fusions;
+#: a loop holding one cannot be compiled into a single function (:data:`XLA_FLAGS`), and the
+#: products here are a few rows wide: they are left to XLA's own code
+#: (``xla_cpu_experimental_ynn_fusion_type`` empty).
+COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False,
+                    "xla_cpu_experimental_ynn_fusion_type": ""}
 
 #: XLA's options for a program that runs once or a few times a calibration (a check, the start
 #: states, the covariance, the shadow states): LLVM's optimisation level 0. Such a program
@@ -56,12 +61,35 @@ def compiler_options(function) -> dict:
     return getattr(function, "compiler_options", COMPILER_OPTIONS)
 
 
+#: XLA flags that only its environment sets, read once, when its CPU backend starts: appended
+#: to ``$XLA_FLAGS`` when this module is imported (a flag the environment already gives is left
+#: as it is). A program that made an array before importing this package runs without them:
+#: the same results, the simulations slower. XLA's CPU runtime runs a program as a sequence
+#: of small compiled kernels, dispatching each (about 23 ns apiece, some 250 for a rigid step);
+#: a loop whose body reads and writes fewer bytes than its threshold (1 kB by default) is
+#: compiled into one function instead. Every loop that can be (no library call inside) is, so
+#: a simulation's scan over its steps and their iterations runs as one function: the plain
+#: lane of the simulation-error stage about 2× faster, with its Jacobians 2.5-3× (measured on
+#: the 8 s multisine's lanes), for about a second more compiling of the two.
+XLA_FLAGS = {"--xla_backend_extra_options":
+             "xla_cpu_small_while_loop_byte_threshold=1000000000000"}
+
+
+def _set_xla_flags() -> None:
+    flags = os.environ.get("XLA_FLAGS", "")
+    added = [f"{name}={value}" for name, value in XLA_FLAGS.items() if name not in flags]
+    if added:
+        os.environ["XLA_FLAGS"] = " ".join([flags, *added]).strip()
+
+
+_set_xla_flags()
+
 #: ``jax.jit`` with :data:`COMPILER_OPTIONS`.
 jit = functools.partial(jax.jit, compiler_options=COMPILER_OPTIONS)
 
 __all__ = ["CACHE_ENVIRONMENT_VARIABLE", "COMPILER_OPTIONS", "RUN_ONCE_OPTIONS",
            "compilation_cache_dir", "compiler_options", "compiling_meanwhile", "configure_jax",
-           "jax", "jit", "pytree_dataclass", "reuse_freed_memory", "run_once"]
+           "jax", "jit", "pytree_dataclass", "reuse_freed_memory", "run_once", "XLA_FLAGS"]
 
 
 def pytree_dataclass(cls):

@@ -50,6 +50,41 @@ def lu_solve(lu, rhs):
     return solution if rhs.ndim == 2 else solution[:, 0]
 
 
+def cholesky_lower(matrix):
+    """Lower Cholesky factor ``L`` of a small symmetric positive definite ``matrix [n, n]``.
+
+    Column by column: ``n`` rank-one updates of the array, as :func:`lu_factor` (no LAPACK call,
+    so a loop around it compiles into one function: see
+    :data:`~mb_estimation.numerics.XLA_FLAGS`). Not positive definite: NaN, as LAPACK's.
+    """
+    n = matrix.shape[0]
+    index = jnp.arange(n)
+    columns = []
+    for k in range(n):
+        column = jnp.where(index >= k, matrix[:, k] / jnp.sqrt(matrix[k, k]), 0.0)
+        columns.append(column)
+        matrix = matrix - column[:, None] * column[None, :]
+    return jnp.stack(columns, axis=1)
+
+
+def solve_lower(factor, rhs, transposed: bool = False):
+    """``L⁻¹ rhs`` (``transposed``: ``L⁻ᵀ rhs``) for a lower triangular ``factor [n, n]``.
+
+    ``rhs [n, ...]``. Substitution a row at a time in array operations (:func:`cholesky_lower`).
+    """
+    n = factor.shape[0]
+    index = jnp.arange(n)
+    solution = [None] * n
+    for k in (reversed(range(n)) if transposed else range(n)):
+        solution[k] = rhs[k] / factor[k, k]
+        # what x_k contributes to the rows still to solve: column k of L below, row k of L
+        # (column k of Lᵀ) above
+        reach = (jnp.where(index < k, factor[k], 0.0) if transposed
+                 else jnp.where(index > k, factor[:, k], 0.0))
+        rhs = rhs - reach.reshape((n,) + (1,) * (rhs.ndim - 1)) * solution[k]
+    return jnp.stack(solution)
+
+
 @functools.partial(jax.custom_jvp, nondiff_argnums=(0, 1))
 def _solve_with(factor, substitute, matrix, rhs):
     """``matrix⁻¹ rhs`` by ``substitute(factor(matrix), rhs)``, differentiated with the factor.
