@@ -23,7 +23,6 @@ from mb_estimation.estimation.shooting_segments import (
     LANE_STEPS,
     chained,
     frictionless_while_fitting,
-    lane_batch,
     lanes_of,
     linearize_segments,
     segments_of,
@@ -284,7 +283,7 @@ def recording_sensitivities(rig: Rig, values: Mapping[str, object], names: tuple
     run = functools.partial(_COMPILED, linearize_segments, (rig, names, frictionless, True),
                             step, fixed)
     free = np.array([float(np.ravel(values[name])[0]) for name in names])
-    lanes = lanes_of(segments, LANE_STEPS, lane_batch(1))
+    lanes = lanes_of(segments, LANE_STEPS)
     _, in_start, in_values = chained(run, lanes, np.asarray(start, dtype=np.float64)[None],
                                      free)
     # the lanes' rows: (lane, sample, joint); a lane's first sample repeats the one before's

@@ -333,7 +333,7 @@ def test_a_refit_at_half_the_step_starts_from_the_coarser_steps_jacobians():
                       [(run["theta"][::8], run["dtheta"][::8])], 8e-3,
                       dataclasses.replace(settings, kept_step_divisor=kept_step_divisor,
                                           chi_square_tolerance=tolerance), None,
-                      starts, lane_batch=1, linearized=linearized)
+                      starts, linearized=linearized)
 
     coarse, starts, finer_start = shoot(start, 1)
     assert coarse.converged and finer_start is not None
@@ -385,7 +385,7 @@ def test_chained_lanes_are_one_simulation_and_their_jacobians_match_finite_diffe
                        lanes, at_starts, at_values)
 
     starts = np.concatenate([run.joint_angles[:1], run.joint_rates[:1]], axis=1) + 1e-3
-    lanes = lanes_of(segments, 40, 3)
+    lanes = lanes_of(segments, 40)
     assert segments.inputs.shape == (1, 300, 1) and lanes.count == 8
     residual, jac_start, jac_values = linearized(starts, values)
 

@@ -56,14 +56,12 @@ from mb_estimation.estimation.levenberg_marquardt import (
 from mb_estimation.estimation.result import FitStatus
 from mb_estimation.estimation.shooting_normal import NormalEquations, step_bias_of
 from mb_estimation.estimation.shooting_segments import (
-    LANE_BATCH,
     LANE_STEPS,
     Segments,
     amplification,
     chained,
     correlated_statistics,
     frictionless_while_fitting,
-    lane_batch,
     lanes_of,
     linearize_segments,
     replayed_residuals,
@@ -196,8 +194,6 @@ def fit_by_shooting(rig: Rig, parameters: dict, names: Sequence[str], lower: dic
     if settings.rigid and lengths[-1] < whole <= settings.longest_segment_s:
         lengths.append(whole)  # the rigid model: last, the shortest recording in one piece
     result, fitted_starts, totals = None, None, _Effort()
-    kept = segments_of(grids, lengths[-1], settings.lead_s, remainder=True)
-    batch = lane_batch(len(kept.begin))
     for length in lengths:
         # A stage with a longer one after it only leads there: converged loosely.
         stage = dataclasses.replace(settings, segment_s=length, chi_square_tolerance=(
@@ -208,7 +204,7 @@ def fit_by_shooting(rig: Rig, parameters: dict, names: Sequence[str], lower: dic
         attempt, attempt_starts, attempt_finer = _shoot(
             rig, start, names, lower, upper, grids, joint_motion, simulation_dt, stage,
             progress, fitted_starts, np.inf if result is None else settings.max_amplification,
-            statistics=length == lengths[-1], lane_batch=batch)
+            statistics=length == lengths[-1])
         totals = totals.plus(attempt)
         if result is not None and not (
                 attempt.converged
@@ -221,7 +217,7 @@ def fit_by_shooting(rig: Rig, parameters: dict, names: Sequence[str], lower: dic
         result, fitted_starts, finer_start = _shoot(
             rig, _values_of(result, parameters), names, lower, upper, grids, joint_motion,
             simulation_dt, dataclasses.replace(settings, segment_s=result.segment_s), progress,
-            fitted_starts, lane_batch=batch)
+            fitted_starts)
         totals = totals.plus(result)
     divisor = settings.kept_step_divisor
     while divisor < settings.max_kept_step_divisor and _step_biased(result):
@@ -230,7 +226,7 @@ def fit_by_shooting(rig: Rig, parameters: dict, names: Sequence[str], lower: dic
             rig, _values_of(result, parameters), names, lower, upper, grids, joint_motion,
             simulation_dt, dataclasses.replace(settings, segment_s=result.segment_s,
                                                kept_step_divisor=divisor), progress,
-            fitted_starts, lane_batch=batch, linearized=finer_start)
+            fitted_starts, linearized=finer_start)
         totals = totals.plus(finer)
         if not finer.converged:
             break
@@ -371,7 +367,7 @@ def _shoot(rig: Rig, parameters: dict, names: tuple[str, ...], lower: dict, uppe
            grids: Sequence, joint_motion: Sequence, simulation_dt: float,
            settings: ShootingSettings, progress, fitted_starts: dict | None = None,
            max_amplification: float = np.inf, statistics: bool = True,
-           lane_batch: int = LANE_BATCH, linearized: tuple | None = None
+           linearized: tuple | None = None
            ) -> tuple[ShootingResult, dict, tuple | None]:
     """One multiple-shooting fit with segments of ``settings.segment_s``.
 
@@ -381,7 +377,7 @@ def _shoot(rig: Rig, parameters: dict, names: tuple[str, ...], lower: dict, uppe
     ``max_amplification`` at the start, gives up at once (not converged, no iteration).
     Without ``statistics`` (a fit that only leads to a longer one) convergence may be read
     from a chord step and the covariance from the last linearisation rather than the last
-    iterate. ``lane_batch``: rigid lanes per compiled call (:func:`lane_batch`).
+    iterate.
 
     ``linearized = (residual, jac_state, jac_values)``: this step's residuals at the start
     with another step's Jacobians there (unscaled values), the first iterate's model instead of
@@ -415,7 +411,7 @@ def _shoot(rig: Rig, parameters: dict, names: tuple[str, ...], lower: dict, uppe
 
     # Rigid segments in lanes chained on the host (one program for every length); compliant
     # ones whole, since their state between lanes is more than the joints' angles and rates.
-    lanes = lanes_of(segments, LANE_STEPS, lane_batch) if settings.rigid else lanes_of(segments)
+    lanes = lanes_of(segments, LANE_STEPS) if settings.rigid else lanes_of(segments)
 
     def linearize(at_starts, at_values):
         return chained(functools.partial(compiler, linearize_segments, static, step, fixed),
@@ -423,7 +419,7 @@ def _shoot(rig: Rig, parameters: dict, names: tuple[str, ...], lower: dict, uppe
 
     def simulated(at_step, at_starts, at_values):
         """The residuals of a plain simulation with steps ``at_step``."""
-        if settings.rigid and lanes.batch == 1:  # through the replays' program
+        if settings.rigid:  # through the replays' program
             return replayed_residuals(compiler, static, at_step, fixed, lanes, at_starts,
                                       at_values)
         return chained(functools.partial(compiler, segments_residuals, static, at_step, fixed),

@@ -274,7 +274,7 @@ def replayed_residuals(compiler, static, step, fixed, lanes: Lanes, starts: np.n
     :func:`~mb_estimation.multibody.variational.rigid_chunk` (the program the open-loop
     replays and predictions run: one fewer to compile and load) with the tree's state carried
     from lane to lane; the wrapped, weighted angle errors on the host. For fits whose lanes run
-    one per call (:func:`lane_batch`). The tree and its start states are built by the programs
+    one per call (:func:`lanes_of`). The tree and its start states are built by the programs
     the replays build theirs with (:func:`~mb_estimation.rigs.built_system`,
     :data:`~mb_estimation.multibody.joint_space.rigid_start`).
     """
@@ -297,22 +297,13 @@ def replayed_residuals(compiler, static, step, fixed, lanes: Lanes, starts: np.n
     return np.stack(residuals)
 
 
-#: Rigid segments are simulated in lanes of this many grid steps, :data:`LANE_BATCH` lanes per
-#: call, each lane from the state the one before it ended in: one compiled program serves every
-#: segment length and count (a program takes about 45 s to compile on one core).
+#: Rigid segments are simulated in lanes of this many grid steps, one lane per call, each lane
+#: from the state the one before it ended in: one compiled program serves every segment length
+#: and count. One lane a call: its loop compiles into one function
+#: (:data:`~mb_estimation.numerics.XLA_FLAGS`), so a call costs its arithmetic; four lanes a
+#: call (vmapped) cost as much per lane on 60 s of data and compiled in 14 s instead of 5 s
+#: (measured).
 LANE_STEPS = 128
-LANE_BATCH = 4
-
-
-def lane_batch(kept_segments: int) -> int:
-    """Lanes per compiled call for a fit whose kept length has ``kept_segments`` segments.
-
-    One where that is a single segment (a recording in one piece), whose lanes run one after
-    the other: a batch of :data:`LANE_BATCH` would simulate three copies beside each (an 8 s
-    recording's calibration 1.5× faster); else :data:`LANE_BATCH`. One size for every length
-    a fit tries, so one program serves them all.
-    """
-    return 1 if kept_segments < 2 else LANE_BATCH
 
 
 @dataclass(frozen=True)
@@ -322,7 +313,7 @@ class Lanes:
     ``measured [S, count, steps+1, n_joints]``, ``weights [S, count, steps+1]`` (a lane's first
     sample, the last one's end, unscored; samples past the segment's end unscored), ``inputs
     [S, count, steps, n_inputs]``, ``locked [S, n_joints]`` (as :class:`Segments`);
-    ``batch``: lanes per compiled call (None: all segments).
+    ``batch``: segments per compiled call (None: all of them).
     """
 
     measured: np.ndarray
@@ -336,9 +327,13 @@ class Lanes:
         return self.inputs.shape[1]
 
 
-def lanes_of(segments: Segments, steps: int | None = None, batch: int | None = None) -> Lanes:
-    """``segments`` in lanes of ``steps`` grid steps (None: one lane per segment)."""
+def lanes_of(segments: Segments, steps: int | None = None) -> Lanes:
+    """``segments`` in lanes of ``steps`` grid steps, run one per call (:data:`LANE_STEPS`).
+
+    ``steps`` None: one lane per segment, every segment in one call.
+    """
     length = segments.inputs.shape[1]
+    batch = None if steps is None else 1
     steps = length if steps is None else steps
     count = -(-length // steps)
     extra = count * steps - length
