@@ -273,9 +273,9 @@ def replayed_residuals(compiler, static, step, fixed, lanes: Lanes, starts: np.n
     Each segment from its start, lane after lane, through
     :func:`~mb_estimation.multibody.variational.rigid_chunk` (the program the open-loop
     replays and predictions run: one fewer to compile and load) with the tree's state carried
-    from lane to lane; the wrapped, weighted angle errors on the host. For fits whose lanes run
-    one per call (:func:`lanes_of`). The tree and its start states are built by the programs
-    the replays build theirs with (:func:`~mb_estimation.rigs.built_system`,
+    from lane to lane; the wrapped, weighted angle errors on the host. For rigid fits (their
+    lanes run one per call: :func:`lanes_of`). The tree and its start states are built by the
+    programs the replays build theirs with (:func:`~mb_estimation.rigs.built_system`,
     :data:`~mb_estimation.multibody.joint_space.rigid_start`).
     """
     rig, names, frictionless, _ = static
