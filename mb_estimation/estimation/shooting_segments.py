@@ -3,8 +3,8 @@
 The recordings cut into shooting segments (:func:`segments_of`) and the segments into lanes
 (:func:`lanes_of`); one lane simulated from its start state, driven by the recorded input, its
 weighted wrapped angle errors and its end state (:func:`segment_residuals`); every lane's
-residuals, end state and their Jacobians in its start state and in the free values, lanes in
-batches (:func:`linearize_segments`, :func:`segments_residuals`: JAX, compiled by the solver);
+residuals, end state and their Jacobians in its start state and in the free values, a lane a
+call (:func:`linearize_segments`, :func:`segments_residuals`: JAX, compiled by the solver);
 the lanes of each segment chained, their derivatives multiplied out on the host
 (:func:`chained`); and how much a segment amplifies a change of its start state
 (:func:`amplification`).
@@ -297,12 +297,14 @@ def replayed_residuals(compiler, static, step, fixed, lanes: Lanes, starts: np.n
     return np.stack(residuals)
 
 
-#: Rigid segments are simulated in lanes of this many grid steps, one lane per call, each lane
-#: from the state the one before it ended in: one compiled program serves every segment length
-#: and count. One lane a call: its loop compiles into one function
-#: (:data:`~mb_estimation.numerics.XLA_FLAGS`), so a call costs its arithmetic; four lanes a
-#: call (vmapped) cost as much per lane on 60 s of data and compiled in 14 s instead of 5 s
-#: (measured).
+#: Rigid segments are simulated in lanes of this many grid steps, each lane from the state the
+#: one before it ended in: one compiled program serves every segment length and count.
+#: Compliant segments are one lane each. Every lane runs in a call of its own: its loop then
+#: compiles into one function (:data:`~mb_estimation.numerics.XLA_FLAGS`), so a call costs its
+#: arithmetic. Several lanes a call (vmapped) compiled whole took longer for no gain: four rigid
+#: lanes ran as fast per lane on 60 s of data and compiled in 14 s instead of 5 s; the compliant
+#: stage of the 10 s release with its segments all in one call compiled in 45 s and solved in
+#: 19 s, one a call 33 s and 13 s (measured).
 LANE_STEPS = 128
 
 
@@ -312,15 +314,13 @@ class Lanes:
 
     ``measured [S, count, steps+1, n_joints]``, ``weights [S, count, steps+1]`` (a lane's first
     sample, the last one's end, unscored; samples past the segment's end unscored), ``inputs
-    [S, count, steps, n_inputs]``, ``locked [S, n_joints]`` (as :class:`Segments`);
-    ``batch``: segments per compiled call (None: all of them).
+    [S, count, steps, n_inputs]``, ``locked [S, n_joints]`` (as :class:`Segments`).
     """
 
     measured: np.ndarray
     weights: np.ndarray
     inputs: np.ndarray
     locked: np.ndarray
-    batch: int | None
 
     @property
     def count(self) -> int:
@@ -328,12 +328,8 @@ class Lanes:
 
 
 def lanes_of(segments: Segments, steps: int | None = None) -> Lanes:
-    """``segments`` in lanes of ``steps`` grid steps, run one per call (:data:`LANE_STEPS`).
-
-    ``steps`` None: one lane per segment, every segment in one call.
-    """
+    """``segments`` in lanes of ``steps`` grid steps (None: one lane per segment)."""
     length = segments.inputs.shape[1]
-    batch = None if steps is None else 1
     steps = length if steps is None else steps
     count = -(-length // steps)
     extra = count * steps - length
@@ -344,22 +340,14 @@ def lanes_of(segments: Segments, steps: int | None = None) -> Lanes:
     lane_weights = weights[:, samples]
     lane_weights[:, 1:, 0] = 0.0
     return Lanes(measured[:, samples], lane_weights, inputs[:, samples[:, :-1]],
-                 segments.locked, batch)
+                 segments.locked)
 
 
-def _in_batches(run, batch: int | None, states: np.ndarray, values, *data):
-    """``run(states, values, *data)`` over the first axis in batches of ``batch`` rows.
-
-    The last batch is filled up with copies of the last row (one program for every count).
-    """
-    count = len(states)
-    size = count if batch is None else batch
-    parts = []
-    for first in range(0, count, size):
-        rows = np.minimum(np.arange(first, first + size), count - 1)
-        kept = min(size, count - first)
-        parts.append([np.asarray(out)[:kept]
-                      for out in run(states[rows], values, *(d[rows] for d in data))])
+def _one_by_one(run, states: np.ndarray, values, *data):
+    """``run(states, values, *data)`` a row of the first axis at a time (:data:`LANE_STEPS`)."""
+    parts = [[np.asarray(out) for out in run(states[row:row + 1], values,
+                                              *(d[row:row + 1] for d in data))]
+             for row in range(len(states))]
     return [np.concatenate(outs) for outs in zip(*parts, strict=True)]
 
 
@@ -380,11 +368,11 @@ def chained(run, lanes: Lanes, starts: np.ndarray, values: np.ndarray,
         data = (lanes.measured[:, lane], lanes.weights[:, lane], lanes.inputs[:, lane],
                 lanes.locked)
         if not derivatives:
-            residual, state = _in_batches(run, lanes.batch, state, values, *data)
+            residual, state = _one_by_one(run, state, values, *data)
             residuals.append(residual)
             continue
-        residual, r_state, r_values, end, e_state, e_values = _in_batches(
-            run, lanes.batch, state, values, *data)
+        residual, r_state, r_values, end, e_state, e_values = _one_by_one(
+            run, state, values, *data)
         residuals.append(residual)
         in_start.append(np.einsum("srk,skj->srj", r_state, to_start))
         in_values.append(r_values + np.einsum("srk,skp->srp", r_state, to_values))
