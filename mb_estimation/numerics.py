@@ -87,9 +87,9 @@ _set_xla_flags()
 #: ``jax.jit`` with :data:`COMPILER_OPTIONS`.
 jit = functools.partial(jax.jit, compiler_options=COMPILER_OPTIONS)
 
-__all__ = ["CACHE_ENVIRONMENT_VARIABLE", "COMPILER_OPTIONS", "RUN_ONCE_OPTIONS",
+__all__ = ["CACHE_ENVIRONMENT_VARIABLE", "COMPILER_OPTIONS", "RUN_ONCE_OPTIONS", "XLA_FLAGS",
            "compilation_cache_dir", "compiler_options", "compiling_meanwhile", "configure_jax",
-           "jax", "jit", "pytree_dataclass", "reuse_freed_memory", "run_once", "XLA_FLAGS"]
+           "jax", "jit", "pytree_dataclass", "reuse_freed_memory", "run_once"]
 
 
 def pytree_dataclass(cls):

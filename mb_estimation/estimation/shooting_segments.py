@@ -169,8 +169,8 @@ def linearize_segments(static, step, fixed, joint_states, free_values, measured,
     lanes = (joint_states, measured, weights, inputs, locked)
     if joint_states.shape[0] == 1:  # one lane: no batching to trace
         return tuple(part[None] for part in one(tuple(data[0] for data in lanes)))
-    # Every lane of the batch at once: the stepper's solve is plain array operations (no
-    # LAPACK), so the step's many small operations run once for all lanes.
+    # Several lanes at once (the stage runs one a call: LANE_STEPS): the stepper's solve is
+    # plain array operations (no LAPACK), so the lanes batch like any other operation.
     return jax.vmap(one)(lanes)
 
 

@@ -65,8 +65,9 @@ class PlotJugglerCsv:
         (``/rig/motor_cmd``) is found by its name.
         """
         names = {"/" + c.strip("/").split("/")[0] for c in self.header if c.startswith("/")}
-        names |= {_topic_prefix(topic) for topic in named
-                  if any(c.startswith(_topic_prefix(topic) + "/") for c in self.header)}
+        prefixes = (_topic_prefix(topic) for topic in named)
+        names |= {prefix for prefix in prefixes
+                  if any(c.startswith(prefix + "/") for c in self.header)}
         return sorted(names)
 
     def joint_states(self, topic: str) -> JointStates:
