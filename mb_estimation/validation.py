@@ -11,7 +11,6 @@ the Cramér–Rao bound's, the experiment design's and the rigid replay's start)
 from __future__ import annotations
 
 import dataclasses
-import functools
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -21,10 +20,9 @@ import numpy as np
 from mb_estimation.estimation.compiled import Compiler
 from mb_estimation.estimation.shooting_segments import (
     LANE_STEPS,
-    chained,
     frictionless_while_fitting,
     lanes_of,
-    linearize_segments,
+    rigid_linearized,
     segments_of,
 )
 from mb_estimation.multibody import (
@@ -267,8 +265,8 @@ def recording_sensitivities(rig: Rig, values: Mapping[str, object], names: tuple
     ``[samples, n_joints, p + 2 n_joints]`` [rad per unit], zero at the samples the recording
     does not observe; from the joint state ``start`` (angles, rates) at its first point, steps
     of at most ``simulation_dt`` [s]. The recording as one segment in the simulation-error
-    stage's lanes, their forward sensitivities chained
-    (:func:`~mb_estimation.estimation.shooting_segments.chained`). ``frictionless``: the
+    stage's lanes, its forward sensitivities along the replay's states
+    (:func:`~mb_estimation.estimation.shooting_segments.rigid_linearized`). ``frictionless``: the
     hinges simulated without dry friction rows (None: those that have none while ``names``
     move, :func:`~mb_estimation.estimation.shooting_segments.frictionless_while_fitting`).
     """
@@ -280,12 +278,11 @@ def recording_sensitivities(rig: Rig, values: Mapping[str, object], names: tuple
     step = (np.asarray(grid.dt / substeps, dtype=np.float64), np.asarray(substeps))
     fixed = {name: np.asarray(value, dtype=np.float64) for name, value in values.items()
              if name not in names}
-    run = functools.partial(_COMPILED, linearize_segments, (rig, names, frictionless, True),
-                            step, fixed)
     free = np.array([float(np.ravel(values[name])[0]) for name in names])
     lanes = lanes_of(segments, LANE_STEPS)
-    _, in_start, in_values = chained(run, lanes, np.asarray(start, dtype=np.float64)[None],
-                                     free)
+    _, in_start, in_values = rigid_linearized(_COMPILED, (rig, names, frictionless), step,
+                                              fixed, lanes,
+                                              np.asarray(start, dtype=np.float64)[None], free)
     # the lanes' rows: (lane, sample, joint); a lane's first sample repeats the one before's
     rows = np.concatenate([in_values[0], in_start[0]], axis=-1).reshape(
         lanes.count, LANE_STEPS + 1, joints, -1)
@@ -326,7 +323,7 @@ def _rigid_run(system, state: JointStates, inputs, step, locked) -> np.ndarray:
     for first in range(0, len(held), REPLAY_CHUNK):
         state, chunk = _COMPILED(rigid_chunk, None, step, system, state,
                                  held[first:first + REPLAY_CHUNK], locked)
-        pieces.append(np.asarray(chunk))
+        pieces.append(np.asarray(chunk.angles))
     return np.concatenate(pieces)[:len(inputs)]
 
 

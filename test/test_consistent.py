@@ -66,7 +66,7 @@ from mb_estimation.multibody.joint_space import (
 from mb_estimation.multibody.variational import (
     input_impulse_gains,
     joint_impulses,
-    step_with_jacobian,
+    step_jacobian,
     variational_residuals,
     variational_step,
 )
@@ -319,7 +319,7 @@ def test_the_step_solves_its_residuals_and_differentiates_as_its_solution(dry_fr
     random states at 0.25, 1 and 2 ms, the arm locked in half of them: the step's result
     makes ``r_a`` and ``r_b`` vanish to round-off, and its forward derivative in the start
     state and the input matches central differences, as does its Jacobian in the start state
-    and two parameters (:func:`step_with_jacobian`, the simulation-error stage's). (§4.7's
+    and two parameters (:func:`step_jacobian`, the simulation-error stage's). (§4.7's
     rig: its long pendulum needs more of the iterations than the short one the other tests
     here use.)
     """
@@ -353,8 +353,10 @@ def test_the_step_solves_its_residuals_and_differentiates_as_its_solution(dry_fr
 
     @jax.jit
     def jacobian(angles, momenta, u, h, locked):
-        return step_with_jacobian(system_of, values, JointStates(angles, momenta), u, h,
-                                  locked)[1]
+        state = JointStates(angles, momenta)
+        return step_jacobian(system_of, values, state,
+                             variational_step(system_of(values), state, u, h, locked), u, h,
+                             locked)
 
     @jax.jit
     def moved_step(angles, momenta, moved_values, u, h, locked):

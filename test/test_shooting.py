@@ -352,15 +352,16 @@ def test_a_refit_at_half_the_step_starts_from_the_coarser_steps_jacobians():
 
 
 def test_chained_lanes_are_one_simulation_and_their_jacobians_match_finite_differences():
-    """A rigid segment of 300 steps in lanes of 40, 3 per call, is one continuous simulation.
+    """A rigid segment of 300 steps, laid out in lanes of 40, is one continuous simulation.
 
-    Its simulated angles (the measured ones plus the residuals) are the rigid replay's over
-    the whole segment; its Jacobians in the start and in the free values, multiplied out
-    along the lanes on the host (the variational step's implicit derivatives inside), match
-    central differences.
+    Run two steps a sample in runs of 128 steps that do not line up with the lanes: its
+    simulated angles (the measured ones plus the residuals) are the rigid replay's over the
+    whole segment; its Jacobians in the start and in the free values, carried from run to run
+    along the stored states (the variational step's implicit derivatives), match central
+    differences.
     """
     from mb_estimation.estimation.compiled import Compiler
-    from mb_estimation.estimation.shooting_segments import chained, lanes_of, linearize_segments
+    from mb_estimation.estimation.shooting_segments import lanes_of, rigid_linearized
     from mb_estimation.rigs import built_system, parameter_arrays
     from mb_estimation.validation import rigid_replay
 
@@ -379,10 +380,9 @@ def test_chained_lanes_are_one_simulation_and_their_jacobians_match_finite_diffe
     compiler = Compiler()
 
     def linearized(at_starts, at_values):
-        return chained(lambda *args: compiler(linearize_segments, (rig, names, (False, False),
-                                                                   True),
-                                              (np.asarray(5e-4), np.asarray(2)), fixed, *args),
-                       lanes, at_starts, at_values)
+        return rigid_linearized(compiler, (rig, names, (False, False)),
+                                (np.asarray(5e-4), np.asarray(2)), fixed, lanes, at_starts,
+                                at_values)
 
     starts = np.concatenate([run.joint_angles[:1], run.joint_rates[:1]], axis=1) + 1e-3
     lanes = lanes_of(segments, 40)

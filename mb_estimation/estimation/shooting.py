@@ -65,6 +65,7 @@ from mb_estimation.estimation.shooting_segments import (
     lanes_of,
     linearize_segments,
     replayed_residuals,
+    rigid_linearized,
     segments_of,
     segments_residuals,
 )
@@ -400,7 +401,7 @@ def _shoot(rig: Rig, parameters: dict, names: tuple[str, ...], lower: dict, uppe
     values = np.array([float(np.ravel(parameters[name])[0]) for name in names])
     low = np.array([lower[name] for name in names], dtype=float)
     high = np.array([upper[name] for name in names], dtype=float)
-    static = (rig, names, frictionless_while_fitting(rig, parameters, names), settings.rigid)
+    static = (rig, names, frictionless_while_fitting(rig, parameters, names))
     # a joint a recording holds still is held in the simulation at its median: its samples
     # are no observations (their residuals are zero) and its start is not estimated
     observed_joints = segments.measured.shape[-1] - np.sum(segments.locked, axis=1)
@@ -414,6 +415,8 @@ def _shoot(rig: Rig, parameters: dict, names: tuple[str, ...], lower: dict, uppe
     lanes = lanes_of(segments, LANE_STEPS) if settings.rigid else lanes_of(segments)
 
     def linearize(at_starts, at_values):
+        if settings.rigid:  # the replays' program, then the sensitivities along its states
+            return rigid_linearized(compiler, static, step, fixed, lanes, at_starts, at_values)
         return chained(functools.partial(compiler, linearize_segments, static, step, fixed),
                        lanes, at_starts, at_values)
 

@@ -1,15 +1,15 @@
 """The segments of the simulation refinement (:mod:`~mb_estimation.estimation.shooting`).
 
 The recordings cut into shooting segments (:func:`segments_of`) and the segments into lanes
-(:func:`lanes_of`); one lane simulated from its start state, driven by the recorded input, its
-weighted wrapped angle errors and its end state (:func:`segment_residuals`); every lane's
-residuals, end state and their Jacobians in its start state and in the free values, a lane a
-call (:func:`linearize_segments`, :func:`segments_residuals`: JAX, compiled by the solver);
-the lanes of each segment chained, their derivatives multiplied out on the host
-(:func:`chained`); and how much a segment amplifies a change of its start state
+(:func:`lanes_of`). The rigid tree's segments run through the replays' plain program, lane
+after lane (:func:`replayed_residuals`), and are linearised along the states that run stored
+(:func:`rigid_linearized`, :func:`rigid_lane_sensitivities`); the compliant model's lanes are
+simulated, their weighted wrapped angle errors and end states (:func:`segment_residuals`),
+and linearised by forward-mode AD, a lane a call (:func:`linearize_segments`,
+:func:`segments_residuals`: JAX, compiled by the solver), their derivatives multiplied out
+on the host (:func:`chained`); and how much a segment amplifies a change of its start state
 (:func:`amplification`).
 """
-
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -34,8 +34,7 @@ from mb_estimation.multibody import (
     without_dry_friction,
 )
 from mb_estimation.multibody.joint_space import JointStates, rigid_start, rigid_state
-from mb_estimation.multibody.joint_space import joint_rates as tree_joint_rates
-from mb_estimation.multibody.variational import rigid_chunk, step_with_jacobian
+from mb_estimation.multibody.variational import rigid_chunk, step_jacobian
 from mb_estimation.numerics import jax
 from mb_estimation.rigs import Rig, built_system, parameter_arrays
 
@@ -107,35 +106,25 @@ def segments_of(grids: Sequence, segment_s: float, lead_s: float,
     return Segments(**{key: np.stack(value) for key, value in parts.items()}, dt=dt)
 
 
-def segment_residuals(rig: Rig, names: tuple[str, ...], frictionless: tuple[bool, ...],
-                      rigid: bool, h, substeps, fixed, joint_state, free_values, measured,
-                      weights, inputs, locked):
-    """Weighted wrapped angle errors ``[(m+1)·n_joints]`` [rad] of one simulated lane, its end.
+def segment_residuals(rig: Rig, names: tuple[str, ...], frictionless: tuple[bool, ...], h,
+                      substeps, fixed, joint_state, free_values, measured, weights, inputs,
+                      locked):
+    """Weighted wrapped angle errors ``[(m+1)·n_joints]`` [rad] of one compliant lane, its end.
 
-    Simulated from ``joint_state = (angles, rates)`` with the free values ``[p]``, steps
-    ``h`` [s], ``substeps`` per grid step (both traced: one program serves every step),
-    without the dry friction rows of the ``frictionless``
-    hinges: the SPOOK stepper with the config's hinges, or (``rigid``) the rigid tree's
-    second-order variational step in joint coordinates
-    (:func:`~mb_estimation.multibody.variational.variational_step`), the ``locked`` joints
-    (1 there; rigid only) at rest where they start. The end state ``[2 n_joints]`` is the last
-    sample's joint angles and rates: for the rigid tree the whole state, so a lane that starts
-    there goes on exactly.
+    Simulated by the SPOOK stepper with the config's hinges from ``joint_state = (angles,
+    rates)`` with the free values ``[p]``, steps ``h`` [s], ``substeps`` per grid step (both
+    traced: one program serves every step), without the dry friction rows of the
+    ``frictionless`` hinges (the rigid tree's lanes: :func:`replayed_residuals`,
+    :func:`rigid_linearized`); ``locked`` as the lanes carry it, not read. The end state ``[2
+    n_joints]`` is the last sample's joint angles and rates.
     """
     system = _lane_system(rig, names, frictionless, fixed, free_values)
     joints = joint_state.shape[0] // 2
-    if rigid:
-        last, angles = rigid_chunk((h, substeps), system,
-                                   rigid_state(system, joint_state, locked), inputs, locked)
-        angles = jnp.concatenate([joint_state[None, :joints], angles])
-        end = jnp.concatenate([last.angles, tree_joint_rates(system, last, locked)])
-    else:
-        start = states_from_joints(system, joint_state[:joints], joint_state[joints:])
-        states, _ = rollout(system, start, h, inputs.shape[0], lambda k, _: inputs[k],
-                            substeps)
-        angles = jax.vmap(lambda state: joint_angles(system, state))(states)
-        last = jax.tree_util.tree_map(lambda leaf: leaf[-1], states)
-        end = jnp.concatenate([joint_angles(system, last), joint_rates(system, last)])
+    start = states_from_joints(system, joint_state[:joints], joint_state[joints:])
+    states, _ = rollout(system, start, h, inputs.shape[0], lambda k, _: inputs[k], substeps)
+    angles = jax.vmap(lambda state: joint_angles(system, state))(states)
+    last = jax.tree_util.tree_map(lambda leaf: leaf[-1], states)
+    end = jnp.concatenate([joint_angles(system, last), joint_rates(system, last)])
     error = jnp.angle(jnp.exp(1j * (angles - measured)))
     return (error * weights[:, None]).reshape(-1), end
 
@@ -144,19 +133,16 @@ def linearize_segments(static, step, fixed, joint_states, free_values, measured,
                        inputs, locked):
     """Each lane's residuals and end state, and their Jacobians in its start state and values.
 
-    ``static = (rig, names, frictionless, rigid)`` and ``step = (h, substeps)`` as
-    :func:`segment_residuals` takes them. Returns ``(residuals, d residuals/d start,
-    d residuals/d values, end, d end/d start, d end/d values)``, each batched over lanes: the
-    rigid tree's by forward sensitivities (:func:`rigid_lane_linearized`), the compliant
-    model's by forward-mode AD of :func:`segment_residuals`.
+    ``static = (rig, names, frictionless)`` and ``step = (h, substeps)`` as
+    :func:`segment_residuals` takes them; the compliant model's lanes (the rigid tree's:
+    :func:`rigid_linearized`), by forward-mode AD of :func:`segment_residuals`. Returns
+    ``(residuals, d residuals/d start, d residuals/d values, end, d end/d start, d end/d
+    values)``, each batched over lanes.
     """
     h, substeps = step
 
     def one(lane):
         joint_state, y, w, u, lock = lane
-        if static[3]:
-            return rigid_lane_linearized(*static[:3], h, substeps, fixed, joint_state,
-                                         free_values, y, w, u, lock)
 
         def simulated(state, values):
             value = segment_residuals(*static, h, substeps, fixed, state, values, y, w, u, lock)
@@ -169,67 +155,47 @@ def linearize_segments(static, step, fixed, joint_states, free_values, measured,
     lanes = (joint_states, measured, weights, inputs, locked)
     if joint_states.shape[0] == 1:  # one lane: no batching to trace
         return tuple(part[None] for part in one(tuple(data[0] for data in lanes)))
-    # Several lanes at once (the stage runs one a call: LANE_STEPS): the stepper's solve is
-    # plain array operations (no LAPACK), so the lanes batch like any other operation.
     return jax.vmap(one)(lanes)
 
 
-def rigid_lane_linearized(rig: Rig, names: tuple[str, ...], frictionless: tuple[bool, ...], h,
-                          substeps, fixed, joint_state, free_values, measured, weights, inputs,
-                          locked):
-    """One rigid lane's :func:`linearize_segments` outputs, by forward sensitivities.
+def rigid_lane_sensitivities(static, h, fixed, free_values, start, carried, first, before,
+                             path: JointStates, inputs, locked):
+    """The angles' Jacobians along a stored rigid run, and the sensitivity at its end.
 
-    The lane of :func:`segment_residuals` (``rigid``) simulated with the sensitivity ``S =
-    ∂(θ, p)/∂(start, values)`` ``[2 n_joints, 2 n_joints + p]`` carried along: ``S`` from the
-    start's map to the tree's state, then each step's Jacobian
-    (:func:`~mb_estimation.multibody.variational.step_with_jacobian`) applied to it; the
-    residuals' rows are its angle rows, weighted; the end's rate rows the rates' Jacobian
-    applied to the last ``S``. The same derivatives as forward-mode AD through the
-    simulation, traced and compiled in a fraction of the time.
+    ``static = (rig, names, frictionless)``; the run: ``path`` the tree's states
+    :class:`JointStates` ``[n, n_joints]`` after each step of ``h`` [s] from ``before`` under
+    ``inputs [n, c]`` (:func:`~mb_estimation.multibody.variational.rigid_chunk` with one
+    step an input). The sensitivity ``S = ∂(θ, p)/∂(start, values)`` ``[2 n_joints, 2 n_joints
+    + p]`` of the segment's start joint state ``start`` (angles, rates) and the free values is
+    ``carried`` in, or where ``first`` (1.0) made from ``start``'s map to the tree's state;
+    each step's Jacobian (:func:`~mb_estimation.multibody.variational.step_jacobian`)
+    applied to it. Returns ``(S after the last step, ∂θ/∂(start, values) after each step [n,
+    n_joints, 2 n_joints + p])``: forward sensitivities, the same derivatives as forward-mode
+    AD through the simulation.
     """
-    joints, count = joint_state.shape[0] // 2, free_values.shape[0]
+    rig, names, frictionless = static
+    joints = start.shape[0] // 2
 
     def system_of(values):
         return _lane_system(rig, names, frictionless, fixed, values)
 
-    def start_of(start, values):
-        state = rigid_state(system_of(values), start, locked)
+    def start_of(joint_state, values):
+        state = rigid_state(system_of(values), joint_state, locked)
         return jnp.concatenate([state.angles, state.momenta])
 
-    first = start_of(joint_state, free_values)
-    sensitivity = jnp.concatenate(jax.jacfwd(start_of, argnums=(0, 1))(joint_state, free_values),
-                                  axis=1)
+    at_start = jnp.concatenate(jax.jacfwd(start_of, argnums=(0, 1))(start, free_values), axis=1)
+    sensitivity = jnp.where(first > 0.5, at_start, carried)
+    starts = jax.tree_util.tree_map(lambda first_one, rest: jnp.concatenate(
+        [first_one[None], rest[:-1]]), before, path)
 
-    def sample(carry, held):
-        def one_step(_, current):
-            state, sensitivity = current
-            following, jacobian = step_with_jacobian(system_of, free_values, state, held, h,
-                                                     locked)
-            in_values = jnp.pad(jacobian[:, 2 * joints:], ((0, 0), (2 * joints, 0)))
-            return following, jacobian[:, :2 * joints] @ sensitivity + in_values
+    def one_step(sensitivity, step):
+        state, solved, held = step
+        jacobian = step_jacobian(system_of, free_values, state, solved, held, h, locked)
+        sensitivity = (jacobian[:, :2 * joints] @ sensitivity
+                       + jnp.pad(jacobian[:, 2 * joints:], ((0, 0), (2 * joints, 0))))
+        return sensitivity, sensitivity[:joints]
 
-        carry = jax.lax.fori_loop(0, substeps, one_step, carry)
-        return carry, (carry[0].angles, carry[1][:joints])
-
-    (last, sensitivity), (angles, in_angles) = jax.lax.scan(
-        sample, (JointStates(first[:joints], first[joints:]), sensitivity), inputs)
-    start_rows = jnp.eye(joints, 2 * joints + count)  # the first sample: the start's angles
-    angles = jnp.concatenate([joint_state[None, :joints], angles])
-    in_angles = jnp.concatenate([start_rows[None], in_angles]) * weights[:, None, None]
-    error = jnp.angle(jnp.exp(1j * (angles - measured)))
-
-    def rates_of(angles, momenta, values):
-        return tree_joint_rates(system_of(values), JointStates(angles, momenta), locked)
-
-    in_angles_end, in_momenta_end, in_values_end = jax.jacfwd(rates_of, argnums=(0, 1, 2))(
-        last.angles, last.momenta, free_values)
-    in_rates = (jnp.concatenate([in_angles_end, in_momenta_end], axis=1) @ sensitivity
-                + jnp.pad(in_values_end, ((0, 0), (2 * joints, 0))))
-    end = jnp.concatenate([last.angles, rates_of(last.angles, last.momenta, free_values)])
-    in_end = jnp.concatenate([sensitivity[:joints], in_rates])
-    in_residual = in_angles.reshape(-1, 2 * joints + count)
-    return ((error * weights[:, None]).reshape(-1), in_residual[:, :2 * joints],
-            in_residual[:, 2 * joints:], end, in_end[:, :2 * joints], in_end[:, 2 * joints:])
+    return jax.lax.scan(one_step, sensitivity, (starts, path, inputs))
 
 
 def segments_residuals(static, step, fixed, joint_states, free_values, measured, weights,
@@ -268,7 +234,7 @@ def _lane_system(rig: Rig, names, frictionless, fixed, free_values):
 
 def replayed_residuals(compiler, static, step, fixed, lanes: Lanes, starts: np.ndarray,
                        values: np.ndarray) -> np.ndarray:
-    """The residuals ``[S, R]`` of :func:`segments_residuals` through the plain rigid run.
+    """The rigid tree's residuals ``[S, R]`` of each segment in ``lanes``, through its plain run.
 
     Each segment from its start, lane after lane, through
     :func:`~mb_estimation.multibody.variational.rigid_chunk` (the program the open-loop
@@ -278,7 +244,7 @@ def replayed_residuals(compiler, static, step, fixed, lanes: Lanes, starts: np.n
     programs the replays build theirs with (:func:`~mb_estimation.rigs.built_system`,
     :data:`~mb_estimation.multibody.joint_space.rigid_start`).
     """
-    rig, names, frictionless, _ = static
+    rig, names, frictionless = static
     joints = starts.shape[1] // 2
     system = without_dry_friction(built_system(rig, parameter_arrays(
         {**fixed, **dict(zip(names, values, strict=True))})), frictionless)
@@ -287,9 +253,9 @@ def replayed_residuals(compiler, static, step, fixed, lanes: Lanes, starts: np.n
         state = rigid_start(system, start, lanes.locked[segment])
         first, parts = start[:joints], []
         for lane in range(lanes.count):
-            state, angles = compiler(rigid_chunk, None, step, system, state,
-                                     lanes.inputs[segment, lane], lanes.locked[segment])
-            simulated = np.concatenate([first[None], np.asarray(angles)])
+            state, path = compiler(rigid_chunk, None, step, system, state,
+                                   lanes.inputs[segment, lane], lanes.locked[segment])
+            simulated = np.concatenate([first[None], np.asarray(path.angles)])
             error = np.angle(np.exp(1j * (simulated - lanes.measured[segment, lane])))
             parts.append((error * lanes.weights[segment, lane][:, None]).reshape(-1))
             first = simulated[-1]
@@ -297,14 +263,66 @@ def replayed_residuals(compiler, static, step, fixed, lanes: Lanes, starts: np.n
     return np.stack(residuals)
 
 
-#: Rigid segments are simulated in lanes of this many grid steps, each lane from the state the
-#: one before it ended in: one compiled program serves every segment length and count.
-#: Compliant segments are one lane each. Every lane runs in a call of its own: its loop then
-#: compiles into one function (:data:`~mb_estimation.numerics.XLA_FLAGS`), so a call costs its
-#: arithmetic. Several lanes a call (vmapped) compiled whole took longer for no gain: four rigid
-#: lanes ran as fast per lane on 60 s of data and compiled in 14 s instead of 5 s; the compliant
-#: stage of the 10 s release with its segments all in one call compiled in 45 s and solved in
-#: 19 s, one a call 33 s and 13 s (measured).
+def rigid_linearized(compiler, static, step, fixed, lanes: Lanes, starts: np.ndarray,
+                     values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The rigid tree's :func:`chained` linearisation: residuals and their Jacobians.
+
+    Each segment from its start ``starts [S, 2 n_joints]`` (angles, rates), run one step an
+    input through :func:`~mb_estimation.multibody.variational.rigid_chunk` (the replays'
+    program; each grid step's input repeated for its ``substeps`` steps, in runs of
+    :data:`LANE_STEPS` steps), then its sensitivities along the stored states
+    (:func:`rigid_lane_sensitivities`, carried from run to run in the program). Returns
+    ``(residuals [S, R], ∂/∂start [S, R, 2 n_joints], ∂/∂values [S, R, p])`` in the rows
+    ``lanes`` lays out, as :func:`chained` does; the residuals equal
+    :func:`replayed_residuals`'.
+    """
+    rig, names, frictionless = static
+    h, substeps = step
+    repeat, joints = int(substeps), starts.shape[1] // 2
+    system = without_dry_friction(built_system(rig, parameter_arrays(
+        {**fixed, **dict(zip(names, values, strict=True))})), frictionless)
+    one_step = (np.asarray(h), np.asarray(1))
+    count, lane_steps = lanes.inputs.shape[1:3]
+    samples = np.arange(count)[:, None] * lane_steps + np.arange(lane_steps + 1)
+    residuals, in_start, in_values = [], [], []
+    for segment, start in enumerate(starts):
+        locked = lanes.locked[segment]
+        inputs = np.repeat(lanes.inputs[segment].reshape(count * lane_steps, -1), repeat, axis=0)
+        inputs = np.pad(inputs, ((0, -len(inputs) % LANE_STEPS), (0, 0)))
+        state = rigid_start(system, start, locked)
+        sensitivity = np.zeros((2 * joints, 2 * joints + len(values)))
+        angles = [start[None, :joints]]
+        rows = [np.eye(joints, 2 * joints + len(values))[None]]
+        for first in range(0, len(inputs), LANE_STEPS):
+            held = inputs[first:first + LANE_STEPS]
+            last, path = compiler(rigid_chunk, None, one_step, system, state, held, locked)
+            sensitivity, in_angles = compiler(
+                rigid_lane_sensitivities, static, np.asarray(h), fixed, values, start,
+                sensitivity, np.asarray(float(first == 0)), state, path, held, locked)
+            angles.append(np.asarray(path.angles))
+            rows.append(np.asarray(in_angles))
+            state = last
+        # the grid's samples: every ``repeat``-th step, laid out in the lanes' rows
+        simulated = np.concatenate(angles)[::repeat][samples]
+        weights = lanes.weights[segment][..., None]
+        error = np.angle(np.exp(1j * (simulated - lanes.measured[segment]))) * weights
+        jacobian = (np.concatenate(rows)[::repeat][samples] * weights[..., None]).reshape(
+            -1, rows[0].shape[-1])
+        residuals.append(error.reshape(-1))
+        in_start.append(jacobian[:, :2 * joints])
+        in_values.append(jacobian[:, 2 * joints:])
+    return np.stack(residuals), np.stack(in_start), np.stack(in_values)
+
+
+#: Rigid segments are simulated in lanes of this many grid steps (linearised in runs of this
+#: many steps), each from the state the one before it ended in: one compiled program serves
+#: every segment length and count. Compliant segments are one lane each. Every lane runs in a
+#: call of its own: its loop then compiles into one function
+#: (:data:`~mb_estimation.numerics.XLA_FLAGS`), so a call costs its arithmetic. Several lanes
+#: a call (vmapped) compiled whole took longer for no gain: four rigid lanes ran as fast per
+#: lane on 60 s of data and compiled in 14 s instead of 5 s; the compliant stage of the 10 s
+#: release with its segments all in one call compiled in 45 s and solved in 19 s, one a call
+#: 33 s and 13 s (measured).
 LANE_STEPS = 128
 
 
