@@ -232,6 +232,17 @@ def _lane_system(rig: Rig, names, frictionless, fixed, free_values):
     return without_dry_friction(rig.build(parameter_arrays(values)), frictionless)
 
 
+def _built_lane_system(static, fixed, values: np.ndarray):
+    """:func:`_lane_system` of ``static = (rig, names, frictionless)``, the replays' build.
+
+    Built by the program the replays build their tree with
+    (:func:`~mb_estimation.rigs.built_system`).
+    """
+    rig, names, frictionless = static
+    return without_dry_friction(built_system(rig, parameter_arrays(
+        {**fixed, **dict(zip(names, values, strict=True))})), frictionless)
+
+
 def replayed_residuals(compiler, static, step, fixed, lanes: Lanes, starts: np.ndarray,
                        values: np.ndarray) -> np.ndarray:
     """The rigid tree's residuals ``[S, R]`` of each segment in ``lanes``, through its plain run.
@@ -244,10 +255,8 @@ def replayed_residuals(compiler, static, step, fixed, lanes: Lanes, starts: np.n
     programs the replays build theirs with (:func:`~mb_estimation.rigs.built_system`,
     :data:`~mb_estimation.multibody.joint_space.rigid_start`).
     """
-    rig, names, frictionless = static
     joints = starts.shape[1] // 2
-    system = without_dry_friction(built_system(rig, parameter_arrays(
-        {**fixed, **dict(zip(names, values, strict=True))})), frictionless)
+    system = _built_lane_system(static, fixed, values)
     residuals = []
     for segment, start in enumerate(starts):
         state = rigid_start(system, start, lanes.locked[segment])
@@ -276,11 +285,9 @@ def rigid_linearized(compiler, static, step, fixed, lanes: Lanes, starts: np.nda
     ``lanes`` lays out, as :func:`chained` does; the residuals equal
     :func:`replayed_residuals`'.
     """
-    rig, names, frictionless = static
     h, substeps = step
     repeat, joints = int(substeps), starts.shape[1] // 2
-    system = without_dry_friction(built_system(rig, parameter_arrays(
-        {**fixed, **dict(zip(names, values, strict=True))})), frictionless)
+    system = _built_lane_system(static, fixed, values)
     one_step = (np.asarray(h), np.asarray(1))
     count, lane_steps = lanes.inputs.shape[1:3]
     samples = np.arange(count)[:, None] * lane_steps + np.arange(lane_steps + 1)
