@@ -20,9 +20,9 @@ import numpy as np
 from mb_estimation.estimation.compiled import Compiler
 from mb_estimation.estimation.shooting_segments import (
     LANE_STEPS,
+    built_lane_system,
     frictionless_while_fitting,
-    lanes_of,
-    rigid_linearized,
+    rigid_sensitivities,
     segments_of,
 )
 from mb_estimation.multibody import (
@@ -265,10 +265,11 @@ def recording_sensitivities(rig: Rig, values: Mapping[str, object], names: tuple
     ``[samples, n_joints, p + 2 n_joints]`` [rad per unit], zero at the samples the recording
     does not observe; from the joint state ``start`` (angles, rates) at its first point, steps
     of at most ``simulation_dt`` [s]. The recording as one segment in the simulation-error
-    stage's lanes, its forward sensitivities along the replay's states
-    (:func:`~mb_estimation.estimation.shooting_segments.rigid_linearized`). ``frictionless``: the
-    hinges simulated without dry friction rows (None: those that have none while ``names``
-    move, :func:`~mb_estimation.estimation.shooting_segments.frictionless_while_fitting`).
+    stage, its forward sensitivities along the replay's states
+    (:func:`~mb_estimation.estimation.shooting_segments.rigid_sensitivities`).
+    ``frictionless``: the hinges simulated without dry friction rows (None: those that have
+    none while ``names`` move,
+    :func:`~mb_estimation.estimation.shooting_segments.frictionless_while_fitting`).
     """
     if frictionless is None:
         frictionless = frictionless_while_fitting(rig, dict(values), names)
@@ -279,15 +280,13 @@ def recording_sensitivities(rig: Rig, values: Mapping[str, object], names: tuple
     fixed = {name: np.asarray(value, dtype=np.float64) for name, value in values.items()
              if name not in names}
     free = np.array([float(np.ravel(values[name])[0]) for name in names])
-    lanes = lanes_of(segments, LANE_STEPS)
-    _, in_start, in_values = rigid_linearized(_COMPILED, (rig, names, frictionless), step,
-                                              fixed, lanes,
-                                              np.asarray(start, dtype=np.float64)[None], free)
-    # the lanes' rows: (lane, sample, joint); a lane's first sample repeats the one before's
-    rows = np.concatenate([in_values[0], in_start[0]], axis=-1).reshape(
-        lanes.count, LANE_STEPS + 1, joints, -1)
-    samples = np.concatenate([rows[0], rows[1:, 1:].reshape(-1, joints, rows.shape[-1])])
-    return samples[:grid.num_steps]
+    static = (rig, names, frictionless)
+    _, rows = rigid_sensitivities(_COMPILED, static, step, fixed,
+                                  built_lane_system(static, fixed, free),
+                                  np.asarray(start, dtype=np.float64), segments.inputs[0],
+                                  segments.locked[0], free)
+    rows = rows[:grid.num_steps] * segments.weights[0][:, None, None]
+    return np.concatenate([rows[..., 2 * joints:], rows[..., :2 * joints]], axis=-1)
 
 
 def rigid_prediction_check(rig: Rig, values: Mapping[str, object], grid, estimate, *,

@@ -10,6 +10,7 @@ and linearised by forward-mode AD, a lane a call (:func:`linearize_segments`,
 on the host (:func:`chained`); and how much a segment amplifies a change of its start state
 (:func:`amplification`).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -232,7 +233,7 @@ def _lane_system(rig: Rig, names, frictionless, fixed, free_values):
     return without_dry_friction(rig.build(parameter_arrays(values)), frictionless)
 
 
-def _built_lane_system(static, fixed, values: np.ndarray):
+def built_lane_system(static, fixed, values: np.ndarray):
     """:func:`_lane_system` of ``static = (rig, names, frictionless)``, the replays' build.
 
     Built by the program the replays build their tree with
@@ -256,7 +257,7 @@ def replayed_residuals(compiler, static, step, fixed, lanes: Lanes, starts: np.n
     :data:`~mb_estimation.multibody.joint_space.rigid_start`).
     """
     joints = starts.shape[1] // 2
-    system = _built_lane_system(static, fixed, values)
+    system = built_lane_system(static, fixed, values)
     residuals = []
     for segment, start in enumerate(starts):
         state = rigid_start(system, start, lanes.locked[segment])
@@ -272,49 +273,62 @@ def replayed_residuals(compiler, static, step, fixed, lanes: Lanes, starts: np.n
     return np.stack(residuals)
 
 
+def rigid_sensitivities(compiler, static, step, fixed, system, start: np.ndarray,
+                        inputs: np.ndarray, locked: np.ndarray, values: np.ndarray
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    """The rigid tree's angles at each grid sample and their Jacobians in the start and values.
+
+    From the joint state ``start`` (angles, rates) driven by ``inputs [m, c]``, each held for
+    ``step = (h, substeps)``: run one step an input through
+    :func:`~mb_estimation.multibody.variational.rigid_chunk` (the replays' program; each input
+    repeated for its ``substeps`` steps, in runs of :data:`LANE_STEPS` steps, the last one
+    padded), then the sensitivities along the stored states (:func:`rigid_lane_sensitivities`,
+    carried from run to run in the program). ``system``: :func:`built_lane_system`'s tree.
+    Returns ``(angles [m'+1, n_joints], ∂θ/∂(start, values) [m'+1, n_joints, 2 n_joints +
+    p])`` from the start's sample on, ``m' ≥ m`` (the padding's samples last).
+    """
+    h, substeps = step
+    repeat, joints, count = int(substeps), start.shape[0] // 2, len(values)
+    one_step = (np.asarray(h), np.asarray(1))
+    held = np.repeat(inputs, repeat, axis=0)
+    held = np.pad(held, ((0, -len(held) % LANE_STEPS), (0, 0)))
+    state = rigid_start(system, start, locked)
+    sensitivity = np.zeros((2 * joints, 2 * joints + count))
+    angles, rows = [start[None, :joints]], [np.eye(joints, 2 * joints + count)[None]]
+    for first in range(0, len(held), LANE_STEPS):
+        run = held[first:first + LANE_STEPS]
+        last, path = compiler(rigid_chunk, None, one_step, system, state, run, locked)
+        sensitivity, in_angles = compiler(
+            rigid_lane_sensitivities, static, np.asarray(h), fixed, values, start, sensitivity,
+            np.asarray(float(first == 0)), state, path, run, locked)
+        angles.append(np.asarray(path.angles))
+        rows.append(np.asarray(in_angles))
+        state = last
+    # the grid's samples: every ``repeat``-th step
+    return np.concatenate(angles)[::repeat], np.concatenate(rows)[::repeat]
+
+
 def rigid_linearized(compiler, static, step, fixed, lanes: Lanes, starts: np.ndarray,
                      values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The rigid tree's :func:`chained` linearisation: residuals and their Jacobians.
 
-    Each segment from its start ``starts [S, 2 n_joints]`` (angles, rates), run one step an
-    input through :func:`~mb_estimation.multibody.variational.rigid_chunk` (the replays'
-    program; each grid step's input repeated for its ``substeps`` steps, in runs of
-    :data:`LANE_STEPS` steps), then its sensitivities along the stored states
-    (:func:`rigid_lane_sensitivities`, carried from run to run in the program). Returns
-    ``(residuals [S, R], ∂/∂start [S, R, 2 n_joints], ∂/∂values [S, R, p])`` in the rows
-    ``lanes`` lays out, as :func:`chained` does; the residuals equal
-    :func:`replayed_residuals`'.
+    Each segment from its start ``starts [S, 2 n_joints]`` (angles, rates) through
+    :func:`rigid_sensitivities`. Returns ``(residuals [S, R], ∂/∂start [S, R, 2 n_joints],
+    ∂/∂values [S, R, p])`` in the rows ``lanes`` lays out, as :func:`chained` does; the
+    residuals equal :func:`replayed_residuals`'.
     """
-    h, substeps = step
-    repeat, joints = int(substeps), starts.shape[1] // 2
-    system = _built_lane_system(static, fixed, values)
-    one_step = (np.asarray(h), np.asarray(1))
+    joints = starts.shape[1] // 2
+    system = built_lane_system(static, fixed, values)
     count, lane_steps = lanes.inputs.shape[1:3]
     samples = np.arange(count)[:, None] * lane_steps + np.arange(lane_steps + 1)
     residuals, in_start, in_values = [], [], []
     for segment, start in enumerate(starts):
-        locked = lanes.locked[segment]
-        inputs = np.repeat(lanes.inputs[segment].reshape(count * lane_steps, -1), repeat, axis=0)
-        inputs = np.pad(inputs, ((0, -len(inputs) % LANE_STEPS), (0, 0)))
-        state = rigid_start(system, start, locked)
-        sensitivity = np.zeros((2 * joints, 2 * joints + len(values)))
-        angles = [start[None, :joints]]
-        rows = [np.eye(joints, 2 * joints + len(values))[None]]
-        for first in range(0, len(inputs), LANE_STEPS):
-            held = inputs[first:first + LANE_STEPS]
-            last, path = compiler(rigid_chunk, None, one_step, system, state, held, locked)
-            sensitivity, in_angles = compiler(
-                rigid_lane_sensitivities, static, np.asarray(h), fixed, values, start,
-                sensitivity, np.asarray(float(first == 0)), state, path, held, locked)
-            angles.append(np.asarray(path.angles))
-            rows.append(np.asarray(in_angles))
-            state = last
-        # the grid's samples: every ``repeat``-th step, laid out in the lanes' rows
-        simulated = np.concatenate(angles)[::repeat][samples]
+        angles, rows = rigid_sensitivities(
+            compiler, static, step, fixed, system, start,
+            lanes.inputs[segment].reshape(count * lane_steps, -1), lanes.locked[segment], values)
         weights = lanes.weights[segment][..., None]
-        error = np.angle(np.exp(1j * (simulated - lanes.measured[segment]))) * weights
-        jacobian = (np.concatenate(rows)[::repeat][samples] * weights[..., None]).reshape(
-            -1, rows[0].shape[-1])
+        error = np.angle(np.exp(1j * (angles[samples] - lanes.measured[segment]))) * weights
+        jacobian = (rows[samples] * weights[..., None]).reshape(-1, rows.shape[-1])
         residuals.append(error.reshape(-1))
         in_start.append(jacobian[:, :2 * joints])
         in_values.append(jacobian[:, 2 * joints:])
