@@ -37,8 +37,6 @@ setup(
         "rosbags>=0.11",
         "pyyaml>=6.0",
         "matplotlib>=3.7",
-        # jax.export's serialisation: traced programs kept on disk (estimation/program_store)
-        "flatbuffers>=24.3",
         # a rig from its URDF or xacro, and calibrated.urdf (config/urdf.py, io/urdf_files.py):
         # ROS's own xacro and URDF parser (urdfdom-py), the XML edited with lxml
         "xacro>=2.0",

@@ -7,7 +7,6 @@ large buffers (:func:`reuse_freed_memory`). :func:`compiling_meanwhile` compiles
 caller leaves idle.
 """
 
-import ast
 import contextlib
 import ctypes
 import functools
@@ -23,7 +22,7 @@ jax.config.update("jax_enable_x64", True)
 CACHE_ENVIRONMENT_VARIABLE = "MB_ESTIMATION_CACHE_DIR"
 
 #: XLA's options for every program the package compiles (:func:`jit`, and
-#: ``estimation.compiled``). XLA's CPU fusion emitters (its default since jaxlib 0.5) spend
+#: ``compiled``). XLA's CPU fusion emitters (its default since jaxlib 0.5) spend
 #: 1.7× longer generating code for this model's programs than the classic emitters, for the
 #: same run time within a few per cent: the rigid fit's transition Jacobian with dry friction
 #: compiles in 5.3 s instead of 9.3 s on one core (measured). Passed
@@ -47,7 +46,7 @@ RUN_ONCE_OPTIONS = {**COMPILER_OPTIONS, "xla_backend_optimization_level": 0}
 def run_once(function):
     """Mark ``function`` to be compiled with :data:`RUN_ONCE_OPTIONS` (returns it).
 
-    Read by the compiled-program cache (:mod:`mb_estimation.estimation.program_store`).
+    Read by the compiled-program cache (:mod:`mb_estimation.program_store`).
     """
     function.compiler_options = RUN_ONCE_OPTIONS
     return function
@@ -89,22 +88,41 @@ jit = functools.partial(jax.jit, compiler_options=COMPILER_OPTIONS)
 
 __all__ = ["CACHE_ENVIRONMENT_VARIABLE", "COMPILER_OPTIONS", "RUN_ONCE_OPTIONS", "XLA_FLAGS",
            "compilation_cache_dir", "compiler_options", "compiling_meanwhile", "configure_jax",
-           "jax", "jit", "pytree_dataclass", "reuse_freed_memory", "run_once"]
+           "configured_cache_dir",
+           "jax", "jit", "pytree_dataclass", "reuse_freed_memory", "run_once", "traced_once"]
 
 
 def pytree_dataclass(cls):
-    """``jax.tree_util.register_dataclass`` of ``cls``, also serialisable by ``jax.export``.
+    """``jax.tree_util.register_dataclass`` of ``cls``.
 
-    Compiled programs taking or returning ``cls`` can then be stored on disk
-    (:mod:`mb_estimation.estimation.program_store`); its static fields (booleans, integers)
-    are written as their ``repr``.
+    Its fields that are arrays are the pytree's leaves, the others (booleans, integers: the
+    ``field(metadata=dict(static=True))`` ones) part of its structure.
     """
-    cls = jax.tree_util.register_dataclass(cls)
-    jax.export.register_pytree_node_serialization(
-        cls, serialized_name=f"{cls.__module__}.{cls.__qualname__}",
-        serialize_auxdata=lambda static: repr(static).encode(),
-        deserialize_auxdata=lambda data: ast.literal_eval(data.decode()))
-    return cls
+    return jax.tree_util.register_dataclass(cls)
+
+
+def traced_once(function, *args):
+    """``function``, traced once at the shapes of ``args``, as the evaluation of its primitives.
+
+    The same results, computed by the same operations. JAX's NumPy operators are small jitted
+    functions: a transformation (``jvp``, ``vmap``, ``jacfwd``) of a function written with
+    them transforms each operator as a nested program, every time it is traced. Traced first,
+    the function is its primitives alone, which a transformation handles one by one: the
+    rigid tree's transition Jacobian traced in 0.42 s instead of 0.81 s (measured). Call it
+    where the transformations are applied, with arguments of the shapes it will take there.
+    """
+    leaves, tree = jax.tree_util.tree_flatten(args)
+    closed, result_shape = jax.make_jaxpr(
+        lambda *flat: function(*jax.tree_util.tree_unflatten(tree, flat)),
+        return_shape=True)(*leaves)
+    result_tree = jax.tree_util.tree_structure(result_shape)
+
+    def evaluate(*arguments):
+        results = jax.core.eval_jaxpr(closed.jaxpr, closed.consts,
+                                      *jax.tree_util.tree_leaves(arguments))
+        return jax.tree_util.tree_unflatten(result_tree, results)
+
+    return evaluate
 
 
 def compilation_cache_dir() -> Path | None:
@@ -124,20 +142,27 @@ def compilation_cache_dir() -> Path | None:
 def configure_jax() -> Path | None:
     """Set JAX up for an entry point; returns the compiled-code cache folder (None: off).
 
-    Float64 is already on (importing this module switches it on); this keeps compiled code in
-    :func:`compilation_cache_dir` (if on) and has freed buffers reused
+    Float64 is already on (importing this module switches it on); this keeps compiled programs
+    in :func:`compilation_cache_dir` (if on; :func:`configured_cache_dir`, read by
+    :mod:`mb_estimation.program_store`) and has freed buffers reused
     (:func:`reuse_freed_memory`). Call it once, before the first compilation.
 
-    Every program is kept, however quickly it compiled: the whole-recording algebra's programs
-    compile in 0.2–0.8 s each, and with JAX's default threshold (1 s) a cached run still
-    compiled them — 2.7 of the 5.7 s a cached swing-up fit spent.
+    XLA's own cache stays off: the program store keeps every program it compiles, executable
+    and all, and an executable XLA's cache gave back cannot be stored again (it serialises
+    without its functions).
     """
-    directory = compilation_cache_dir()
-    if directory is not None:
-        jax.config.update("jax_compilation_cache_dir", str(directory))
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    global _CONFIGURED_CACHE_DIR
+    _CONFIGURED_CACHE_DIR = compilation_cache_dir()
     reuse_freed_memory()
-    return directory
+    return _CONFIGURED_CACHE_DIR
+
+
+_CONFIGURED_CACHE_DIR: Path | None = None
+
+
+def configured_cache_dir() -> Path | None:
+    """The compiled-code cache folder :func:`configure_jax` set up (None: off, or not set up)."""
+    return _CONFIGURED_CACHE_DIR
 
 
 # glibc's mallopt parameters (malloc.h)
@@ -171,7 +196,7 @@ def compiling_meanwhile(compile_function: Callable, *args):
     For compilations that do not need the block's results (the fit's model before the data
     are read, the checks' simulators while the fit runs): they take a core the block leaves
     idle, and the block finds them compiled, or waits for the one it needs
-    (:class:`~mb_estimation.estimation.compiled.Compiler`). An error in the thread is dropped:
+    (:class:`~mb_estimation.compiled.Compiler`). An error in the thread is dropped:
     the block compiles what it needs itself and meets any real error there. With one core
     there is no idle one to use: nothing is started (the demo took 0.6 s longer with the
     thread).

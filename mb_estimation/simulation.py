@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mb_estimation.compiled import Compiler, compiled_function
 from mb_estimation.errors import SimulationError
-from mb_estimation.estimation.compiled import Compiler
 from mb_estimation.multibody import (
     BodyStates,
     joint_angles,
@@ -25,7 +25,7 @@ from mb_estimation.multibody import (
 from mb_estimation.multibody.joint_space import JointStates, rigid_start
 from mb_estimation.multibody.joint_space import joint_rates as tree_joint_rates
 from mb_estimation.multibody.variational import held_steps
-from mb_estimation.numerics import jax, jit
+from mb_estimation.numerics import jax
 from mb_estimation.rigs import Rig, built_system, parameter_arrays
 from mb_estimation.scenarios import Scenario, make_scenario, played_scenario
 
@@ -78,7 +78,7 @@ def quantise(angles, counts_per_revolution: int | None):
     return np.round(np.asarray(angles) / resolution) * resolution
 
 
-_starting_state = jit(states_from_joints)
+_starting_state = compiled_function(states_from_joints)
 
 
 def _scenario_start(rig: Rig, values: Mapping[str, object], scenario: str | Scenario,

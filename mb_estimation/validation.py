@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mb_estimation.estimation.compiled import Compiler
+from mb_estimation.compiled import Compiler
 from mb_estimation.estimation.shooting_segments import (
     LANE_STEPS,
     built_lane_system,
@@ -103,7 +103,7 @@ REPLAY_CHUNK = LANE_STEPS
 
 
 #: The checks' programs, compiled once per key in the process (and kept on disk with the
-#: compiled-code cache: :mod:`~mb_estimation.estimation.program_store`).
+#: compiled-code cache: :mod:`~mb_estimation.program_store`).
 _COMPILED = Compiler()
 
 

@@ -16,10 +16,9 @@ import numpy as np
 import pytest
 from jax.experimental.compilation_cache import compilation_cache
 
-from mb_estimation import numerics
+from mb_estimation import compiled, numerics
+from mb_estimation.compiled import Compiler
 from mb_estimation.config import apply_overrides, load_config
-from mb_estimation.estimation import compiled
-from mb_estimation.estimation.compiled import Compiler
 from mb_estimation.estimation.residuals import first_jacobians, transition_jacobians
 from mb_estimation.fitting import fit
 from mb_estimation.numerics import jax

@@ -10,6 +10,7 @@ import pytest
 from finite_differences import assert_parameter_columns
 from scipy.signal import lfilter
 
+from mb_estimation.compiled import Compiler
 from mb_estimation.config import apply_overrides, load_config
 from mb_estimation.estimation import (
     EstimationProblem,
@@ -18,7 +19,6 @@ from mb_estimation.estimation import (
     estimate,
     recording_blocks,
 )
-from mb_estimation.estimation.compiled import Compiler
 from mb_estimation.estimation.covariance import (
     correlated_middle,
     correlation_lags,
@@ -564,7 +564,7 @@ def test_open_loop_replay_in_chunks_is_the_whole_rollout_and_compiles_once(furut
 
     The state is carried from chunk to chunk; a second length compiles nothing new.
     """
-    from mb_estimation.estimation import compiled
+    from mb_estimation import compiled
     from mb_estimation.validation import REPLAY_CHUNK, _angles_on_the_way, _replayed_angles
 
     truth, rig, _ = furuta_case

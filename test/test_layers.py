@@ -21,8 +21,8 @@ DEVELOPMENT_DOC = PACKAGE.parent / "docs" / "development.md"
 
 # Low to high. A room may import its own layer and those below.
 LAYERS = (
-    ("numerics", "stamps", "message_types", "errors", "signals", "pseudo_inverse", "fade",
-     "multisines"),
+    ("numerics", "program_store", "compiled", "stamps", "message_types", "errors", "signals",
+     "pseudo_inverse", "fade", "multisines"),
     ("lie",),
     ("multibody",),
     ("rigs", "model_terms"),

@@ -1,11 +1,11 @@
-"""Traced programs kept on disk: loaded instead of traced again, equal results, safe keys."""
+"""Compiled programs kept on disk: loaded instead of built again, equal results, safe keys."""
 
 import functools
 
 import numpy as np
 import pytest
 
-from mb_estimation.estimation import compiled, program_store
+from mb_estimation import compiled, program_store
 from mb_estimation.estimation.parameters import FreeParameters
 from mb_estimation.estimation.residuals import ModelStructure, StepData
 from mb_estimation.numerics import COMPILER_OPTIONS, RUN_ONCE_OPTIONS, jax, run_once

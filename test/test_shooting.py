@@ -360,7 +360,7 @@ def test_chained_lanes_are_one_simulation_and_their_jacobians_match_finite_diffe
     along the stored states (the variational step's implicit derivatives), match central
     differences.
     """
-    from mb_estimation.estimation.compiled import Compiler
+    from mb_estimation.compiled import Compiler
     from mb_estimation.estimation.shooting_segments import lanes_of, rigid_linearized
     from mb_estimation.rigs import built_system, parameter_arrays
     from mb_estimation.validation import rigid_replay

@@ -32,7 +32,8 @@ os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false "
 import bench_estimator  # noqa: E402  (the problem and the paper's settings)
 import numpy as np  # noqa: E402
 
-from mb_estimation.estimation import compiled, estimate  # noqa: E402
+from mb_estimation import compiled  # noqa: E402
+from mb_estimation.estimation import estimate  # noqa: E402
 from mb_estimation.numerics import (  # noqa: E402
     CACHE_ENVIRONMENT_VARIABLE,
     COMPILER_OPTIONS,

@@ -30,8 +30,8 @@ STARTED = time.perf_counter()
 
 import mb_estimation.api as api  # noqa: E402  (timed: the imports are part of the way)
 import mb_estimation.report  # noqa: E402
+from mb_estimation import compiled  # noqa: E402
 from mb_estimation.config import apply_overrides, load_config  # noqa: E402
-from mb_estimation.estimation import compiled  # noqa: E402
 from mb_estimation.numerics import configure_jax, jax  # noqa: E402
 
 IMPORTED = time.perf_counter()

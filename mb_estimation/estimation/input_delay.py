@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mb_estimation.estimation.compiled import Compiler
+from mb_estimation.compiled import Compiler
 from mb_estimation.multibody.joint_space import joint_states
 from mb_estimation.multibody.variational import input_impulse_gains, variational_residuals
 from mb_estimation.numerics import jax, run_once

@@ -35,7 +35,7 @@ from typing import Protocol
 
 import numpy as np
 
-from mb_estimation.estimation.compiled import Compiler
+from mb_estimation.compiled import Compiler
 from mb_estimation.estimation.linear_algebra import (
     NormalEquations,
     damping_scale,

@@ -7,7 +7,7 @@ covariance blocks, initial and shadow states) runs on the recording zero-padded 
 bucket (:func:`bucket_length`; in a solve, the longest recording's for all), assembled and
 cut on the host, so it compiles once per bucket and other lengths and numbers of recordings
 reuse it.
-Programs come from the caller's :class:`~mb_estimation.estimation.compiled.Compiler`.
+Programs come from the caller's :class:`~mb_estimation.compiled.Compiler`.
 """
 
 from __future__ import annotations

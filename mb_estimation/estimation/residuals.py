@@ -30,7 +30,7 @@ from mb_estimation.estimation.formulations import (
     tangent_columns,
 )
 from mb_estimation.estimation.parameters import FreeParameters, parameters_boxplus
-from mb_estimation.numerics import jax, pytree_dataclass
+from mb_estimation.numerics import jax, pytree_dataclass, traced_once
 from mb_estimation.rigs import Rig
 
 jnp = jax.numpy
@@ -192,6 +192,7 @@ def _jacobians_by_part(function, half_size, num_parameters, passes):
     """
     half = jnp.zeros(half_size)
     zeros = (half, half, half, half, jnp.zeros(num_parameters))
+    function = traced_once(function, *zeros)  # its primitives: the passes trace faster
 
     def with_value(*arguments):
         value = function(*arguments)

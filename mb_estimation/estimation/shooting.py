@@ -44,8 +44,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mb_estimation.compiled import Compiler
 from mb_estimation.estimation.agreement import RecordingShare
-from mb_estimation.estimation.compiled import Compiler
 from mb_estimation.estimation.covariance import CorrelatedCovariance
 from mb_estimation.estimation.levenberg_marquardt import (
     INITIAL_DAMPING,

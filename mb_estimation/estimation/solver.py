@@ -9,7 +9,7 @@ state); each recording's blocks are :mod:`~mb_estimation.estimation.recording_bl
 (model in chunks, whole-recording algebra on length buckets); what a finished solve reports —
 covariance (§3.7), excitation flags, shadow states — is computed here, apart from the loop.
 Compiled programs are cached by problem shape and shared by all solves in the process
-(:mod:`~mb_estimation.estimation.compiled`); compilation time is reported separately.
+(:mod:`~mb_estimation.compiled`); compilation time is reported separately.
 """
 
 from __future__ import annotations

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mb_estimation import lie
+from mb_estimation.compiled import compiled_function
 from mb_estimation.multibody import small_solve
 from mb_estimation.multibody.system import (
     WORLD,
@@ -327,7 +328,7 @@ def rigid_state(system: Multibody, joint_state, locked) -> JointStates:
 
 #: :func:`rigid_state` compiled (once per system structure), for use outside compiled code:
 #: the rigid tree's start state of a replay, a prediction, a simulation or a simulated lane.
-rigid_start = jit(rigid_state)
+rigid_start = compiled_function(rigid_state)
 
 
 def rate_basis(system: Multibody, angles):

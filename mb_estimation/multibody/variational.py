@@ -35,7 +35,7 @@ from mb_estimation.multibody.joint_space import (
     tree_pose,
 )
 from mb_estimation.multibody.system import Multibody, ripple_torque
-from mb_estimation.numerics import jax
+from mb_estimation.numerics import jax, traced_once
 
 jnp = jax.numpy
 
@@ -205,11 +205,6 @@ def _step_residual(system: Multibody, state: JointStates, inputs, h, locked, unk
     return jnp.concatenate([kept, residual[joints:]])
 
 
-#: ``∂r/∂(θ_{k+1}, p_{k+1})`` of :func:`_step_residual`: ``(system, state, inputs, h, locked,
-#: unknowns) ↦ [2 n_joints, 2 n_joints]``.
-_step_matrix = jax.jacfwd(_step_residual, argnums=5)
-
-
 def _angle_step(system: Multibody, state: JointStates, inputs, h, locked, angles):
     """The step without dry friction in its next ``angles`` alone: ``(r_a, p_{k+1})``.
 
@@ -225,14 +220,13 @@ def _angle_step(system: Multibody, state: JointStates, inputs, h, locked, angles
     return jnp.concatenate([kept, -residual[joints:]])
 
 
-def _angle_step_twice(*arguments):
-    value = _angle_step(*arguments)
-    return value, value
+def _matrix_and_value(residual, step, unknowns):
+    """``∂residual(*step, u)/∂u`` at ``unknowns`` and its value, evaluated once."""
+    def twice(at):
+        value = residual(*step, at)
+        return value, value
 
-
-#: ``∂(r_a, p_{k+1})/∂θ_{k+1}`` of :func:`_angle_step` ``[2 n_joints, n_joints]``, and its
-#: value: ``(system, state, inputs, h, locked, angles) ↦ (matrix, value)``, evaluated once.
-_angle_step_matrix_and_value = jax.jacfwd(_angle_step_twice, argnums=5, has_aux=True)
+    return jax.jacfwd(traced_once(twice, unknowns), has_aux=True)(unknowns)
 
 
 def _has_dry_friction(system: Multibody) -> bool:
@@ -253,13 +247,13 @@ def _solved_step(system: Multibody, state: JointStates, inputs, h, locked) -> Jo
     guess = state.angles + h * joint_rates(system, state, locked)
     if _has_dry_friction(system):
         def newton(_, unknowns):
-            return unknowns - small_solve.solve_small(_step_matrix(*step, unknowns),
-                                                      _step_residual(*step, unknowns))
+            matrix, residual = _matrix_and_value(_step_residual, step, unknowns)
+            return unknowns - small_solve.solve_small(matrix, residual)
 
         solution = jax.lax.fori_loop(0, NEWTON_ITERATIONS, newton,
                                      jnp.concatenate([guess, state.momenta]))
         return JointStates(solution[:joints], solution[joints:])
-    matrix, balance = _angle_step_matrix_and_value(*step, guess)
+    matrix, balance = _matrix_and_value(_angle_step, step, guess)
     factored, momenta_in_angles = small_solve.lu_factor(matrix[:joints]), matrix[joints:]
 
     def updated(count, angles, balance):
@@ -362,7 +356,8 @@ def step_jacobian(system_of, values, state: JointStates, solved: JointStates, in
     def balance(angles, momenta, free, at):
         return residual(system_of(free), JointStates(angles, momenta), inputs, h, locked, at)
 
-    in_angles, in_momenta, in_values, matrix = jax.jacfwd(balance, argnums=(0, 1, 2, 3))(
-        state.angles, state.momenta, values, unknowns)
+    at = (state.angles, state.momenta, values, unknowns)
+    in_angles, in_momenta, in_values, matrix = jax.jacfwd(traced_once(balance, *at),
+                                                          argnums=(0, 1, 2, 3))(*at)
     change = jnp.concatenate([in_angles, in_momenta, in_values], axis=1)
     return _solution_change(matrix, change, _has_dry_friction(system))

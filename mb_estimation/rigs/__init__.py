@@ -16,8 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mb_estimation.compiled import Compiler
 from mb_estimation.multibody import Multibody
-from mb_estimation.numerics import jax, jit
+from mb_estimation.numerics import jax
 from mb_estimation.rigs.parameters import FURUTA, PENDULUM, PENDULUM_FRICTION_MODELS, RigSpec
 
 
@@ -51,9 +52,8 @@ def parameter_arrays(values: Mapping[str, object]) -> dict[str, np.ndarray]:
             for name, value in values.items()}
 
 
-@functools.partial(jit, static_argnums=0)
-def _built(build, values):
-    return build(values)
+def _built(rig: Rig, values):
+    return rig.build(values)
 
 
 def built_system(rig: Rig, values: Mapping[str, object]) -> Multibody:
@@ -63,7 +63,7 @@ def built_system(rig: Rig, values: Mapping[str, object]) -> Multibody:
     a small program per operation and shape on every cold start (about 25 for the Furuta
     pendulum).
     """
-    return _built(rig.build, values)
+    return Compiler()(_built, rig, values)
 
 
 def get_rig(name: str, friction: str | None = None, drift_correction: bool = False,

@@ -1,20 +1,21 @@
-"""Traced programs kept on disk, so a later process loads a program instead of tracing it again.
+"""Compiled programs kept on disk, so a later process loads a program instead of building it.
 
-XLA's own cache (:func:`~mb_estimation.numerics.configure_jax`) skips the compilation of a
-program it has seen, but JAX must still trace the Python model and lower it to find the
-program, a third of a warm demo's time before this store. Here each program the
-:class:`~mb_estimation.estimation.compiled.Compiler` builds is exported once
-(``jax.export``: StableHLO with its argument and result trees) and written to ``traced/`` in
-the compiled-code cache, named by a digest of everything that decides it: the package's
-source, JAX's version and the compiler options, the function, its static structure, and the
-tree, shapes and dtypes of its arguments. A process that meets the same program reads the file and
-compiles the stored module, which XLA's cache then answers.
+JAX builds a program in three steps: it traces the Python model, lowers the trace to XLA's
+input and compiles that, a third of a warm demo's time going to the first two where only the
+last was cached. Here each program the :class:`~mb_estimation.compiled.Compiler`
+builds is kept whole: its executable, serialised with its argument and result trees
+(``jax.experimental.serialize_executable``), in ``compiled/`` in the compiled-code cache
+(:func:`~mb_estimation.numerics.configure_jax`), named by a digest of everything that decides
+it: the package's source, JAX's versions, the compiler options, this machine's processor, the
+function, its static structure, and the tree, shapes and dtypes of its arguments. A process
+that meets the same program loads it: nothing is traced, lowered or compiled.
 
 Only what can be described the same way in every process is stored: a static structure made
 of numbers, strings, tuples, dataclasses, module-level functions and ``functools.partial``
-of them. Anything else (a closure, an object without such a description) is traced as
-before, every time, as is every program when the cache is off. A file that cannot be read is
-ignored and written again.
+of them. Anything else (a closure, an object without such a description) is compiled every
+time, as is every program when the cache is off. A file that cannot be read is ignored and
+written again. Loading runs the machine code the file holds: keep the cache folder as
+private as the package itself.
 """
 
 from __future__ import annotations
@@ -23,15 +24,18 @@ import dataclasses
 import functools
 import hashlib
 import os
+import pickle
+import platform
 import tempfile
 import types
 from pathlib import Path
 
 import numpy as np
+from jax.experimental import serialize_executable
 
-from mb_estimation.numerics import COMPILER_OPTIONS, compiler_options, jax
+from mb_estimation.numerics import COMPILER_OPTIONS, compiler_options, configured_cache_dir, jax
 
-FOLDER = "traced"
+FOLDER = "compiled"
 
 
 def stable_description(value) -> str | None:
@@ -74,17 +78,33 @@ def stable_description(value) -> str | None:
 
 @functools.cache
 def code_version() -> str:
-    """A digest of the package's source, JAX's versions, float64 and the compiler options."""
+    """A digest of the package's source, JAX's versions, float64, the compiler options, the CPU.
+
+    The processor by its model and instruction-set flags: an executable may use every
+    instruction of the machine that compiled it, so a cache folder shared by other machines
+    (a network home) keeps each one's programs apart.
+    """
     import jaxlib
 
     digest = hashlib.sha256()
-    package = Path(__file__).resolve().parents[1]
+    package = Path(__file__).resolve().parent
     for path in sorted(package.rglob("*.py")):
         digest.update(str(path.relative_to(package)).encode())
         digest.update(path.read_bytes())
     digest.update(f"{jax.__version__} {jaxlib.__version__} "
-                  f"{jax.config.jax_enable_x64} {sorted(COMPILER_OPTIONS.items())}".encode())
+                  f"{jax.config.jax_enable_x64} {sorted(COMPILER_OPTIONS.items())} "
+                  f"{platform.machine()} {_processor()}".encode())
     return digest.hexdigest()
+
+
+def _processor() -> str:
+    """This machine's processor model and flags (Linux's ``/proc/cpuinfo``), else its name."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return platform.processor()
+    return "\n".join(sorted({line for line in lines
+                             if line.startswith(("model name", "flags", "Features"))}))
 
 
 def shape_and_dtype(leaf) -> tuple:
@@ -110,65 +130,59 @@ def _argument_description(args) -> str:
 def store_folder() -> Path | None:
     """Where programs are stored, or None where nothing is.
 
-    ``traced/`` in XLA's compiled-code cache folder
-    (:func:`~mb_estimation.numerics.configure_jax` sets it); None where that cache is off.
+    ``compiled/`` in the compiled-code cache folder
+    (:func:`~mb_estimation.numerics.configure_jax` sets it up); None where that cache is off.
     """
-    folder = jax.config.jax_compilation_cache_dir
-    return Path(folder) / FOLDER if folder else None
+    folder = configured_cache_dir()
+    return folder / FOLDER if folder is not None else None
 
 
-def stored_path(function, static, args) -> Path | None:
-    """Where the program of ``function(static, *args)`` is stored, or None (not storable)."""
+def stored_path(function, static, args, options) -> Path | None:
+    """Where the program of ``function(static, *args)`` is stored, or None (not storable).
+
+    ``options``: XLA's options it is compiled with.
+    """
     folder = store_folder()
     if folder is None:
         return None
     function_part, static_part = stable_description(function), stable_description(static)
     if function_part is None or static_part is None:
         return None
-    key = "\n".join((code_version(), function_part, static_part, _argument_description(args)))
-    return folder / f"{hashlib.sha256(key.encode()).hexdigest()}.jaxexport"
+    key = "\n".join((code_version(), function_part, static_part, _argument_description(args),
+                     repr(sorted(options.items()))))
+    return folder / f"{hashlib.sha256(key.encode()).hexdigest()}.executable"
 
 
 def _load(path: Path):
     try:
-        return jax.export.deserialize(bytearray(path.read_bytes()))
+        executable, arguments, results = pickle.loads(path.read_bytes())
+        return serialize_executable.deserialize_and_load(executable, arguments, results)
     except Exception:  # missing, cut short by a crash, or from an incompatible JAX
         return None
 
 
-def _store(path: Path, exported) -> None:
+def _store(path: Path, compiled) -> None:
     try:
-        data = exported.serialize()
+        data = pickle.dumps(serialize_executable.serialize(compiled))
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as handle:
             handle.write(data)
         os.replace(handle.name, path)  # whole or not at all, also with two processes
-    except Exception:  # a tree without a serialisable node, a full disk: trace next time
+    except Exception:  # a tree without a serialisable node, a full disk: compile next time
         return
 
 
 def compiled_program(function, static, args):
-    """``function(static, *args)`` compiled, from its stored program where there is one.
+    """``function(static, *args)`` compiled, or loaded where a process stored it before.
 
-    Without one, it is traced and exported, stored for the next process, and the exported
-    module compiled (so that a later process's compilation finds the same module in XLA's
-    cache). A program that cannot be exported, or a stored one that does not take ``args``,
-    is compiled as it is.
+    A program compiled here is stored for the next process.
     """
-    bound = function if static is None else functools.partial(function, static)
     options = compiler_options(function)
-    path = stored_path(function, static, args)
-    exported = None if path is None else _load(path)
-    if path is not None and exported is None:
-        try:
-            exported = jax.export.export(jax.jit(bound))(*args)
-        except Exception:  # e.g. a host callback: not exportable
-            exported = None
-        else:
-            _store(path, exported)
-    if exported is not None:
-        try:
-            return jax.jit(exported.call).lower(*args).compile(options)
-        except Exception:
-            path.unlink(missing_ok=True)
-    return jax.jit(bound).lower(*args).compile(options)
+    path = stored_path(function, static, args, options)
+    compiled = None if path is None else _load(path)
+    if compiled is None:
+        bound = function if static is None else functools.partial(function, static)
+        compiled = jax.jit(bound).lower(*args).compile(options)
+        if path is not None:
+            _store(path, compiled)
+    return compiled

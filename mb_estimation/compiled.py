@@ -8,7 +8,7 @@ compiled per length bucket
 so a session of calibrations, a sweep or the node's windows reuse a few programs; the bound
 keeps a long-running process from holding every program it ever built. A program another
 process already built is loaded from disk rather than traced again
-(:mod:`~mb_estimation.estimation.program_store`); the simulations and the checks compile
+(:mod:`~mb_estimation.program_store`); the simulations and the checks compile
 through here too.
 
 Threads may compile ahead (:func:`~mb_estimation.estimation.solver.compile_model` while data
@@ -18,13 +18,14 @@ thread asking for it meanwhile waits for that compilation instead of starting it
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections import OrderedDict
 from concurrent.futures import Future
 
-from mb_estimation.estimation.program_store import compiled_program, shape_and_dtype
 from mb_estimation.numerics import jax
+from mb_estimation.program_store import compiled_program, shape_and_dtype
 
 MAX_PROGRAMS = 256
 
@@ -84,3 +85,16 @@ class Compiler:
                 _PROGRAMS.popitem(last=False)
         pending.set_result(executable)
         return executable
+
+
+def compiled_function(function):
+    """``function`` compiled through this cache, for calls from outside compiled code.
+
+    Like ``jax.jit(function)``, compiled once per argument tree, shapes and dtypes; unlike it,
+    also kept on disk (:mod:`~mb_estimation.program_store`), so a later process loads it.
+    """
+    @functools.wraps(function)
+    def compiled_call(*args):
+        return Compiler()(function, None, *args)
+
+    return compiled_call
