@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from mb_estimation.numerics import jax, jit
+from mb_estimation.compiled import compiled_function
+from mb_estimation.numerics import jax
 
 jnp = jax.numpy
 
@@ -267,11 +268,15 @@ def quat_from_matrix(rotation):
 
 # --- on NumPy arrays, outside compiled code -----------------------------------------------------
 
-# Compiled once per process (about 0.1 s each, at the first call): run op by op, the few dozen
-# small JAX operations of one call would each compile a program on a cold start and then cost
-# about 0.5 ms a call, compiled about 10 µs.
-_compiled_boxplus = jit(lambda e, psi: quat_normalize(boxplus(e, psi)))
-_compiled_boxminus = jit(boxminus)
+def _normalized_boxplus(e, psi):
+    return quat_normalize(boxplus(e, psi))
+
+
+# Compiled (about 0.1 s each, at the first call; then loaded from the compiled-code cache): run
+# op by op, the few dozen small JAX operations of one call would each compile a program on a
+# cold start and then cost about 0.5 ms a call.
+_compiled_boxplus = compiled_function(_normalized_boxplus)
+_compiled_boxminus = compiled_function(boxminus)
 
 
 def quat_boxplus(e: np.ndarray, psi: np.ndarray) -> np.ndarray:
