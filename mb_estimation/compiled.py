@@ -7,7 +7,7 @@ compiled per length bucket
 (:func:`~mb_estimation.estimation.recording_blocks.bucket_length`) and the model per chunk,
 so a session of calibrations, a sweep or the node's windows reuse a few programs; the bound
 keeps a long-running process from holding every program it ever built. A program another
-process already built is loaded from disk rather than traced again
+process already built is loaded from disk rather than built again
 (:mod:`~mb_estimation.program_store`); the simulations and the checks compile
 through here too.
 

@@ -88,8 +88,8 @@ jit = functools.partial(jax.jit, compiler_options=COMPILER_OPTIONS)
 
 __all__ = ["CACHE_ENVIRONMENT_VARIABLE", "COMPILER_OPTIONS", "RUN_ONCE_OPTIONS", "XLA_FLAGS",
            "compilation_cache_dir", "compiler_options", "compiling_meanwhile", "configure_jax",
-           "configured_cache_dir",
-           "jax", "jit", "pytree_dataclass", "reuse_freed_memory", "run_once", "traced_once"]
+           "configured_cache_dir", "jax", "jit", "pytree_dataclass", "reuse_freed_memory",
+           "run_once", "traced_once"]
 
 
 def pytree_dataclass(cls):

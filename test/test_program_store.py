@@ -164,3 +164,28 @@ def test_one_compiled_simulation_serves_every_length_step_rate_and_rigs_values()
     np.testing.assert_array_equal(longer.inputs[:150], short.inputs[:150])
     np.testing.assert_allclose(other.inputs, short.inputs / 2.0, rtol=1e-15)  # K doubled
     assert not np.allclose(other.joint_angles, short.joint_angles)
+
+
+def test_programs_compiled_on_another_processor_are_other_programs(monkeypatch):
+    """An executable may use every instruction of the processor that compiled it."""
+    here = program_store.code_version.__wrapped__()
+    assert here == program_store.code_version.__wrapped__()
+    monkeypatch.setattr(program_store, "_processor", lambda: "another processor")
+    assert program_store.code_version.__wrapped__() != here
+
+
+def doubled_sum(data: StepData, offset):
+    TRACES.append("doubled_sum")
+    return 2.0 * jnp.sum(data.measured_angles) + offset
+
+
+def test_a_compiled_function_is_stored_and_loaded_like_the_solvers_programs(store):
+    function = compiled.compiled_function(doubled_sum)
+    assert float(function(_data(), 0.5)) == pytest.approx(90.5)
+    assert len(TRACES) == 1 and len(list(store.iterdir())) == 1
+    assert float(function(_data(), 1.5)) == pytest.approx(91.5)  # the same program
+    compiled._PROGRAMS.clear()  # as a new process
+    assert float(function(_data(), 0.5)) == pytest.approx(90.5)
+    assert len(TRACES) == 1, "the stored program was traced again"
+    function(_data(6), 0.5)  # other shapes: another program
+    assert len(TRACES) == 2 and len(list(store.iterdir())) == 2
