@@ -9,7 +9,7 @@ the same one again for a warm start), and prints:
   the results and the report);
 * JAX's tracing, lowering and XLA compiling in all (``jax.monitoring``'s events);
 * per program (by the function compiled): how often it was built or loaded and the seconds
-  that took (tracing, exporting, lowering and compiling, or loading the stored one).
+  that took (tracing, lowering and compiling, or loading the stored one).
 
 Pinned to one core, e.g.::
 
@@ -38,8 +38,7 @@ IMPORTED = time.perf_counter()
 REPO = Path(__file__).resolve().parents[2]
 STEPS = ("read_recordings", "set_up", "fit", "assess", "write_results", "write_report")
 JAX_EVENTS = {"jaxpr_trace_duration": "tracing", "jaxpr_to_mlir_module_duration": "lowering",
-              "backend_compile_duration": "XLA compiling",
-              "cache_retrieval_time_sec": "loading from XLA's cache"}
+              "backend_compile_duration": "XLA compiling"}
 
 
 def timed(table: dict, name: str, function):
