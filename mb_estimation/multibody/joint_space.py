@@ -423,6 +423,25 @@ def _subtree_wrenches(system: Multibody, pose: TreePose, motion: TreeMotion,
             jnp.sum(carried * (torques[None] + jnp.cross(levers, forces[None])), axis=1))
 
 
+def _unit_acceleration_wrenches(system: Multibody, pose: TreePose):
+    """Per unit ``θ̈_k``, the force [N] and torque about hinge ``i``'s anchor [N m] ``[k, i, 3]``.
+
+    :func:`_subtree_wrenches` of the accelerations one joint's unit acceleration gives the
+    bodies (``α_b = a_k``, ``a_b = a_k × (r_b - s_k)`` for the bodies hinge ``k`` carries), at
+    rest and without gravity: ``F = Σ m_b a_b``, ``T = Σ J_b α_b + (r_b - s_i) × m_b a_b``,
+    over the bodies hinge ``i`` carries. Linear in ``θ̈``: a motion's wrench is the coasting
+    one plus ``Σ_k θ̈_k`` of these, and ``a_i · T[k, i]`` is the mass matrix's ``M_ik``.
+    """
+    carried = carried_bodies(system)
+    forces = system.bodies.mass[None, :, None] * pose.linear_jacobian  # [k, b, 3]
+    spins = _inertias_times(system, pose, carried[:, :, None] * pose.axis[:, None, :])
+    levers = _levers(pose.position, pose.anchor)  # [i, b, 3]
+    subtree = carried[None, :, :, None]
+    return (jnp.sum(subtree * forces[:, None], axis=2),
+            jnp.sum(subtree * (spins[:, None] + jnp.cross(levers[None], forces[:, None])),
+                    axis=2))
+
+
 def reaction_impulses(system: Multibody, pose: TreePose, motion: TreeMotion,
                       generalized_forces, h):
     """Holonomic multipliers ``[n_hinges, 5]`` [N s, N m s] of a rigid step, at its midpoint.
@@ -433,22 +452,24 @@ def reaction_impulses(system: Multibody, pose: TreePose, motion: TreeMotion,
     subtree the Newton–Euler wrench of the motion (:func:`_subtree_wrenches`). The joint
     accelerations follow from ``M θ̈ = Q - τ₀``, with ``τ₀`` the torques along the axes of the
     tree coasting at ``θ̈ = 0`` (velocity products and gravity;
-    :func:`coasting_acceleration`); the bodies' accelerations are the coasting ones plus
-    ``Σ_k θ̈_k`` times those of a unit ``θ̈_k`` (``α_b = a_k``, ``a_b = a_k × (r_b - s_k)`` for
-    the bodies hinge ``k`` carries), and the wrench is theirs. Over the step ``h`` the wrench
-    (force ``F_i``, torque ``T_i`` about the anchor) is, in the rows of (F.1), ``λ_lin = -h
-    F_i`` and ``λ_rot = -h (n · T_i)`` for the normals ``x_a × y_b = z_b`` and ``x_a × z_b =
-    -y_b`` (the rigid hinge has ``x_a = x_b``); the part of ``T_i`` along the axis is the
-    hinge's own friction, viscous and motor torque, not a holonomic multiplier. The midpoint
-    rule makes the impulse second-order accurate in ``h``, like the residuals it bounds.
+    :func:`coasting_acceleration`); the wrench is the coasting one plus ``Σ_k θ̈_k`` times
+    that of a unit ``θ̈_k`` (:func:`_unit_acceleration_wrenches`, whose torques along the
+    axes are ``M``'s columns). Over the step ``h`` the wrench (force ``F_i``, torque ``T_i``
+    about the anchor) is, in the rows of (F.1), ``λ_lin = -h F_i`` and ``λ_rot = -h (n ·
+    T_i)`` for the normals ``x_a × y_b = z_b`` and ``x_a × z_b = -y_b`` (the rigid hinge has
+    ``x_a = x_b``); the part of ``T_i`` along the axis is the hinge's own friction, viscous and
+    motor torque, not a holonomic multiplier. The midpoint rule makes the impulse
+    second-order accurate in ``h``, like the residuals it bounds.
     """
     coasting = coasting_acceleration(system, pose, motion)
-    _, coasting_torque = _subtree_wrenches(system, pose, motion, coasting)
+    coasting_force, coasting_torque = _subtree_wrenches(system, pose, motion, coasting)
+    unit_force, unit_torque = _unit_acceleration_wrenches(system, pose)
+    matrix = lie.dot(pose.axis[None, :, :], unit_torque).T  # M_ik = a_i · T[k, i]
+    matrix = 0.5 * (matrix + matrix.T) + jnp.diag(_shaft_inertias(system))
     accelerations = small_solve.solve_positive_definite(
-        _mass_matrix(system, pose), generalized_forces - lie.dot(pose.axis, coasting_torque))
-    driven = tree_motion(system, pose, accelerations)  # linear in the rates: θ̈'s part
-    force, torque = _subtree_wrenches(system, pose, motion, TreeMotion(
-        coasting.linear + driven.linear, coasting.angular + driven.angular))
+        matrix, generalized_forces - lie.dot(pose.axis, coasting_torque))
+    force = coasting_force + jnp.sum(accelerations[:, None, None] * unit_force, axis=0)
+    torque = coasting_torque + jnp.sum(accelerations[:, None, None] * unit_torque, axis=0)
     axes = pose.child_axes
     return -h * jnp.concatenate([force, lie.dot(axes[:, :, 2], torque)[:, None],
                                  -lie.dot(axes[:, :, 1], torque)[:, None]], axis=1)
