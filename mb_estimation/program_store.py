@@ -78,9 +78,10 @@ def stable_description(value) -> str | None:
 
 @functools.cache
 def code_version() -> str:
-    """A digest of the package's source, JAX's versions, float64, the compiler options, the CPU.
+    """A digest of the package's source, JAX's versions, float64, XLA's options, the CPU.
 
-    The processor by its model and instruction-set flags: an executable may use every
+    XLA's options: the compiler options and ``$XLA_FLAGS`` (a flag there changes the code XLA
+    makes). The processor by its model and instruction-set flags: an executable may use every
     instruction of the machine that compiled it, so a cache folder shared by other machines
     (a network home) keeps each one's programs apart.
     """
@@ -93,7 +94,8 @@ def code_version() -> str:
         digest.update(path.read_bytes())
     digest.update(f"{jax.__version__} {jaxlib.__version__} "
                   f"{jax.config.jax_enable_x64} {sorted(COMPILER_OPTIONS.items())} "
-                  f"{platform.machine()} {_processor()}".encode())
+                  f"{os.environ.get('XLA_FLAGS', '')} {platform.machine()} {_processor()}"
+                  .encode())
     return digest.hexdigest()
 
 
