@@ -147,11 +147,13 @@ def configure_jax() -> Path | None:
     :mod:`mb_estimation.program_store`) and has freed buffers reused
     (:func:`reuse_freed_memory`). Call it once, before the first compilation.
 
-    XLA's own cache stays off: the program store keeps every program it compiles, executable
-    and all, and an executable XLA's cache gave back cannot be stored again (it serialises
-    without its functions).
+    XLA's own cache is switched off (also where ``$JAX_COMPILATION_CACHE_DIR`` would switch it
+    on): the program store keeps every program it compiles, executable and all, and an
+    executable XLA's cache gave back cannot be stored again (it serialises without its
+    functions, and fails once loaded and run).
     """
     global _CONFIGURED_CACHE_DIR
+    jax.config.update("jax_enable_compilation_cache", False)
     _CONFIGURED_CACHE_DIR = compilation_cache_dir()
     reuse_freed_memory()
     return _CONFIGURED_CACHE_DIR

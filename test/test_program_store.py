@@ -192,3 +192,31 @@ def test_a_compiled_function_is_stored_and_loaded_like_the_solvers_programs(stor
     assert len(TRACES) == 1, "the stored program was traced again"
     function(_data(6), 0.5)  # other shapes: another program
     assert len(TRACES) == 2 and len(list(store.iterdir())) == 2
+
+
+def test_a_jax_cache_switched_on_by_the_environment_leaves_the_stored_programs_whole(tmp_path):
+    """``$JAX_COMPILATION_CACHE_DIR`` would switch XLA's own cache on; it stays off.
+
+    An executable that cache gives back serialises without its functions: stored, then
+    loaded by a third process, it failed when run (``NOT_FOUND: Function ... not found``).
+    """
+    import os
+    import subprocess
+    import sys
+
+    script = ("import numpy as np\n"
+              "from mb_estimation import lie\n"
+              "from mb_estimation.numerics import configure_jax\n"
+              "configure_jax()\n"
+              "print(lie.quat_boxplus(np.array([1.0, 0.0, 0.0, 0.0]), np.array([0.2, 0.0, 0.0])))")
+    outputs = []
+    for store in ("first", "second", "second"):  # the third process loads what the second kept
+        env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=str(tmp_path / "jax"),
+                   JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",  # small programs too
+                   MB_ESTIMATION_CACHE_DIR=str(tmp_path / store))
+        done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        outputs.append(done.stdout)
+    assert outputs[0] == outputs[1] == outputs[2]
+    assert not (tmp_path / "jax").exists() or not any((tmp_path / "jax").iterdir())
