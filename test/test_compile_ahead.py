@@ -14,9 +14,8 @@ import types
 
 import numpy as np
 import pytest
-from jax.experimental.compilation_cache import compilation_cache
 
-from mb_estimation import compiled, numerics
+from mb_estimation import compiled, numerics, program_store
 from mb_estimation.compiled import Compiler
 from mb_estimation.config import apply_overrides, load_config
 from mb_estimation.estimation.residuals import first_jacobians, transition_jacobians
@@ -33,16 +32,12 @@ BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"  # one XLA compil
 
 
 @pytest.fixture(autouse=True)
-def _compiling_for_real():
-    """No compiled-code cache on disk here: these tests count XLA compilations.
+def _compiling_for_real(monkeypatch):
+    """No compiled programs on disk here: these tests count XLA compilations.
 
-    The test run's cache would answer for programs that another test compiled.
+    The test run's program store would answer for programs that another test compiled.
     """
-    jax.config.update("jax_enable_compilation_cache", False)
-    compilation_cache.reset_cache()
-    yield
-    jax.config.update("jax_enable_compilation_cache", True)
-    compilation_cache.reset_cache()
+    monkeypatch.setattr(program_store, "store_folder", lambda: None)
 
 
 class CountedCompiles:

@@ -31,7 +31,7 @@ def _data(n=5):
 
 @pytest.fixture
 def store(tmp_path, monkeypatch):
-    """A fresh store (and XLA cache) folder; no program compiled in this process yet."""
+    """A fresh store folder; no program compiled in this process yet."""
     folder = tmp_path / program_store.FOLDER
     monkeypatch.setattr(program_store, "store_folder", lambda: folder)
     monkeypatch.setattr(compiled, "_PROGRAMS", compiled.OrderedDict())
