@@ -10,7 +10,6 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import loopback_namespace  # pytest puts test/ on sys.path before importing this file
@@ -27,8 +26,7 @@ SHARED_DATA_DIR = REPO_ROOT.parent / "shared" / "data"
 # The run's own folder: the controller makes it before the workers start (they inherit its
 # path) and removes it at the end. It holds one compiled-code cache for the whole run (hermetic:
 # fresh each run): a program one test compiled is read back by any later test that builds it
-# again, in either worker under ``pytest -n``; commands run in-process by the tests use it too.
-# It also holds the flags below.
+# again, in any worker under ``pytest -n``; commands run in-process by the tests use it too.
 if "MB_TEST_RUN_DIR" not in os.environ:
     os.environ["MB_TEST_RUN_DIR"] = tempfile.mkdtemp(prefix="mb_test_")
     (Path(os.environ["MB_TEST_RUN_DIR"]) / "xla").mkdir()
@@ -112,15 +110,26 @@ PER_TEST_FILES = frozenset({"test_calibrations.py", "test_shooting.py",
 
 
 @pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config) -> int:
+    """``-n auto``: a worker per usable core for the numerical tests, and one for the rclpy ones.
+
+    The rclpy tests mostly wait on their node processes and the streams between them, in real
+    time; the worker that runs them leaves its core to the others meanwhile.
+    """
+    return len(os.sched_getaffinity(0)) + 1
+
+
+@pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """Under ``pytest -n`` (pytest-xdist): each file is a unit, and the rclpy files one unit.
 
     The rclpy tests share the loopback network (its ROS domains, node names, /diagnostics) and
-    time their messages, so they run one after another on one worker; whole files keep a
-    module's fixtures (a running node) and compiled programs on one worker. The files of
-    :data:`PER_TEST_FILES` are split into their tests: xdist hands out the units with the most
-    tests first, so these single tests come last and the two workers end close together
-    instead of one of them running a whole file of fits alone at the end.
+    time their messages, so they run one after another on one worker, the first unit handed
+    out (its processes come first on the CPU: below); whole files keep a module's fixtures (a
+    running node) and compiled programs on one worker. The files of :data:`PER_TEST_FILES` are
+    split into their tests: xdist hands out the units with the most tests first, so these
+    single tests come last and the workers end close together instead of one of them running
+    a whole file of fits alone at the end.
     """
     from xdist.scheduler import LoadScopeScheduling
 
@@ -132,84 +141,33 @@ def pytest_xdist_make_scheduler(config, log):
                 return "rclpy"
             return nodeid if name in PER_TEST_FILES else module
 
+        def _assign_work_unit(self, node) -> None:
+            if "rclpy" in self.workqueue:
+                self.workqueue.move_to_end("rclpy", last=False)
+            super()._assign_work_unit(node)
+
     return FilesAndRclpy(config, log)
 
 
-# --- under ``pytest -n``: tests that time message streams alone on the machine -------------
+# --- under ``pytest -n``: the rclpy tests' processes first on the CPU ------------------------
 # A 500 Hz bag replayed best effort to the node lost 4 % of its messages beside a worker that
-# compiled. So a module that times streams uses the fixture ``alone_on_the_machine``: its
-# worker raises a "wanted" flag and waits until no other worker is inside a test, and the
-# others, before each test, wait while the flag is up. Flags are files in the run's folder.
+# compiled. So every worker whose first test is not an rclpy test (all but the one that runs
+# the rclpy unit, handed out first) lowers its own priority to the least: the node, player and
+# listener processes of the rclpy tests, at the normal priority, take a core whenever they
+# need one, and the numerical tests use what they leave.
 
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
-WAIT_LIMIT_S = 900.0  # a worker that died inside a test must not hang the run
-_WANTED = RUN_DIR / "alone_wanted"
+LEAST_PRIORITY = 19  # nice value
+_priority_chosen = False
 
 
-def _busy_flags() -> list[Path]:
-    return [path for path in RUN_DIR.glob("busy_*") if path.name != f"busy_{WORKER}"]
-
-
-def _wait(condition) -> None:
-    deadline = time.monotonic() + WAIT_LIMIT_S
-    while not condition() and time.monotonic() < deadline:
-        time.sleep(0.2)
-
-
-def _holding_the_machine() -> bool:
-    return _WANTED.exists() and _WANTED.read_text() == WORKER
-
-
-def _release_the_machine() -> None:
-    if WORKER and _holding_the_machine():
-        _WANTED.unlink(missing_ok=True)
-
-
-@pytest.fixture(scope="module")
-def compiled_beforehand() -> None:
-    """What a module compiles before it takes the machine alone; a module overrides it.
-
-    Compiling is not timed, so it runs beside the other workers
-    (``processes.compile_node_programs``).
-    """
-
-
-@pytest.fixture(scope="module")
-def alone_on_the_machine(ros_network, compiled_beforehand):
-    """The module's tests run with the other workers paused (one process: nothing to do).
-
-    Request it before the module's other fixtures (``pytest.mark.usefixtures``), so that a
-    node they start runs alone too; ``compiled_beforehand`` runs first.
-    """
-    if WORKER:
-        _WANTED.write_text(WORKER)
-        _wait(lambda: not _busy_flags())
-    yield
-    _release_the_machine()
-
-
-@pytest.fixture(autouse=True)
-def _pause_while_a_module_runs_alone():
-    """Before each test, wait while another worker holds the machine; mark this one busy."""
-    if not WORKER or _holding_the_machine():
-        yield
-        return
-    busy = RUN_DIR / f"busy_{WORKER}"
-    while True:
-        _wait(lambda: not _WANTED.exists())
-        busy.touch()
-        if not _WANTED.exists():
-            break
-        busy.unlink()  # a module asked for the machine meanwhile: let it go first
-    try:
-        yield
-    finally:
-        busy.unlink(missing_ok=True)
-
-
-def pytest_sessionfinish(session) -> None:
-    """A worker whose last module held the machine lets the others go on."""
-    _release_the_machine()
+def pytest_runtest_setup(item) -> None:
+    """On a worker's first test: give way to the rclpy tests unless it is one of them."""
+    global _priority_chosen
+    if WORKER and not _priority_chosen:
+        _priority_chosen = True
+        if item.path.name not in RCLPY_FILES:
+            os.nice(LEAST_PRIORITY - os.nice(0))
 
 
 def pytest_unconfigure(config) -> None:

@@ -19,7 +19,7 @@ def compile_node_programs(cache_dir: str, *node_args: str) -> None:
     """``mb-estimation node NODE_ARGS --compile-only`` into ``cache_dir``.
 
     A node started afterwards with that cache loads its solver instead of compiling it: run it
-    before a module takes the machine alone (conftest's ``compiled_beforehand``).
+    before a test that times the node's messages.
     """
     done = subprocess.run([*mb_estimation("node", *node_args, "--compile-only")],
                           env=dict(os.environ, MB_ESTIMATION_CACHE_DIR=cache_dir),

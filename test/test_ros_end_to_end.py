@@ -47,8 +47,6 @@ from std_msgs.msg import Float64MultiArray  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
 
 DOMAIN = int(os.environ.get("MB_TEST_ROS_E2E_DOMAIN", "86"))
-# The node's output rates and the stream it fuses are timed: alone on the machine.
-pytestmark = pytest.mark.usefixtures("alone_on_the_machine")
 NODE = "/mb_estimator"
 FREE = ",".join(TABLE_1)
 CONTROLLER = "test_controller"
@@ -149,12 +147,13 @@ def config_path(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def compiled_beforehand(config_path, node_compile_cache):
+    """The node's programs compiled before it is started and timed."""
     compile_node_programs(node_compile_cache, "--config", str(config_path), "--free", FREE,
                           "--set", TABLE_1_SET)
 
 
 @pytest.fixture(scope="module")
-def running(ros_network, node_compile_cache, config_path):
+def running(ros_network, node_compile_cache, config_path, compiled_beforehand):
     """rig-sim → estimator node → probe, until the fused estimate is within 3 % (≤ 180 s)."""
     folder = Path(config_path).parent
     env = dict(os.environ, ROS_DOMAIN_ID=str(DOMAIN), MB_ESTIMATION_CACHE_DIR=node_compile_cache)

@@ -39,7 +39,6 @@ from mb_estimation.ros.ros_exciter import (  # noqa: E402
 )
 
 DOMAIN = int(os.environ.get("MB_TEST_ROS_EXCITER_DOMAIN", "90"))
-pytestmark = pytest.mark.usefixtures("alone_on_the_machine")  # the zeros are timed
 RATE = 50.0  # the input's rate [Hz]: one sample period is 20 ms
 PERIOD = 1.0 / RATE
 JOINT_RATE = 100.0

@@ -27,7 +27,6 @@ from rclpy.node import Node  # noqa: E402
 from std_msgs.msg import Float64MultiArray  # noqa: E402
 
 DOMAIN = int(os.environ.get("MB_TEST_ROS_LOOP_DOMAIN", "91"))
-pytestmark = pytest.mark.usefixtures("alone_on_the_machine")  # three processes in real time
 RATE_HZ = 100.0
 DURATION_S = 8.0
 FREE = ",".join(TABLE_1)
