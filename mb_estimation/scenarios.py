@@ -1,10 +1,10 @@
 """Experiment scenarios for simulation: initial joint state and the input law.
 
-Pure numerics. Each scenario gives the initial joint angles and rates and an input law
-``law(sample_index, state, system, constants) -> inputs`` (a module-level function; the rig's
-gains in ``constants``) evaluated once per recording sample and held in between, exactly as a
-digital controller on the rig does (so the recorded voltage, replayed with a zero-order hold,
-reproduces the run):
+Pure numerics. Each scenario gives the initial joint angles and rates and its input, once per
+recording sample and held in between, exactly as a digital controller on the rig does (so the
+recorded voltage, replayed with a zero-order hold, reproduces the run): an open-loop input as
+a function of the sample index (computed on the host), or a feedback law of the rig's state
+(compiled into the simulation):
 
 - ``release``: θ1 = 0, θ2 = π − 0.03, at rest, zero voltage (appendix G.3). For the single
   pendulum: θ = π − 0.3.
@@ -19,8 +19,9 @@ scenario excites any rig alike whatever its voltage scale.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.linalg
@@ -59,19 +60,23 @@ SWINGUP_REPEAT_ENERGY = 1.1  # later swing-ups pump toward this multiple of the 
 
 @dataclass(frozen=True)
 class Scenario:
-    """Initial joint state and sample-and-hold input law of a simulated experiment.
+    """Initial joint state and sample-and-hold input of a simulated experiment.
 
-    ``law(j, state, system, constants)`` is the input at sample ``j`` [the rig's input units]
-    from the bodies' ``state`` there; a module-level function, so that one compiled
-    simulation serves every rig's values and every length (:mod:`mb_estimation.simulation`).
+    Open loop: ``inputs(j)`` is the input at the sample indices ``j [n]``, ``[n, n_inputs]``
+    [the rig's input units], computed on the host and handed to the simulation as data, so
+    that one compiled simulation serves every open-loop scenario of a rig structure.
+    Closed loop (``inputs`` None): ``law(j, state, system, constants)`` is the input at sample
+    ``j`` from the bodies' ``state`` there; a module-level function, so that one compiled
+    simulation serves every rig's values and every length (:mod:`mb_estimation.simulation`);
     ``constants``: the arrays it reads (its gains, the sample period), by name.
     """
 
     name: str
     initial_angles: tuple[float, ...]
     initial_rates: tuple[float, ...]
-    law: Callable
-    constants: Mapping[str, np.ndarray]
+    inputs: Callable[[np.ndarray], np.ndarray] | None = None
+    law: Callable | None = None
+    constants: Mapping[str, np.ndarray] = field(default_factory=dict)
 
 
 def multisine_torque(time_s):
@@ -80,15 +85,15 @@ def multisine_torque(time_s):
     count = len(freqs)
     phases = schroeder_phases(count)
     amplitude = MULTISINE_PEAK_TORQUE / np.sqrt(count)
-    t = jnp.asarray(time_s)[..., None]
-    return amplitude * jnp.sum(jnp.sin(2 * np.pi * freqs * t + phases), axis=-1)
+    t = np.asarray(time_s)[..., None]
+    return amplitude * np.sum(np.sin(2 * np.pi * freqs * t + phases), axis=-1)
 
 
 def pulse_torque(time_s):
     """Pulse torque [N m]: ``PULSE_TORQUE`` on [0.5 s, 1.5 s), zero elsewhere."""
-    t = jnp.asarray(time_s)
+    t = np.asarray(time_s)
     on = (t >= PULSE_START_S) & (t < PULSE_START_S + PULSE_LENGTH_S)
-    return jnp.where(on, PULSE_TORQUE, 0.0)
+    return np.where(on, PULSE_TORQUE, 0.0)
 
 
 def _scalar_parameters(params: Mapping[str, object]) -> dict[str, float]:
@@ -177,19 +182,19 @@ def _swingup_law(j, state, system, c):
     return jnp.where(later & (phase < c["nudge"]), c["kick"], voltage)
 
 
-def _no_input(j, state, system, c):
-    """No input: the rig's inputs are zero."""
-    return jnp.zeros(system.num_inputs)
+def _no_inputs(width: int, j) -> np.ndarray:
+    """No input: zeros ``[len(j), width]``."""
+    return np.zeros((len(j), width))
 
 
-def _pulse_law(j, state, system, c):
-    """:func:`pulse_torque` at sample ``j`` in the rig's input units."""
-    return (pulse_torque(j * c["sample_period_s"]) / c["gain"])[None]
+def _torque_inputs(torque, gain: float, sample_period_s: float, j) -> np.ndarray:
+    """``torque(t)`` [N m] at the samples ``j`` in the rig's input units (``gain`` [N m/unit])."""
+    return (torque(np.asarray(j) * sample_period_s) / gain)[:, None]
 
 
-def _multisine_law(j, state, system, c):
-    """:func:`multisine_torque` at sample ``j`` in the rig's input units."""
-    return (multisine_torque(j * c["sample_period_s"]) / c["gain"])[None]
+def chunk_input(j, state, system, c):
+    """Sample ``j``'s row of ``c["inputs"]``: an open-loop input handed to the simulation."""
+    return c["inputs"][j]
 
 
 def make_scenario(name: str, rig_name: str, params, sample_period_s: float) -> Scenario:
@@ -200,28 +205,23 @@ def make_scenario(name: str, rig_name: str, params, sample_period_s: float) -> S
         if name != "release":
             raise SimulationError(f"scenario {name!r} needs a motor; the pendulum rig has "
                                   "none (use release)")
-        return Scenario(name, (np.pi - 0.3,), (0.0,), _no_input, {})
+        return Scenario(name, (np.pi - 0.3,), (0.0,), functools.partial(_no_inputs, 0))
     if name == "release":
-        return Scenario(name, (0.0, np.pi - 0.03), (0.0, 0.0), _no_input, {})
+        return Scenario(name, (0.0, np.pi - 0.03), (0.0, 0.0), functools.partial(_no_inputs, 1))
     if name == "swingup":
-        return Scenario(name, (0.0, 0.0), (0.0, 0.0), _swingup_law,
-                        _as_arrays(_swingup_constants(params, sample_period_s)))
+        return Scenario(name, (0.0, 0.0), (0.0, 0.0), law=_swingup_law,
+                        constants=_as_arrays(_swingup_constants(params, sample_period_s)))
     gain = _scalar_parameters(params)["K"]
     if gain == 0.0:
         raise SimulationError(f"the {name} scenario needs a motor gain K ≠ 0")
+    torque = pulse_torque if name == "pulse" else multisine_torque
     return Scenario(name, (0.0, 0.0), (0.0, 0.0),
-                    _pulse_law if name == "pulse" else _multisine_law,
-                    _as_arrays({"gain": gain, "sample_period_s": sample_period_s}))
+                    functools.partial(_torque_inputs, torque, gain, sample_period_s))
 
 
-#: A played input is padded to a whole number of these samples (its last value held), so that
-#: inputs of similar lengths share one compiled simulation.
-PLAYED_PADDING = 4096
-
-
-def _played_law(j, state, system, c):
-    """The played input at sample ``j`` (its last value after its end)."""
-    return c["inputs"][jnp.minimum(j, c["inputs"].shape[0] - 1)]
+def _played_inputs(played: np.ndarray, j) -> np.ndarray:
+    """The played input at the samples ``j`` (its last value after its end), ``[len(j), 1]``."""
+    return played[np.minimum(j, len(played) - 1)][:, None]
 
 
 def played_scenario(inputs, rig_name: str) -> Scenario:
@@ -232,9 +232,7 @@ def played_scenario(inputs, rig_name: str) -> Scenario:
     if rig_name == "pendulum":
         raise SimulationError("a played input needs a motor; the pendulum rig has none")
     inputs = np.asarray(inputs, dtype=np.float64).reshape(-1)
-    padded = -(-max(len(inputs), 1) // PLAYED_PADDING) * PLAYED_PADDING
-    held = np.concatenate([inputs, np.repeat(inputs[-1:], padded - len(inputs))])
-    return Scenario("input", (0.0, 0.0), (0.0, 0.0), _played_law, {"inputs": held[:, None]})
+    return Scenario("input", (0.0, 0.0), (0.0, 0.0), functools.partial(_played_inputs, inputs))
 
 
 def _as_arrays(constants: Mapping[str, object]) -> dict[str, np.ndarray]:

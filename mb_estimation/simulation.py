@@ -27,7 +27,7 @@ from mb_estimation.multibody.joint_space import joint_rates as tree_joint_rates
 from mb_estimation.multibody.variational import held_steps
 from mb_estimation.numerics import jax
 from mb_estimation.rigs import Rig, built_system, parameter_arrays
-from mb_estimation.scenarios import Scenario, make_scenario, played_scenario
+from mb_estimation.scenarios import Scenario, chunk_input, make_scenario, played_scenario
 
 jnp = jax.numpy
 
@@ -132,8 +132,9 @@ def _sampled_run(system, initial, h: float, num_samples: int, input_fn, substeps
 
 
 #: A scenario is simulated in chunks of this many samples, each from the state the last one
-#: ended in (the last chunk run whole and cut): one compiled program per rig structure,
-#: scenario and chunk serves every length, step, rate and every rig's values.
+#: ended in (the last chunk run whole and cut): one compiled program per rig structure and
+#: chunk serves every open-loop scenario (and one per feedback law), every length, step, rate
+#: and every rig's values.
 SIMULATION_CHUNK = 512
 
 #: The scenarios' chunk programs, compiled once per key in the process (and kept on disk with
@@ -163,10 +164,22 @@ def _scenario_chunk(static, step, system, initial, offset, constants):
 
 
 def _scenario_run(system, plan, initial, dt: float, substeps: int, samples: int, offset: int):
-    """One compiled chunk of ``plan`` (:func:`_scenario_chunk`), as host arrays."""
-    outputs = _COMPILED(_scenario_chunk, (plan.law, samples), step_arguments(dt, substeps),
-                        system, initial, np.asarray(offset), plan.constants)
+    """One compiled chunk of ``plan`` (:func:`_scenario_chunk`), as host arrays.
+
+    An open-loop plan's inputs for the chunk are computed here and handed over as data.
+    """
+    law, constants = plan.law, plan.constants
+    if plan.inputs is not None:
+        law, constants = chunk_input, _chunk_inputs(plan.inputs(np.arange(samples) + offset))
+        offset = 0
+    outputs = _COMPILED(_scenario_chunk, (law, samples), step_arguments(dt, substeps),
+                        system, initial, np.asarray(offset), constants)
     return jax.tree_util.tree_map(np.asarray, outputs)
+
+
+def _chunk_inputs(inputs) -> dict:
+    """``inputs [samples, n_inputs]`` as :func:`~mb_estimation.scenarios.chunk_input` reads them."""
+    return {"inputs": np.asarray(inputs, dtype=np.float64)}
 
 
 def simulate_recording(
@@ -284,17 +297,12 @@ def scenario_in_chunks(rig: Rig, values: Mapping[str, object], scenario: str | S
         yield angles, rates, inputs
 
 
-def _held_law(j, state, system, c):
-    """The input the rig was last given, held (a driven rig's law)."""
-    return c["input"]
-
-
 @dataclass(frozen=True)
 class DrivenRig:
     """A simulated rig that obeys commands, one sample at a time (``rig-sim --driven``).
 
-    ``program`` is the compiled one-sample simulation (:func:`_scenario_chunk` with the input
-    held); ``state`` the rig's state now; ``angles`` its joint angles [rad], unwrapped since the
+    ``program`` is the compiled one-sample simulation (:func:`_scenario_chunk` of an open-loop
+    input); ``state`` the rig's state now; ``angles`` its joint angles [rad], unwrapped since the
     start, and ``rates`` [rad/s].
     """
 
@@ -317,21 +325,17 @@ def driven_rig(rig: Rig, values: Mapping[str, object], *, dt: float, rate_hz: fl
     (dt, substeps), system, plan, state = _scenario_start(rig, values, at_rest, dt, rate_hz,
                                                           rigid)
     step = step_arguments(dt, substeps)
-    arguments = (step, system, state, np.asarray(0), _held_input(0.0))
-    program = _COMPILED.executable(_scenario_chunk, (_held_law, 1), *arguments)
+    arguments = (step, system, state, np.asarray(0), _chunk_inputs([[0.0]]))
+    program = _COMPILED.executable(_scenario_chunk, (chunk_input, 1), *arguments)
     return DrivenRig(program, step, system, state,
                      np.asarray(plan.initial_angles, dtype=np.float64),
                      np.asarray(plan.initial_rates, dtype=np.float64))
 
 
-def _held_input(value: float) -> dict:
-    return {"input": np.asarray([value], dtype=np.float64)}
-
-
 def driven_sample(driven: DrivenRig, value: float) -> DrivenRig:
     """``driven`` one sample period later, ``value`` [the rig's input units] held meanwhile."""
     state, _, _, angles, rates = driven.program(driven.step, driven.system, driven.state,
-                                                np.asarray(0), _held_input(value))
+                                                np.asarray(0), _chunk_inputs([[value]]))
     angles, rates = np.asarray(angles)[-1], np.asarray(rates)[-1]
     turns = np.round((driven.angles - angles) / (2 * np.pi))  # unwrapped against the last
     return DrivenRig(driven.program, driven.step, driven.system, state,
