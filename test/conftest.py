@@ -116,7 +116,8 @@ def pytest_xdist_auto_num_workers(config) -> int:
     The rclpy tests mostly wait on their node processes and the streams between them, in real
     time; the worker that runs them leaves its core to the others meanwhile.
     """
-    return len(os.sched_getaffinity(0)) + 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return (cores or 1) + 1
 
 
 @pytest.hookimpl(optionalhook=True)

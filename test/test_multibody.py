@@ -37,6 +37,14 @@ def _simulate(system, initial, inputs):
     return mb.simulate(system, initial, inputs, STEP)
 
 
+@jax.jit
+def _momenta_and_step_solutions(system, states, inputs):
+    """``M v`` at every state, and each step's multipliers (one program, not op by op)."""
+    momenta = jax.vmap(lambda s: mass_matrix(system, s) @ s.velocity.reshape(-1))(states)
+    solutions = jax.vmap(lambda s, u: spook_step(system, s, u, STEP)[1])(states[:-1], inputs)
+    return momenta, solutions
+
+
 @pytest.mark.parametrize("drift_correction", [False, True])
 def test_inverse_dynamics_reproduces_forward_steps(repo_root, drift_correction):
     """Done-means 1: forward states give round-off impulse residuals (3.7)-(3.8).
@@ -56,12 +64,11 @@ def test_inverse_dynamics_reproduces_forward_steps(repo_root, drift_correction):
     states = _simulate(system, initial, inputs)
     exact = np.asarray(_trajectory_residuals(system, states, inputs))
 
-    momentum = jax.vmap(lambda s: mass_matrix(system, s) @ s.velocity.reshape(-1))(states)
+    momentum, solutions = _momenta_and_step_solutions(system, states, inputs)
     scale = np.max(np.abs(momentum))
     assert np.max(np.abs(exact)) < 1e-10 * scale
 
     # Friction was both sliding and sticking along the way (the test covers the clip).
-    solutions = jax.vmap(lambda s, u: spook_step(system, s, u, STEP)[1])(states[:-1], inputs)
     at_bound = np.isclose(np.abs(solutions.friction_multipliers), solutions.friction_bounds,
                           rtol=1e-9)
     assert at_bound.any() and (~at_bound).any()
