@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -201,7 +202,7 @@ def test_drive_lifecycle_runs_the_actions_once_its_node_answered_active(ament_pr
     from launch.actions import LogInfo, OpaqueFunction, RegisterEventHandler
     from launch_ros.actions import LifecycleNode
 
-    from mb_estimation.ros.ros_launch import _Activated, drive_lifecycle
+    from mb_estimation.ros.ros_launch import _Activated, _Refused, drive_lifecycle
 
     def lifecycle_node(name):
         return LifecycleNode(package="mb_estimation", executable="estimator_node", name=name,
@@ -209,11 +210,20 @@ def test_drive_lifecycle_runs_the_actions_once_its_node_answered_active(ament_pr
 
     node, other = lifecycle_node("n"), lifecycle_node("m")
     marker = LogInfo(msg="active")
-    when_active, start = drive_lifecycle(node, when_active=[marker])
+    when_active, when_refused, start = drive_lifecycle(node, when_active=[marker])
     assert isinstance(when_active, RegisterEventHandler) and isinstance(start, OpaqueFunction)
     handler = when_active.event_handler
     assert handler.matches(_Activated(node)) and not handler.matches(_Activated(other))
     assert list(handler.entities) == [marker]
+    # a refusal is raised while the launch handles its event (exit status 1), not in the
+    # waiting thread, whose future launch may drop unread
+    refusal = when_refused.event_handler
+    assert refusal.matches(_Refused(node, "no")) and not refusal.matches(_Refused(other, "no"))
+    assert not refusal.matches(_Activated(node)) and not handler.matches(_Refused(node, "no"))
+    (fail,) = refusal.entities
+    context = SimpleNamespace(locals=SimpleNamespace(event=_Refused(node, "refused: why")))
+    with pytest.raises(RuntimeError, match="refused: why"):
+        fail.execute(context)
 
 
 def test_setup_installs_the_launch_files_into_share():

@@ -35,6 +35,22 @@ class _Activated(Event):
         self.node = node
 
 
+class _Refused(Event):
+    """Emitted by :func:`drive_lifecycle` when its node refused a transition (``message``)."""
+
+    name = "mb_estimation.ros.ros_launch.Refused"
+
+    def __init__(self, node: LifecycleNode, message: str) -> None:
+        super().__init__()
+        self.node = node
+        self.message = message
+
+
+def _fail(context) -> None:
+    """Raise the refusal of the event handled: the launch ends with exit status 1."""
+    raise RuntimeError(context.locals.event.message)
+
+
 def drive_lifecycle(node: LifecycleNode, *, what: str = "the estimator node",
                     when_active=()) -> list:
     """Actions that configure ``node``, activate it once configured, then run ``when_active``.
@@ -45,7 +61,9 @@ def drive_lifecycle(node: LifecycleNode, *, what: str = "the estimator node",
     ``transition_event`` messages, as launch_ros's ``OnStateTransition`` is: a node whose
     configure fails at once (a missing config) may publish its event before the launch's
     subscription is matched to it, and a launch waiting for that event would wait for ever.
-    Place them after ``node``.
+    The refusal is raised while the launch handles an event, not in the thread that waited for
+    the answer: launch drops a finished thread's future without reading its exception when it
+    finished while events were queued, and the launch then ran on. Place them after ``node``.
     """
     def start(context) -> None:
         ros_node = get_ros_node(context)
@@ -54,11 +72,11 @@ def drive_lifecycle(node: LifecycleNode, *, what: str = "the estimator node",
         def run() -> None:
             refused = change_states(ros_node, service, [t for t, _ in TRANSITIONS],
                                     stopped=lambda: context.is_shutdown)
-            if refused is not None:
-                raise RuntimeError(f"{what} {dict(TRANSITIONS)[refused]}")
-            if not context.is_shutdown:
-                context.asyncio_loop.call_soon_threadsafe(
-                    lambda: context.emit_event_sync(_Activated(node)))
+            if context.is_shutdown:
+                return
+            event = (_Activated(node) if refused is None
+                     else _Refused(node, f"{what} {dict(TRANSITIONS)[refused]}"))
+            context.asyncio_loop.call_soon_threadsafe(lambda: context.emit_event_sync(event))
 
         context.add_completion_future(context.asyncio_loop.run_in_executor(None, run))
 
@@ -66,6 +84,9 @@ def drive_lifecycle(node: LifecycleNode, *, what: str = "the estimator node",
         RegisterEventHandler(EventHandler(
             matcher=lambda event: isinstance(event, _Activated) and event.node is node,
             entities=list(when_active))),
+        RegisterEventHandler(EventHandler(
+            matcher=lambda event: isinstance(event, _Refused) and event.node is node,
+            entities=[OpaqueFunction(function=_fail)])),
         OpaqueFunction(function=start),
     ]
 
