@@ -164,14 +164,17 @@ def _load(path: Path):
 
 
 def _store(path: Path, compiled) -> None:
+    partial = None
     try:
         data = pickle.dumps(serialize_executable.serialize(compiled))
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as handle:
+            partial = Path(handle.name)
             handle.write(data)
-        os.replace(handle.name, path)  # whole or not at all, also with two processes
+        os.replace(partial, path)  # whole or not at all, also with two processes
     except Exception:  # a tree without a serialisable node, a full disk: compile next time
-        return
+        if partial is not None:
+            partial.unlink(missing_ok=True)  # no piece of a file left in the folder
 
 
 def compiled_program(function, static, args):

@@ -220,3 +220,15 @@ def test_a_jax_cache_switched_on_by_the_environment_leaves_the_stored_programs_w
         outputs.append(done.stdout)
     assert outputs[0] == outputs[1] == outputs[2]
     assert not (tmp_path / "jax").exists() or not any((tmp_path / "jax").iterdir())
+
+
+def test_a_store_that_fails_leaves_no_piece_of_a_file(tmp_path, monkeypatch):
+    """A full disk (the rename fails after the write): nothing stored, nothing left behind."""
+    monkeypatch.setattr(program_store.serialize_executable, "serialize", lambda _: (b"x",))
+
+    def full_disk(source, target):
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(program_store.os, "replace", full_disk)
+    program_store._store(tmp_path / "program.executable", None)
+    assert list(tmp_path.iterdir()) == []
