@@ -70,7 +70,7 @@ from mb_estimation.multibody.variational import (
     variational_residuals,
     variational_step,
 )
-from mb_estimation.numerics import jax
+from mb_estimation.numerics import jax, jit
 from mb_estimation.rigs import get_rig, parameter_arrays
 from mb_estimation.scenarios import multisine_torque
 from mb_estimation.setup import model_of, rig_of, set_up
@@ -226,7 +226,7 @@ def test_variational_residuals_vanish_at_second_order_on_the_reference_motion(tr
                              voltage=(times, recording.inputs[:, 0]), method="rk4", step=1e-4)
     system = get_rig("furuta").build(parameter_arrays(truth.parameters))
 
-    @jax.jit
+    @jit
     def all_residuals(states, inputs, h):
         return jax.vmap(lambda s0, s1, u: variational_residuals(system, s0, s1, u, h, np.eye(2)))(
             states[:-1], states[1:], inputs)
@@ -235,7 +235,7 @@ def test_variational_residuals_vanish_at_second_order_on_the_reference_motion(tr
     for stride in (4, 2):  # h = 4 ms and 2 ms on the same samples
         angles, rates = run["theta"][::stride], run["dtheta"][::stride]
         inputs = recording.inputs[::stride][:-1]  # piecewise constant over each step here
-        states = jax.jit(jax.vmap(lambda a, r: joint_states(system, a, r)))(angles, rates)
+        states = jit(jax.vmap(lambda a, r: joint_states(system, a, r)))(angles, rates)
         residual = all_residuals(states, inputs, stride * 1e-3)
         sizes.append(float(np.sqrt(np.mean(np.asarray(residual) ** 2))))
     assert sizes[1] < sizes[0] / 3.5, sizes  # second order: ratio 4
@@ -275,7 +275,7 @@ def test_variational_step_forward_follows_the_reference_at_second_order(truth):
                              step=1e-5)
     system = get_rig("furuta").build(parameter_arrays(truth.parameters))
 
-    @functools.partial(jax.jit, static_argnums=0)
+    @functools.partial(jit, static_argnums=0)
     def forward(substeps, start):
         def sample(state, _):
             state = jax.lax.fori_loop(0, substeps, lambda _, s: variational_step(
@@ -336,7 +336,7 @@ def test_the_step_solves_its_residuals_and_differentiates_as_its_solution(dry_fr
     values = jnp.asarray([float(config.parameters["J_Byy"]), float(config.parameters["b2"])])
     system = system_of(values)
 
-    @jax.jit
+    @jit
     def step_and_residual(angles, momenta, u, h, locked):
         state = JointStates(angles, momenta)
         following = variational_step(system, state, u, h, locked)
@@ -344,21 +344,21 @@ def test_the_step_solves_its_residuals_and_differentiates_as_its_solution(dry_fr
         return following, jnp.where(jnp.concatenate([locked, jnp.zeros(2)]) > 0.5, 0.0,
                                     residual)
 
-    @jax.jit
+    @jit
     def derivative(angles, momenta, u, h, locked):
         return jax.jvp(lambda a, p, v: variational_step(system, JointStates(a, p), v, h,
                                                         locked),
                        (angles, momenta, u), (jnp.asarray([0.3, -1.0]),
                                               jnp.asarray([1e-3, 2e-3]), jnp.ones(1)))[1]
 
-    @jax.jit
+    @jit
     def jacobian(angles, momenta, u, h, locked):
         state = JointStates(angles, momenta)
         return step_jacobian(system_of, values, state,
                              variational_step(system_of(values), state, u, h, locked), u, h,
                              locked)
 
-    @jax.jit
+    @jit
     def moved_step(angles, momenta, moved_values, u, h, locked):
         following = variational_step(system_of(moved_values), JointStates(angles, momenta), u,
                                      h, locked)
@@ -428,7 +428,7 @@ def test_a_locked_arm_is_the_limit_of_an_immovable_one_and_its_derivatives_hold(
         return jax.lax.scan(sample, start, None, length=len(times) - 1)[1]
 
     # one program: the run and its derivative along (δb2 = 1, δθ̇_pendulum = 1)
-    run_and_derivative = jax.jit(lambda b2, rates: jax.jvp(
+    run_and_derivative = jit(lambda b2, rates: jax.jvp(
         forward, (b2, rates), (jnp.ones(()), jnp.asarray([0.0, 1.0]))))
     b2 = jnp.asarray(float(truth.parameters["b2"]))
     angles = np.asarray(run_and_derivative(b2, jnp.asarray([0.7, 0.0]))[0])
@@ -607,8 +607,8 @@ def test_joint_jacobian_blocks_match_finite_differences(truth):
                     jnp.zeros(2))
     angles = jnp.asarray(grid.filtered_angles[:n])
     states = JointStates(angles, 0.01 * jnp.gradient(angles, 1e-3, axis=0) + 0.003)
-    lin = jax.jit(linearize, static_argnums=0)(structure, fixed, free_values, states, data)
-    compiled = jax.jit(recording_residuals, static_argnums=0)
+    lin = jit(linearize, static_argnums=0)(structure, fixed, free_values, states, data)
+    compiled = jit(recording_residuals, static_argnums=0)
 
     def residuals(x, parameter_values):
         return np.asarray(compiled(structure, fixed, parameter_values, x, data))

@@ -50,7 +50,7 @@ from mb_estimation.estimation.residuals import (
 )
 from mb_estimation.estimation.solver import excited_by_data, states_from_angles
 from mb_estimation.multibody import state_boxplus
-from mb_estimation.numerics import jax
+from mb_estimation.numerics import jax, jit
 from mb_estimation.rigs import get_rig, parameter_arrays
 from mb_estimation.signals import Recording, prepare_recording
 from mb_estimation.signals.preprocess import held_input_means, lowpass
@@ -301,7 +301,7 @@ def test_the_momentum_balance_in_chunks_is_the_whole_recordings():
     rates = rng.standard_normal((steps + 1, 2))
     held = rng.standard_normal((steps, 1))
     balance, gain = input_delay.momentum_balance(system, angles, rates, held, 1e-3)
-    whole, whole_gain = jax.jit(input_delay._momentum_balance)(system, angles, rates, held,
+    whole, whole_gain = jit(input_delay._momentum_balance)(system, angles, rates, held,
                                                                1e-3)
     assert balance.shape == (steps, 2)
     np.testing.assert_allclose(balance, whole, rtol=1e-12, atol=1e-15)
@@ -360,9 +360,9 @@ def test_jacobian_blocks_match_finite_differences(furuta_case):
                     jnp.zeros(2))
     states = states_from_angles(structure, fixed, free_values,
                              jnp.asarray(grid.filtered_angles), jnp.asarray(STEP))
-    lin = jax.jit(linearize, static_argnums=0)(structure, fixed, free_values, states, data)
+    lin = jit(linearize, static_argnums=0)(structure, fixed, free_values, states, data)
     n = states.position.shape[0]
-    compiled = jax.jit(recording_residuals, static_argnums=0)
+    compiled = jit(recording_residuals, static_argnums=0)
 
     def residuals(x, parameter_values):
         return np.asarray(compiled(structure, fixed, parameter_values, x, data))
@@ -419,7 +419,7 @@ def test_chunked_linearization_assembled_on_the_host_is_the_whole_recordings(
     data = StepData(jnp.asarray(grid.measured_angles[:n]), jnp.asarray(grid.inputs[:n - 1]),
                     jnp.asarray(grid.observed[:n]), jnp.asarray(STEP), jnp.asarray(10.0),
                     jnp.zeros(2))
-    whole = jax.jit(linearize, static_argnums=0)(structure, fixed, free_values, states, data)
+    whole = jit(linearize, static_argnums=0)(structure, fixed, free_values, states, data)
     size = bucket_length(n)
     chunked = linearization(Compiler(), structure, fixed, free_values, states, data, size)
     for name in ("residuals", "previous", "current", "parameters"):

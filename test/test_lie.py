@@ -1,9 +1,9 @@
 """Property-based tests of mb_estimation.lie and the ⊞/⊟ operators of multibody.state.
 
-Every function under test is wrapped in a module-level ``jax.jit`` so that each one is compiled
-once per input shape; hypothesis then feeds it many examples cheaply. Tolerances are a small
-multiple of what float64 rounding allows, except the finite-difference checks (central
-differences, step 1e-6, relative tolerance 1e-8).
+Every function under test is wrapped in a module-level ``jit`` (with the package's XLA options)
+so that each one is compiled once per input shape; hypothesis then feeds it many examples
+cheaply. Tolerances are a small multiple of what float64 rounding allows, except the
+finite-difference checks (central differences, step 1e-6, relative tolerance 1e-8).
 """
 
 import math
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from mb_estimation import lie
 from mb_estimation.multibody import state as mbstate
-from mb_estimation.numerics import jax
+from mb_estimation.numerics import jax, jit
 
 jnp = jax.numpy
 
@@ -32,33 +32,33 @@ MAX_ANGLE = math.pi - 1e-6  # keep away from π where the shortest rotation vect
 
 # --- jitted functions under test (compiled once per input shape) ------------------------------
 
-quat_multiply = jax.jit(lie.quat_multiply)
-quat_conjugate = jax.jit(lie.quat_conjugate)
-quat_to_matrix = jax.jit(lie.quat_to_matrix)
-quat_rotate = jax.jit(lie.quat_rotate)
-matrix_times = jax.jit(lie.matrix_times)
-matrix_transpose_times = jax.jit(lie.matrix_transpose_times)
-matrix_product = jax.jit(lie.matrix_product)
-quat_exp = jax.jit(lie.quat_exp)
-quat_log = jax.jit(lie.quat_log)
-quat_from_matrix = jax.jit(lie.quat_from_matrix)
-boxplus = jax.jit(lie.boxplus)
-boxminus = jax.jit(lie.boxminus)
-boxminus_small_angle = jax.jit(lie.boxminus_small_angle)
+quat_multiply = jit(lie.quat_multiply)
+quat_conjugate = jit(lie.quat_conjugate)
+quat_to_matrix = jit(lie.quat_to_matrix)
+quat_rotate = jit(lie.quat_rotate)
+matrix_times = jit(lie.matrix_times)
+matrix_transpose_times = jit(lie.matrix_transpose_times)
+matrix_product = jit(lie.matrix_product)
+quat_exp = jit(lie.quat_exp)
+quat_log = jit(lie.quat_log)
+quat_from_matrix = jit(lie.quat_from_matrix)
+boxplus = jit(lie.boxplus)
+boxminus = jit(lie.boxminus)
+boxminus_small_angle = jit(lie.boxminus_small_angle)
 
-jac_exp_fwd = jax.jit(jax.jacfwd(lie.quat_exp))
-jac_exp_rev = jax.jit(jax.jacrev(lie.quat_exp))
-jac_log_fwd = jax.jit(jax.jacfwd(lie.quat_log))
-jac_log_rev = jax.jit(jax.jacrev(lie.quat_log))
-jac_small_boxminus = jax.jit(
+jac_exp_fwd = jit(jax.jacfwd(lie.quat_exp))
+jac_exp_rev = jit(jax.jacrev(lie.quat_exp))
+jac_log_fwd = jit(jax.jacfwd(lie.quat_log))
+jac_log_rev = jit(jax.jacrev(lie.quat_log))
+jac_small_boxminus = jit(
     jax.jacfwd(lambda psi, e: lie.boxminus_small_angle(lie.boxplus(e, psi), e))
 )
-jac_exact_boxminus = jax.jit(jax.jacfwd(lambda psi, e: lie.boxminus(lie.boxplus(e, psi), e)))
+jac_exact_boxminus = jit(jax.jacfwd(lambda psi, e: lie.boxminus(lie.boxplus(e, psi), e)))
 
-configuration_boxplus = jax.jit(mbstate.configuration_boxplus)
-configuration_boxminus = jax.jit(mbstate.configuration_boxminus, static_argnames="exact")
-state_boxplus = jax.jit(mbstate.state_boxplus)
-state_boxminus = jax.jit(mbstate.state_boxminus, static_argnames="exact")
+configuration_boxplus = jit(mbstate.configuration_boxplus)
+configuration_boxminus = jit(mbstate.configuration_boxminus, static_argnames="exact")
+state_boxplus = jit(mbstate.state_boxplus)
+state_boxminus = jit(mbstate.state_boxminus, static_argnames="exact")
 
 # --- strategies ---------------------------------------------------------------------------------
 
@@ -242,9 +242,9 @@ def test_matrix_helpers_are_the_matrix_products(a, b, v):
 def test_turn_about_x_and_x_axis_are_the_general_product_and_rotation(e, angle):
     x_axis = np.array([1.0, 0.0, 0.0])
     about_x = np.array([math.cos(0.5 * angle), math.sin(0.5 * angle), 0.0, 0.0])
-    np.testing.assert_allclose(jax.jit(lie.quat_turned_about_x)(e, angle),
+    np.testing.assert_allclose(jit(lie.quat_turned_about_x)(e, angle),
                                quat_multiply(e, about_x), rtol=0.0, atol=1e-15)
-    np.testing.assert_allclose(jax.jit(lie.quat_x_axis)(e), quat_rotate(e, x_axis), rtol=0.0,
+    np.testing.assert_allclose(jit(lie.quat_x_axis)(e), quat_rotate(e, x_axis), rtol=0.0,
                                atol=1e-15)
 
 
@@ -465,7 +465,7 @@ def _observed(state):
                             (state.velocity * state.orientation[..., :1]).reshape(-1)])
 
 
-@jax.jit
+@jit
 def _jacobians_of_both_moves(x):
     def through(move):
         def function(delta):

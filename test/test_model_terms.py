@@ -32,7 +32,7 @@ from mb_estimation.model_terms import (
 )
 from mb_estimation.multibody import joint_angles, states_from_joints
 from mb_estimation.multibody.system import ripple_torque
-from mb_estimation.numerics import jax
+from mb_estimation.numerics import jax, jit
 from mb_estimation.rigs import get_rig, parameter_arrays
 from mb_estimation.setup import rig_of
 from mb_estimation.signals import Recording, prepare_recording
@@ -151,14 +151,14 @@ def test_the_terms_jacobian_columns_match_finite_differences(rig_with_terms):
     data = StepData(jnp.asarray(grid.measured_angles[:n]), jnp.asarray(grid.inputs[:n - 1]),
                     jnp.asarray(grid.observed[:n]), jnp.asarray(1e-3), jnp.asarray(30.0),
                     jnp.zeros(2))
-    compiled = jax.jit(recording_residuals, static_argnums=0)
+    compiled = jit(recording_residuals, static_argnums=0)
     for formulation in (JointCoordinates(), MaximalCoordinates()):
         structure = ModelStructure(rig, free, formulation)
         system = structure.system(fixed, free_values)
         angles = grid.filtered_angles[:n]
         states = formulation.initial_states(system, jnp.asarray(angles),
                                             formulation.start_rates(angles, 1e-3), 1e-3)
-        lin = jax.jit(linearize, static_argnums=0)(structure, fixed, free_values, states, data)
+        lin = jit(linearize, static_argnums=0)(structure, fixed, free_values, states, data)
 
         def residuals(x, parameter_values, structure=structure):
             return np.asarray(compiled(structure, fixed, parameter_values, x, data))

@@ -11,7 +11,7 @@ from mb_estimation.config import load_config
 from mb_estimation.multibody.constraints import holonomic_constraints
 from mb_estimation.multibody.stepper import spook_step
 from mb_estimation.multibody.system import mass_matrix
-from mb_estimation.numerics import jax
+from mb_estimation.numerics import jax, jit
 from mb_estimation.rigs import get_rig, parameter_arrays
 from mb_estimation.rigs.parameters import PENDULUM
 
@@ -25,19 +25,19 @@ def furuta_values(repo_root, **changes):
     return values
 
 
-@jax.jit
+@jit
 def _trajectory_residuals(system, states, inputs):
     def one(a, b, u):
         return mb.impulse_residuals(system, a, b, u, STEP)
     return jax.vmap(one)(states[:-1], states[1:], inputs)
 
 
-@jax.jit
+@jit
 def _simulate(system, initial, inputs):
     return mb.simulate(system, initial, inputs, STEP)
 
 
-@jax.jit
+@jit
 def _momenta_and_step_solutions(system, states, inputs):
     """``M v`` at every state, and each step's multipliers (one program, not op by op)."""
     momenta = jax.vmap(lambda s: mass_matrix(system, s) @ s.velocity.reshape(-1))(states)
@@ -137,7 +137,7 @@ def _free_run(values, angles, rates, drift_correction=False, steps=20000):
     system = get_rig("furuta", None, drift_correction).build(parameter_arrays(values))
     initial = mb.states_from_joints(system, jnp.array(angles), jnp.array(rates))
 
-    @jax.jit
+    @jit
     def run(system, initial):
         def step(state, _):
             nxt, solution = spook_step(system, state, jnp.zeros(1), STEP)
@@ -238,7 +238,7 @@ def test_hinges_without_dry_friction_step_as_with_a_zero_bound():
     assert [h.has_dry_friction for h in lighter.hinges] == [False, False]
     state = mb.states_from_joints(system, jax.numpy.array([0.3, 2.0]),
                                   jax.numpy.array([4.0, -6.0]))
-    step = jax.jit(spook_step)  # one program per system structure, not one per call
+    step = jit(spook_step)  # one program per system structure, not one per call
     for _ in range(20):
         state, _ = step(system, state, jax.numpy.array([2.0]), 1e-3)
         reduced, _ = step(lighter, state, jax.numpy.array([2.0]), 1e-3)

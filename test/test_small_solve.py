@@ -8,7 +8,7 @@ from mb_estimation.multibody.small_solve import (
     solve_positive_definite,
     solve_small,
 )
-from mb_estimation.numerics import jax
+from mb_estimation.numerics import jax, jit
 
 jnp = jax.numpy
 
@@ -60,7 +60,7 @@ def test_batches_under_jit_and_vmap():
     rng = np.random.default_rng(2)
     matrices = np.stack([_spook_like(rng, n=5, rank=4) for _ in range(4)])
     rhs = rng.normal(size=(4, 5))
-    batched = jax.jit(jax.vmap(solve_small))(matrices, rhs)
+    batched = jit(jax.vmap(solve_small))(matrices, rhs)
     np.testing.assert_allclose(batched, np.linalg.solve(matrices, rhs[..., None])[..., 0],
                                rtol=1e-9, atol=1e-12)
 
@@ -103,7 +103,6 @@ def test_cholesky_and_triangular_solves_match_lapack():
 def test_a_scan_of_block_solves_compiles_into_one_function():
     """Neither LAPACK nor YNNPACK inside, and XLA's small-loop threshold raised: one function."""
     from mb_estimation.estimation.linear_algebra import NormalEquations, eliminate_states
-    from mb_estimation.numerics import jit
 
     blocks, size = 16, 4
     identity = np.tile(np.eye(size), (blocks, 1, 1))
