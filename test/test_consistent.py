@@ -336,11 +336,12 @@ def test_the_step_solves_its_residuals_and_differentiates_as_its_solution(dry_fr
     values = jnp.asarray([float(config.parameters["J_Byy"]), float(config.parameters["b2"])])
     system = system_of(values)
 
-    @jit
-    def step_and_residual(angles, momenta, u, h, locked):
+    @jit  # also the moved points of the central differences: one program for both
+    def step_and_residual(angles, momenta, values, u, h, locked):
+        moved = system_of(values)
         state = JointStates(angles, momenta)
-        following = variational_step(system, state, u, h, locked)
-        residual = variational_residuals(system, state, following, u, h, jnp.eye(2))
+        following = variational_step(moved, state, u, h, locked)
+        residual = variational_residuals(moved, state, following, u, h, jnp.eye(2))
         return following, jnp.where(jnp.concatenate([locked, jnp.zeros(2)]) > 0.5, 0.0,
                                     residual)
 
@@ -358,10 +359,8 @@ def test_the_step_solves_its_residuals_and_differentiates_as_its_solution(dry_fr
                              variational_step(system_of(values), state, u, h, locked), u, h,
                              locked)
 
-    @jit
     def moved_step(angles, momenta, moved_values, u, h, locked):
-        following = variational_step(system_of(moved_values), JointStates(angles, momenta), u,
-                                     h, locked)
+        following = step_and_residual(angles, momenta, moved_values, u, h, locked)[0]
         return jnp.concatenate([following.angles, following.momenta])
 
     rng = np.random.default_rng(4)
@@ -372,13 +371,13 @@ def test_the_step_solves_its_residuals_and_differentiates_as_its_solution(dry_fr
         momenta = joint_states(system, angles, rates).momenta
         u = jnp.asarray(rng.uniform(-1.0, 1.0, 1))
         for h in (2.5e-4, 1e-3, 2e-3):
-            following, residual = step_and_residual(angles, momenta, u, h, locked)
+            following, residual = step_and_residual(angles, momenta, values, u, h, locked)
             # round-off: the rates (θ_{k+1} - θ_k)/h carry about 1e-16 · π / h
             assert np.max(np.abs(np.asarray(residual))) < 1e-15 / h, (trial, h)
             tangent = derivative(angles, momenta, u, h, locked)
             d = 1e-6
             moved = [step_and_residual(angles + sign * d * jnp.asarray([0.3, -1.0]),
-                                       momenta + sign * d * jnp.asarray([1e-3, 2e-3]),
+                                       momenta + sign * d * jnp.asarray([1e-3, 2e-3]), values,
                                        u + sign * d, h, locked)[0] for sign in (1.0, -1.0)]
             for got, plus, minus in ((tangent.angles, moved[0].angles, moved[1].angles),
                                      (tangent.momenta, moved[0].momenta, moved[1].momenta)):
