@@ -99,6 +99,31 @@ def test_no_module_is_longer_than_the_house_allows():
     assert not long, long
 
 
+#: The files that may name ``jax.jit`` itself: where the package's ``jit`` is defined, the
+#: program store (which passes the options to ``compile``), and its test (which compares the
+#: two).
+PLAIN_JIT_ALLOWED = ("mb_estimation/numerics.py", "mb_estimation/program_store.py",
+                     "test/test_program_store.py")
+
+
+def test_programs_are_compiled_with_the_package_s_options():
+    """No ``jax.jit`` in the package or its tests but ``numerics.jit`` (or a ``Compiler``).
+
+    A plain ``jax.jit`` compiles with XLA's default options, not ``numerics.COMPILER_OPTIONS``:
+    a different program from the one the package runs, and up to twice the compile time.
+    """
+    root = PACKAGE.parent
+    found = []
+    for path in sorted([*PACKAGE.rglob("*.py"), *(root / "test").glob("*.py")]):
+        name = str(path.relative_to(root))
+        if name in PLAIN_JIT_ALLOWED:
+            continue
+        found += [f"{name}:{node.lineno}" for node in ast.walk(ast.parse(path.read_text()))
+                  if isinstance(node, ast.Attribute) and node.attr == "jit"
+                  and isinstance(node.value, ast.Name) and node.value.id == "jax"]
+    assert not found, "use mb_estimation.numerics.jit: " + ", ".join(found)
+
+
 
 
 def room_of(filename: str) -> str | None:
