@@ -103,6 +103,14 @@ def ament_prefix(tmp_path, monkeypatch):
 RCLPY_FILES = frozenset(path.name for path in Path(__file__).parent.glob("test_*.py")
                         if "ros_network" in path.read_text(encoding="utf-8"))
 
+#: Test files that time callbacks in their own process against the wall clock (the node core's
+#: callbacks while its worker is stuck): they join the rclpy unit, whose worker keeps the normal
+#: priority. At the least priority a callback waited 65 ms for the processes of the rclpy tests.
+CALLBACK_TIMING_FILES = frozenset({"test_node_core.py"})
+
+#: The files of the unit handed out first, on a worker at the normal priority (below).
+TIMED_FILES = RCLPY_FILES | CALLBACK_TIMING_FILES
+
 
 #: Files of long, independent fits (no costly module fixture): each test is a unit of its own.
 PER_TEST_FILES = frozenset({"test_calibrations.py", "test_shooting.py",
@@ -126,7 +134,8 @@ def pytest_xdist_make_scheduler(config, log):
 
     The rclpy tests share the loopback network (its ROS domains, node names, /diagnostics) and
     time their messages, so they run one after another on one worker, the first unit handed
-    out (its processes come first on the CPU: below); whole files keep a module's fixtures (a
+    out (its processes come first on the CPU: below), with the files that time callbacks in
+    process (:data:`CALLBACK_TIMING_FILES`); whole files keep a module's fixtures (a
     running node) and compiled programs on one worker. The files of :data:`PER_TEST_FILES` are
     split into their tests: xdist hands out the units with the most tests first, so these
     single tests come last and the workers end close together instead of one of them running
@@ -138,7 +147,7 @@ def pytest_xdist_make_scheduler(config, log):
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
             name = Path(module).name
-            if name in RCLPY_FILES:
+            if name in TIMED_FILES:
                 return "rclpy"
             return nodeid if name in PER_TEST_FILES else module
 
@@ -167,7 +176,7 @@ def pytest_runtest_setup(item) -> None:
     global _priority_chosen
     if WORKER and not _priority_chosen:
         _priority_chosen = True
-        if item.path.name not in RCLPY_FILES:
+        if item.path.name not in TIMED_FILES:
             os.nice(LEAST_PRIORITY - os.nice(0))
 
 
