@@ -80,7 +80,8 @@ XLA_FLAGS = {"--xla_backend_extra_options":
 
 def _set_xla_flags() -> None:
     flags = os.environ.get("XLA_FLAGS", "")
-    added = [f"{name}={value}" for name, value in XLA_FLAGS.items() if name not in flags]
+    added = [f"{name}={value}" for name, value in XLA_FLAGS.items()
+             if name.lstrip("-") not in flags]
     if added:
         os.environ["XLA_FLAGS"] = " ".join([flags, *added]).strip()
 

@@ -161,10 +161,11 @@ def pytest_xdist_make_scheduler(config, log):
 
 # --- under ``pytest -n``: the rclpy tests' processes first on the CPU ------------------------
 # A 500 Hz bag replayed best effort to the node lost 4 % of its messages beside a worker that
-# compiled. So every worker whose first test is not an rclpy test (all but the one that runs
-# the rclpy unit, handed out first) lowers its own priority to the least: the node, player and
-# listener processes of the rclpy tests, at the normal priority, take a core whenever they
-# need one, and the numerical tests use what they leave.
+# compiled. So every worker whose first test is not in :data:`TIMED_FILES` (all but the one
+# that runs the rclpy unit, handed out first) lowers its own priority to the least: the node,
+# player and listener processes of the rclpy tests, and the node core's timed callbacks, at
+# the normal priority, take a core whenever they need one, and the numerical tests use what
+# they leave.
 
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 LEAST_PRIORITY = 19  # nice value
@@ -172,7 +173,7 @@ _priority_chosen = False
 
 
 def pytest_runtest_setup(item) -> None:
-    """On a worker's first test: give way to the rclpy tests unless it is one of them."""
+    """On a worker's first test: give way to the timed tests unless it is one of them."""
     global _priority_chosen
     if WORKER and not _priority_chosen:
         _priority_chosen = True

@@ -301,8 +301,7 @@ def test_the_momentum_balance_in_chunks_is_the_whole_recordings():
     rates = rng.standard_normal((steps + 1, 2))
     held = rng.standard_normal((steps, 1))
     balance, gain = input_delay.momentum_balance(system, angles, rates, held, 1e-3)
-    whole, whole_gain = jit(input_delay._momentum_balance)(system, angles, rates, held,
-                                                               1e-3)
+    whole, whole_gain = jit(input_delay._momentum_balance)(system, angles, rates, held, 1e-3)
     assert balance.shape == (steps, 2)
     np.testing.assert_allclose(balance, whole, rtol=1e-12, atol=1e-15)
     np.testing.assert_array_equal(gain, whole_gain)

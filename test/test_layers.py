@@ -118,9 +118,12 @@ def test_programs_are_compiled_with_the_package_s_options():
         name = str(path.relative_to(root))
         if name in PLAIN_JIT_ALLOWED:
             continue
-        found += [f"{name}:{node.lineno}" for node in ast.walk(ast.parse(path.read_text()))
-                  if isinstance(node, ast.Attribute) and node.attr == "jit"
-                  and isinstance(node.value, ast.Name) and node.value.id == "jax"]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Attribute) and node.attr == "jit"
+                    and isinstance(node.value, ast.Name) and node.value.id == "jax"
+                    or isinstance(node, ast.ImportFrom) and node.module == "jax"
+                    and any(alias.name == "jit" for alias in node.names)):
+                found.append(f"{name}:{node.lineno}")
     assert not found, "use mb_estimation.numerics.jit: " + ", ".join(found)
 
 
