@@ -27,10 +27,13 @@ SHARED_DATA_DIR = REPO_ROOT.parent / "shared" / "data"
 # path) and removes it at the end. It holds one compiled-code cache for the whole run (hermetic:
 # fresh each run): a program one test compiled is read back by any later test that builds it
 # again, in any worker under ``pytest -n``; commands run in-process by the tests use it too.
-if "MB_TEST_RUN_DIR" not in os.environ:
+# A folder named by ``$MB_TEST_RUN_DIR`` beforehand is used and kept (never removed: it may
+# hold anything); an empty value counts as none (not the current folder).
+MADE_RUN_DIR = not os.environ.get("MB_TEST_RUN_DIR")
+if MADE_RUN_DIR:
     os.environ["MB_TEST_RUN_DIR"] = tempfile.mkdtemp(prefix="mb_test_")
-    (Path(os.environ["MB_TEST_RUN_DIR"]) / "xla").mkdir()
 RUN_DIR = Path(os.environ["MB_TEST_RUN_DIR"])
+(RUN_DIR / "xla").mkdir(parents=True, exist_ok=True)
 os.environ["MB_ESTIMATION_CACHE_DIR"] = str(RUN_DIR / "xla")
 configure_jax()
 
@@ -182,5 +185,5 @@ def pytest_runtest_setup(item) -> None:
 
 
 def pytest_unconfigure(config) -> None:
-    if not WORKER:  # the controller (or the only process) made the folder
+    if MADE_RUN_DIR:  # the controller (or the only process): the workers inherit its path
         shutil.rmtree(RUN_DIR, ignore_errors=True)
