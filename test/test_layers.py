@@ -127,8 +127,6 @@ def test_programs_are_compiled_with_the_package_s_options():
     assert not found, "use mb_estimation.numerics.jit: " + ", ".join(found)
 
 
-
-
 def room_of(filename: str) -> str | None:
     """The room a code object's file belongs to, or None outside the package."""
     path = Path(filename)
